@@ -1,0 +1,457 @@
+"""The Archive service's answers (§7): MontarResposta, MontarListaDeURL, FiltrarListaDeURL.
+
+Plain protocol logic: no web framework here. The web layer hands in the decoded query and a
+`Links` object that knows where the item files and pages are published.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from urllib.parse import quote
+
+from . import ibi as ibimod
+from . import pairs as pairsmod
+from .ibi import Forms, Ibi
+from .index import DOC, Catalog, Item
+
+ID_PAIRS = ("archiveaddress", "ibi", "ibi.archiveservice", "ibi.platformsoftware")
+RELATED_PREFIXES = ("contenttype", "ibi", "state", "timestamp", "url")
+_URLKEY_RE = re.compile(r"[0-9]{10,}(?:-[0-9]{10,})?")
+_VERB_RE = re.compile(
+    r"(GetLastEdition)|GetTranslation(?:\(([a-z]{2}(?:-[A-Z]{2})?)\))?"
+    r"|GetMetadata(?:\((oai_dc)\))?|(GetFileList)"
+)
+# relation = ([u [t]] | [t [u]]) [m [t]]  (Table 7.5), over the step letters.
+_RELATION_SHAPE = re.compile(r"(?:ut?|tu?)?(?:mt?)?")
+ALL_LANGUAGES = "*"  # GetTranslation without a language: every translation (§7.3 Ex. 7.3)
+
+
+class RequestError(ValueError):
+    """A malformed request: HTTP 400 with `error {reason}` (SPEC §4, Contract)."""
+
+
+# ---------------------------------------------------------------------------- relations
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str  # 'u' last edition, 't' translation, 'm' metadata
+    arg: str | None = None  # language for t (or ALL_LANGUAGES), format for m
+
+    def qualifier(self, language: str | None = None) -> str:
+        if self.kind == "u":
+            return ".lastedition"
+        if self.kind == "m":
+            return ".metadata" + (f"({self.arg})" if self.arg else "")
+        lang = language if self.arg == ALL_LANGUAGES else self.arg
+        return ".translation" + (f"({lang})" if lang else "")
+
+
+Relation = tuple[Step, ...]
+
+
+def relation_name(relation: Relation) -> str:
+    return "".join(step.qualifier() for step in relation)
+
+
+@dataclass(frozen=True)
+class Verbs:
+    relation: Relation = ()
+    filelist: bool = False
+    last_edition: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not self.relation and not self.filelist
+
+
+def parse_verblist(text: str) -> Verbs:
+    """Parse `parsedibiurl.verblist` (Table 6.4, verbs separated by spaces)."""
+    steps: list[Step] = []
+    filelist = False
+    for verb in text.split():
+        match = _VERB_RE.fullmatch(verb)
+        if not match:
+            raise RequestError(f"unknown verb {verb}")
+        last, lang, fmt, files = match.groups()
+        if files:
+            filelist = True
+        elif last:
+            steps.append(Step("u"))
+        elif verb.startswith("GetTranslation"):
+            steps.append(Step("t", lang or ALL_LANGUAGES))
+        else:
+            steps.append(Step("m", fmt))
+    if not _RELATION_SHAPE.fullmatch("".join(s.kind for s in steps)):
+        raise RequestError("verb order names no relation of Table 7.5")
+    return Verbs(tuple(steps), filelist, any(s.kind == "u" for s in steps))
+
+
+def default_relations(catalog: Catalog) -> list[Relation]:
+    """This Archive's relation subset (§7.2): only languages it holds or its sidecars declare.
+
+    The shape follows the seed's own Archive (Example 7.2): the item, its last edition, its
+    metadata (free and oai_dc) also of the last edition, its translations, and the
+    translations of its metadata.
+    """
+    u, m, m_dc = Step("u"), Step("m"), Step("m", "oai_dc")
+    translations = [Step("t", lang) for lang in sorted(catalog.languages)]
+    if catalog.has_unlanguaged:
+        translations.insert(0, Step("t"))
+    relations: list[Relation] = [(), (u,), (m,), (m_dc,), (u, m), (u, m_dc)]
+    relations += [(t,) for t in translations]
+    relations += [(m, t) for t in translations]
+    return relations
+
+
+# ------------------------------------------------------------------------------- links
+
+
+class Links:
+    """Where the Archive publishes item files and pages; every URL is absolute.
+
+    `site` is `http://<archiveaddress>` plus the WSGI mount point (SCRIPT_NAME); `url_base`,
+    when configured, is where an existing web server publishes the collection's files.
+    """
+
+    _SAFE = "/@:!$&'()*+,;=-._~"
+
+    def __init__(self, site: str, service_path: str, url_base: str | None = None):
+        self.site = site.rstrip("/")
+        self.service = self.site + self.path(service_path)
+        self.files = url_base.rstrip("/") if url_base else self.site + "/col"
+
+    @classmethod
+    def path(cls, text: str) -> str:
+        # File names are bytes on disk; surrogates (os.fsdecode) go back to those bytes.
+        return quote(text.encode("utf-8", "surrogateescape"), safe=cls._SAFE)
+
+    def file(self, item: Item, relpath: str) -> str:
+        return f"{self.files}/{self.path(item.directory)}/{DOC}/{self.path(relpath)}"
+
+    def filelist(self, item: Item) -> str:
+        return f"{self.service}/filelist/{self.path(item.directory)}"
+
+    def metadata(self, item: Item, fmt: str | None) -> str:
+        url = f"{self.service}/metadata/{self.path(item.directory)}"
+        return f"{url}?format={fmt}" if fmt else url
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+@dataclass(frozen=True)
+class UrlRequest:
+    ibi: str
+    client_ips: tuple = ()
+    filepath: str | None = None
+    verbs: Verbs = Verbs()
+
+
+def _client_ips(text: str) -> tuple:
+    """`IP *(SP IP)`: the user first, then the proxies (Table 6.10)."""
+    words = text.split(" ")
+    try:
+        return tuple(ipaddress.ip_address(w) for w in words)
+    except ValueError:
+        raise RequestError("clientinformation.ipaddress must be IP addresses separated by spaces") from None
+
+
+def filepath_parts(text: str) -> tuple[str, ...]:
+    """An absolute file path inside an item (`/reference.bib`); anything leaving it is an error."""
+    if not text.startswith("/"):
+        raise RequestError("parsedibiurl.filepath must start with a slash")
+    if "\x00" in text or "\\" in text:
+        raise RequestError("parsedibiurl.filepath has a NUL or a backslash")
+    parts = tuple(p for p in PurePosixPath(text).parts[1:] if p not in ("", "."))
+    if ".." in parts:
+        raise RequestError("parsedibiurl.filepath leaves the item")
+    return parts
+
+
+def parse_url_request(query: dict[str, str]) -> UrlRequest:
+    for name in ("clientinformation.ipaddress", "parsedibiurl.ibi"):
+        if not query.get(name):
+            raise RequestError(f"urlRequest needs {name}")
+    try:
+        ibimod.parse(query["parsedibiurl.ibi"])
+    except ibimod.IbiError:
+        raise RequestError("parsedibiurl.ibi is neither a repository name nor an IBIp") from None
+    filepath = query.get("parsedibiurl.filepath") or None
+    if filepath is not None:
+        filepath_parts(filepath)
+    return UrlRequest(
+        ibi=query["parsedibiurl.ibi"],
+        client_ips=_client_ips(query["clientinformation.ipaddress"]),
+        filepath=filepath,
+        verbs=parse_verblist(query.get("parsedibiurl.verblist", "")),
+    )
+
+
+def check_acknowledgment(query: dict[str, str]) -> None:
+    """Table 6.11: every pair but `ibi` is required; the urlkey must be a Table 5.1 key."""
+    for name in ("clientinformation.ipaddress", "contenttype", "state", "url",
+                 "url.persistent", "urlkey"):
+        if not query.get(name):
+            raise RequestError(f"acknowledgment needs {name}")
+    _client_ips(query["clientinformation.ipaddress"])
+    if not _URLKEY_RE.fullmatch(query["urlkey"]):
+        raise RequestError("urlkey must be digits with an optional dash, 10 or more each")
+
+
+def new_urlkey() -> str:
+    """A fresh key for every answer (Table 5.1 shape: `digits-digits`, 10+ each)."""
+    return f"{int(time.time()):010d}-{secrets.randbelow(10 ** 16):016d}"
+
+
+# ---------------------------------------------------------------------- the answer itself
+
+
+@dataclass(frozen=True)
+class Node:
+    """What a relation leads to: an item held here, an IBI held elsewhere, or inline metadata."""
+
+    item: Item | None = None
+    ref: Ibi | None = None
+    inline_of: Item | None = None
+    fmt: str | None = None
+
+
+class Archive:
+    """One Archive's identity, collection and publishing place: everything an answer needs."""
+
+    def __init__(self, catalog: Catalog, archiveaddress: str, archiveserviceibi: str,
+                 platformsoftware: str | None = None):
+        self.catalog = catalog
+        self.archiveaddress = archiveaddress
+        self.service = Forms.of(ibimod.parse(archiveserviceibi))
+        self.platform = Forms.of(ibimod.parse(platformsoftware)) if platformsoftware else None
+        self.relations = default_relations(catalog)
+
+    # -- relation steps ----------------------------------------------------------------
+
+    def last_edition(self, item: Item) -> Item | None:
+        """Follow nextedition through the items held here; None once the chain leaves."""
+        seen = {item.name.key}
+        while item.nextedition is not None:
+            nxt = self.catalog.lookup(item.nextedition)
+            if nxt is None or nxt.name.key in seen:
+                return None
+            seen.add(nxt.name.key)
+            item = nxt
+        return item
+
+    def _held_or_ref(self, ref: Ibi, fmt: str | None = None) -> Node:
+        held = self.catalog.lookup(ref)
+        return Node(item=held, fmt=fmt) if held else Node(ref=ref)
+
+    def translations(self, node: Node) -> dict[str | None, Node]:
+        """The translation group of a node, by language (None: no declared language)."""
+        if node.inline_of is not None:
+            return {None: node}
+        item = node.item
+        if item is None:
+            return {}
+        group = {lang: self._held_or_ref(ref, node.fmt) for lang, ref in item.translations.items()}
+        group[item.language] = node
+        return group
+
+    def step(self, node: Node, step: Step) -> list[tuple[str, Node]]:
+        if step.kind == "u":
+            if node.inline_of is not None:
+                return [(step.qualifier(), node)]
+            last = self.last_edition(node.item) if node.item else None
+            return [(step.qualifier(), Node(item=last, fmt=node.fmt))] if last else []
+        if step.kind == "t":
+            group = self.translations(node)
+            if step.arg == ALL_LANGUAGES:
+                return [(step.qualifier(lang), n) for lang, n in sorted(
+                    group.items(), key=lambda kv: kv[0] or "")]
+            found = group.get(step.arg)
+            return [(step.qualifier(), found)] if found else []
+        item = node.item
+        if item is None:
+            return []
+        if item.metadata is not None:
+            return [(step.qualifier(), self._held_or_ref(item.metadata, step.arg))]
+        if item.dc:
+            return [(step.qualifier(), Node(inline_of=item, fmt=step.arg))]
+        return []
+
+    def follow(self, item: Item, relation: Relation) -> list[tuple[str, Node]]:
+        reached = [("", Node(item=item))]
+        for step in relation:
+            reached = [(q + q2, n2) for q, n in reached for q2, n2 in self.step(n, step)]
+        return reached
+
+    # -- pairs -------------------------------------------------------------------------
+
+    def url_of(self, node: Node, request: UrlRequest, links: Links) -> tuple[str, Item, str] | None:
+        """CriarParURL: (url, item it describes, contenttype) or None when unknown here."""
+        if node.inline_of is not None:
+            if request.verbs.filelist or request.filepath:
+                return None
+            return links.metadata(node.inline_of, node.fmt), node.inline_of, "Metadata"
+        item = node.item
+        if item is None or item.state == "Deleted":
+            return None
+        if item.networks and not self._client_allowed(item, request):
+            # A licensed item: outside its networks the user gets its metadata instead.
+            meta = self.step(Node(item=item), Step("m"))
+            return self.url_of(meta[0][1], request, links) if meta else None
+        if request.verbs.filelist:
+            return links.filelist(item), item, item.contenttype
+        if request.filepath:
+            relpath = "/".join(filepath_parts(request.filepath))
+            if not self.file_exists(item, relpath):
+                return None
+            return links.file(item, relpath), item, item.contenttype
+        if node.fmt:
+            relpath = item.formats.get(node.fmt)
+            if relpath is None:
+                return None
+            return links.file(item, relpath), item, item.contenttype
+        if item.target is None:
+            return links.filelist(item), item, item.contenttype
+        return links.file(item, item.target), item, item.contenttype
+
+    def file_exists(self, item: Item, relpath: str) -> bool:
+        return resolve_file(self.catalog.root, item, relpath) is not None
+
+    @staticmethod
+    def _client_allowed(item: Item, request: UrlRequest) -> bool:
+        if not request.client_ips:
+            return False
+        user = request.client_ips[0]
+        return any(user.version == net.version and user in net for net in item.networks)
+
+    def forms_for(self, qualifier: str, node: Node) -> Forms:
+        """`ibi` and `ibi.lastedition` carry every known form (Examples 7.2, 7.6); other
+        related items are named by the form they are filed under, or as their reference was
+        written when they are held elsewhere (Examples 7.2, 7.8, 8.2)."""
+        if node.item is None:
+            return Forms.of(node.ref)
+        if qualifier in ("", ".lastedition"):
+            return node.item.forms
+        return node.item.primary
+
+    def related_pairs(self, qualifier: str, node: Node, request: UrlRequest,
+                      links: Links) -> list[tuple[str, str]]:
+        out = []
+        if node.inline_of is None:
+            out.append(("ibi" + qualifier, self.forms_for(qualifier, node).render()))
+        found = self.url_of(node, request, links)
+        if found:
+            url, item, contenttype = found
+            out += [
+                ("url" + qualifier, url),
+                ("contenttype" + qualifier, contenttype),
+                ("state" + qualifier, item.state),
+                ("timestamp" + qualifier, iso(item)),
+            ]
+        return out
+
+    def montar_lista_de_url(self, request: UrlRequest, links: Links,
+                            relations: Iterable[Relation] | None = None) -> list[tuple[str, str]]:
+        """Algorithm 2 over `relations` (default: this Archive's whole relation subset)."""
+        item = self.catalog.lookup(request.ibi)
+        if item is None:
+            return []
+        answer = [
+            ("archiveaddress", self.archiveaddress),
+            ("ibi.archiveservice", self.service.render()),
+            ("ibi.platformsoftware", self.platform.render() if self.platform else "{}"),
+        ]
+        if item.state == "Deleted":
+            return answer + [("ibi", item.forms.render()), ("state", "Deleted"),
+                             ("timestamp", iso(item))]
+        if item.nextedition is not None:
+            answer.append(("ibi.nextedition", self.forms_for(
+                ".nextedition", self._held_or_ref(item.nextedition)).render()))
+        answer.append(("urlkey", new_urlkey()))
+        seen = set()
+        for relation in (self.relations if relations is None else relations):
+            for qualifier, node in self.follow(item, relation):
+                if qualifier in seen:
+                    continue
+                seen.add(qualifier)
+                answer += self.related_pairs(qualifier, node, request, links)
+        return answer
+
+    def answer_url_request(self, request: UrlRequest, links: Links) -> list[tuple[str, str]]:
+        """MontarListaDeURL then FiltrarListaDeURL. Only the item itself (for its `ibi` pair)
+        and the relation the verbs name are built: the filter would drop every other
+        relation, so the answer is the same at a cost that does not grow with the Archive."""
+        relation = request.verbs.relation
+        answer = self.montar_lista_de_url(request, links, [(), relation] if relation else [()])
+        return filtrar_lista_de_url(answer, request.verbs)
+
+
+def iso(item: Item) -> str:
+    return item.timestamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _qualifier_pattern(relation: Relation) -> re.Pattern:
+    parts = []
+    for step in relation:
+        if step.kind == "t" and step.arg == ALL_LANGUAGES:
+            parts.append(r"\.translation(?:\([a-z]{2}(?:-[A-Z]{2})?\))?")
+        else:
+            parts.append(re.escape(step.qualifier()))
+    return re.compile("".join(parts))
+
+
+def filtrar_lista_de_url(answer: list[tuple[str, str]], verbs: Verbs) -> list[tuple[str, str]]:
+    """FiltrarListaDeURL (§4.3): keep what the resolver needs for the relation the verbs name."""
+    pattern = _qualifier_pattern(verbs.relation)
+    deleted = ("state", "Deleted") in answer
+    kept = []
+    for name, value in answer:
+        if name in ID_PAIRS or (name == "ibi.nextedition" and verbs.last_edition):
+            kept.append((name, value))
+            continue
+        if deleted and name in ("state", "timestamp"):
+            kept.append((name, value))
+            continue
+        prefix, dot, rest = name.partition(".")
+        if prefix in RELATED_PREFIXES and pattern.fullmatch(dot + rest):
+            kept.append((name, value))
+    if any(name.startswith("url") for name, _ in kept):
+        kept += [(n, v) for n, v in answer if n == "urlkey"]
+    return kept
+
+
+def resolve_file(root: Path, item: Item, relpath: str) -> Path | None:
+    """The real path of a file of `item`, or None if absent or if it (or a link) leaves doc/."""
+    doc = (root / item.directory / DOC).resolve()
+    parts = PurePosixPath(relpath).parts
+    if not parts or ".." in parts or any("\x00" in p or "\\" in p for p in parts):
+        return None
+    try:
+        real = (doc / relpath).resolve(strict=True)
+    except (OSError, RuntimeError):  # missing, unreadable, or a symlink loop
+        return None
+    if not real.is_relative_to(doc) or not real.is_file():
+        return None
+    return real
+
+
+def monta_resposta(query: dict[str, str], archive: Archive, links: Links) -> str:
+    """Algorithm 1 (MontarResposta): the body for one decoded request; RequestError if bad."""
+    subject = query.get("servicesubject")
+    if not subject:
+        raise RequestError("servicesubject is missing")
+    if subject == "inclusionConfirmationRequest":
+        return pairsmod.render([("confirmation", "yes")])
+    if subject == "urlRequest":
+        return pairsmod.render(archive.answer_url_request(parse_url_request(query), links))
+    if subject == "acknowledgment":
+        check_acknowledgment(query)
+        return pairsmod.render([("notice", "{acknowledgment received}")])
+    raise RequestError("unknown servicesubject")

@@ -1,0 +1,133 @@
+"""The `archive-service` command: it assembles settings and runs; the logic lives elsewhere."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import warnings
+from urllib.parse import quote, urlencode
+
+from . import __version__, index, settings
+
+log = logging.getLogger("archive_service")
+
+
+def _add_settings(parser: argparse.ArgumentParser, names=None) -> None:
+    parser.add_argument("--config", metavar="FILE", help="YAML file of settings")
+    group = parser.add_argument_group(
+        "settings", "each also read from ARCHIVE_SERVICE_<NAME> and from the --config file")
+    for setting in settings.SETTINGS:
+        if names is not None and setting.name not in names:
+            continue
+        default = "" if setting.secret or setting.default in (None, "") else f" (default: {setting.default})"
+        group.add_argument(setting.option, dest=setting.name, metavar=setting.name.upper(),
+                           help=setting.help + default)
+
+
+def _config(args: argparse.Namespace, *required: str) -> settings.Config:
+    options = {s.name: getattr(args, s.name, None) for s in settings.SETTINGS}
+    config = settings.load(args.config, options)
+    config.require(*required)
+    return config
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .server import run
+
+    config = _config(args, "collection", "archiveaddress", "archiveserviceibi")
+    return run(config)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from .web import create_app
+
+    config = _config(args, "collection", "archiveaddress", "archiveserviceibi")
+    params = {
+        "servicesubject": "urlRequest",
+        "clientinformation.ipaddress": args.client_ip,
+        "parsedibiurl.ibi": args.ibi,
+    }
+    if args.filepath:
+        params["parsedibiurl.filepath"] = args.filepath
+    if args.verblist:
+        params["parsedibiurl.verblist"] = args.verblist
+    app = create_app(config)
+    response = app.test_client().get("/" + config.archiveserviceibi,
+                                     query_string=urlencode(params, quote_via=quote))
+    body = response.get_data(as_text=True)
+    if response.status_code != 200:
+        print(f"archive-service query: HTTP {response.status_code}: {body}", file=sys.stderr)
+        return 2
+    if body:
+        print(body.replace("\r\n", "\n"))
+    else:
+        print(f"archive-service query: {args.ibi} is not held by this Archive (empty answer)",
+              file=sys.stderr)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    if args.directory:
+        args.collection = args.directory
+    config = _config(args, "collection")
+    catalog = index.scan(config.collection)
+    problems = list(catalog.problems) + index.check_references(catalog)
+    for problem in problems:
+        print(problem)
+    count = len(catalog.by_directory)
+    if problems:
+        print(f"{len(problems)} problem(s) in {config.collection} ({count} items read)")
+        return 1
+    print(f"{config.collection}: {count} items, no problems")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="archive-service",
+        description="Serve an on-disk collection as an Archive of the IBI resolution system.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the Archive service under gunicorn",
+                           description="Run the Archive service (and /col/ files) under gunicorn.")
+    _add_settings(serve)
+    serve.set_defaults(func=cmd_serve)
+
+    query = sub.add_parser("query", help="print what urlRequest answers for an IBI",
+                           description="Print exactly what urlRequest would answer.")
+    query.add_argument("ibi", help="either form of the IBI")
+    query.add_argument("--verblist", help='verbs separated by spaces, e.g. "GetLastEdition GetMetadata(oai_dc)"')
+    query.add_argument("--filepath", help="a file of the item, e.g. /reference.bib")
+    query.add_argument("--client-ip", default="127.0.0.1",
+                       help="the user's IP address (default: 127.0.0.1)")
+    _add_settings(query)
+    query.set_defaults(func=cmd_query)
+
+    check = sub.add_parser("check", help="validate a collection; exit 1 on problems",
+                           description="Validate every item and sidecar of a collection.")
+    check.add_argument("directory", nargs="?", help="the collection (or give --collection)")
+    _add_settings(check, names=("collection",))
+    check.set_defaults(func=cmd_check)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    warnings.simplefilter("default", settings.ConfigWarning)
+    logging.captureWarnings(True)
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except settings.ConfigError as exc:
+        print(f"archive-service: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as exc:
+        print(f"archive-service: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

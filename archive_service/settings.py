@@ -1,0 +1,267 @@
+"""The Archive's settings: one declared table drives the YAML file, the environment, --help
+and the README check.
+
+Precedence: command line > ARCHIVE_SERVICE_<KEY> environment > YAML file (--config) > default.
+Unknown keys in the file warn; a file that cannot be used, or a value that breaks its rule,
+stops start-up with one line naming the key.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from . import __version__
+from . import ibi as ibimod
+
+ENV_PREFIX = "ARCHIVE_SERVICE_"
+DEFAULT_RESOLVER = "http://urlib.net/J8LNKB5R7W/3FUQHC5"
+
+
+class ConfigError(ValueError):
+    """A setting or config file that cannot be used; the message is one line."""
+
+
+class ConfigWarning(UserWarning):
+    pass
+
+
+def _hostport(value: str) -> str:
+    parts = urlsplit("//" + value)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("the port must be a number from 0 to 65535") from None
+    if not parts.hostname or parts.path or parts.query or parts.username or "/" in value:
+        raise ValueError("must be host[:port] with no scheme or path, e.g. archive.example.org")
+    return value if port is None or port != 80 else value.rsplit(":", 1)[0]
+
+
+def _ibi(value: str) -> str:
+    try:
+        return ibimod.parse(value).text
+    except ibimod.IbiError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _optional_ibi(value: str) -> str:
+    return _ibi(value) if value else ""
+
+
+def _ip(value: str) -> str:
+    return str(ipaddress.ip_address(value))
+
+
+def _ascii(value: str) -> str:
+    if not value.isascii() or not value.strip() or " " in value:
+        raise ValueError("must be a single ASCII word")
+    return value
+
+
+def _email(value: str) -> str:
+    if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", value) or not value.isascii():
+        raise ValueError("must be an e-mail address such as admin@example.org")
+    return value
+
+
+def _registrationkey(value: str) -> str:
+    if not re.fullmatch(r"[0-9]{10,}(?:-[0-9]{10,})?", value):
+        raise ValueError("must be 10 or more digits, optionally '-' and 10 or more digits")
+    return value
+
+
+def _resolver(value: str) -> str:
+    if value.lower() == "none":
+        return "none"
+    return _http_url(value)
+
+
+def _http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("must be an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+def _bind(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if value.startswith("unix:"):
+            return value
+        raise ValueError("must be HOST:PORT (e.g. 127.0.0.1:8080) or unix:PATH")
+    return value
+
+
+def _positive_int(value: Any) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be 1 or more")
+    return number
+
+
+def _path(value: str) -> str:
+    if not str(value).strip():
+        raise ValueError("must be a path")
+    return str(value)
+
+
+def default_state_dir() -> str:
+    """systemd's StateDirectory when run as a service, else the per-user data directory."""
+    if os.environ.get("STATE_DIRECTORY"):
+        return os.environ["STATE_DIRECTORY"].split(":")[0]
+    data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(data_home, "archive-service")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    help: str
+    parse: Callable[[Any], Any] = str
+    secret: bool = False
+    path: bool = False  # relative paths in the YAML file are relative to the file
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def option(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("collection", None, "directory holding the items (required)", _path, path=True),
+    Setting("archiveaddress", None,
+            "host[:port] where this Archive is reached from the Internet (required)", _hostport),
+    Setting("archiveserviceibi", None,
+            "IBI of this Archive's service; the service answers at /<archiveserviceibi> (required)",
+            _ibi),
+    Setting("platformsoftware", "", "IBI of the platform software, or empty", _optional_ibi),
+    Setting("archiveip", None, "IP address of the Archive, sent when announcing", _ip),
+    Setting("archiveplatformversion", f"archive-service-{__version__}",
+            "platform version sent when announcing (ASCII)", _ascii),
+    Setting("archiveadmemailaddress", None, "administrator's e-mail address, sent when announcing",
+            _email),
+    Setting("registrationkey", None, "registration key shared with the resolver (secret)",
+            _registrationkey, secret=True),
+    Setting("resolver", DEFAULT_RESOLVER,
+            "resolver service base URL; the word none turns announcing off", _resolver),
+    Setting("url_base", None,
+            "URL where an existing web server publishes the collection's files; "
+            "default: this service serves them at http://<archiveaddress>/col/", _http_url),
+    Setting("state_dir", None,
+            "writable directory for the service's own data; default $STATE_DIRECTORY under "
+            "systemd, else ~/.local/share/archive-service", _path, path=True),
+    Setting("bind", "127.0.0.1:8080", "address serve listens on: HOST:PORT or unix:PATH", _bind),
+    Setting("workers", 2, "number of gunicorn worker processes for serve", _positive_int),
+)
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+class Config(Mapping):
+    """Validated settings; read them as attributes (`config.collection`) or as a mapping."""
+
+    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, str] | None = None):
+        self._values = dict(values)
+        self.sources = dict(sources or {})
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def require(self, *names: str) -> None:
+        for name in names:
+            if self._values.get(name) in (None, ""):
+                setting = BY_NAME[name]
+                raise ConfigError(
+                    f"setting {name} is missing: give {setting.option}, {setting.env}, "
+                    f"or '{name}:' in the --config file ({setting.help})")
+
+    def redacted(self) -> dict[str, Any]:
+        return {k: ("<secret>" if BY_NAME[k].secret and v else v) for k, v in self._values.items()}
+
+
+def read_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The settings in a YAML config file; ConfigError (one line) if it cannot be used."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as stream:
+            data = yaml.load(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror}") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        raise ConfigError(f"config file {path} line {mark.line + 1}: {exc.problem}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path}: not YAML ({exc})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: must be a map of setting: value")
+    values = {}
+    for key, value in data.items():
+        if key not in BY_NAME:
+            warnings.warn(f"config file {path}: unknown setting {key!r} ignored", ConfigWarning,
+                          stacklevel=2)
+            continue
+        if value is not None and BY_NAME[key].path:
+            value = str((path.parent / str(value)).resolve()) if not os.path.isabs(str(value)) else str(value)
+        values[key] = value
+    return values
+
+
+def load(config_file: str | None = None, options: Mapping[str, Any] | None = None,
+         environ: Mapping[str, str] | None = None) -> Config:
+    """Merge the four sources in order of precedence and validate every value."""
+    environ = os.environ if environ is None else environ
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    from_file = read_file(config_file) if config_file else {}
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for setting in SETTINGS:
+        if setting.name in options:
+            raw, source = options[setting.name], "command line"
+        elif setting.env in environ:
+            raw, source = environ[setting.env], f"environment {setting.env}"
+        elif setting.name in from_file:
+            raw, source = from_file[setting.name], f"config file {config_file}"
+        else:
+            values[setting.name], sources[setting.name] = setting.default, "default"
+            continue
+        if raw is None or raw == "":
+            values[setting.name] = setting.default if raw is None else ""
+        else:
+            try:
+                values[setting.name] = setting.parse(str(raw))
+            except (ValueError, TypeError) as exc:
+                shown = "<secret>" if setting.secret else repr(raw)
+                raise ConfigError(f"setting {setting.name} = {shown} ({source}): {exc}") from None
+        sources[setting.name] = source
+    if values["state_dir"] is None:
+        values["state_dir"] = default_state_dir()
+    for setting in SETTINGS:
+        if setting.path and values[setting.name]:
+            values[setting.name] = os.path.abspath(values[setting.name])
+    return Config(values, sources)

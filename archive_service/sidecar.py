@@ -1,0 +1,198 @@
+"""The item.yaml sidecar (SPEC §7, Contract): read, validate, and say precisely what is wrong."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from . import ibi as ibimod
+
+try:  # libyaml is ~10x faster than the pure-Python loader and ships in PyYAML's wheels
+    _Loader = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _Loader = yaml.SafeLoader
+
+SIDECAR = "item.yaml"
+STATES = ("Original", "Copy", "Deleted")
+CONTENTTYPES = ("Data", "Metadata")
+FORMATS = ("oai_dc",)  # Table 7.5: formato = "oai_dc"
+# The fifteen elements of simple Dublin Core, the only ones an oai_dc record may carry.
+DC_ELEMENTS = (
+    "title", "creator", "subject", "description", "publisher", "contributor", "date", "type",
+    "format", "identifier", "source", "language", "relation", "coverage", "rights",
+)
+KEYS = (
+    "ibip", "rep", "state", "contenttype", "target", "language", "timestamp", "nextedition",
+    "translations", "metadata", "formats", "dc", "filelist", "access",
+)
+_LANGUAGE_RE = re.compile(r"([A-Za-z]{2})(?:-([A-Za-z]{2}))?")
+
+
+class SidecarError(ValueError):
+    """A sidecar that cannot be used; `problems` lists each fault, key by key."""
+
+    def __init__(self, path: str, problems: list[str]):
+        self.path = path
+        self.problems = problems
+        super().__init__(f"{path}: " + "; ".join(problems))
+
+
+@dataclass
+class Sidecar:
+    ibip: str | None = None
+    rep: str | None = None
+    state: str = "Original"
+    contenttype: str = "Data"
+    target: str | None = None
+    language: str | None = None
+    timestamp: datetime | None = None
+    nextedition: ibimod.Ibi | None = None
+    translations: dict[str, ibimod.Ibi] = field(default_factory=dict)
+    metadata: ibimod.Ibi | None = None
+    formats: dict[str, str] = field(default_factory=dict)
+    dc: dict[str, list[str]] | None = None
+    filelist_public: bool = True
+    networks: tuple = ()
+    unknown_keys: list[str] = field(default_factory=list)
+
+
+def normalize_language(text: str) -> str:
+    """`lang[-CC]` as the standard writes it: language lower case, country upper case."""
+    match = _LANGUAGE_RE.fullmatch(text)
+    if not match:
+        raise ValueError(f"{text!r} is not lang[-CC] (two letters, optionally '-' and two more)")
+    lang, country = match.groups()
+    return lang.lower() + (f"-{country.upper()}" if country else "")
+
+
+def parse_timestamp(value: Any) -> datetime:
+    """ISO 8601 text (or a YAML timestamp) as an aware UTC datetime; naive means UTC."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        moment = datetime.fromisoformat(value.strip())
+    else:
+        raise ValueError(f"{value!r} is not an ISO 8601 date and time")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+def doc_path(value: Any) -> str:
+    """A relative path under doc/, with no way out of it."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a file name under doc/")
+    if "\\" in value or "\x00" in value:
+        raise ValueError(f"{value!r} has a backslash or NUL")
+    path = PurePosixPath(value)
+    if path.is_absolute() or ".." in path.parts:
+        raise ValueError(f"{value!r} must stay under doc/ (no leading '/', no '..')")
+    return str(path)
+
+
+def _ibi(value: Any) -> ibimod.Ibi:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not an IBI")
+    return ibimod.parse(value.strip())
+
+
+def _text_list(value: Any) -> list[str]:
+    values = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, (str, int, float, date)) for v in values):
+        raise ValueError("each value must be text or a list of text")
+    return [str(v) for v in values]
+
+
+def _networks(value: Any) -> tuple:
+    if not isinstance(value, dict) or set(value) != {"networks"}:
+        raise ValueError("must be a map with one key, networks: [CIDR, ...]")
+    nets = value["networks"]
+    if not isinstance(nets, list) or not nets:
+        raise ValueError("networks must be a non-empty list of CIDR blocks")
+    return tuple(ipaddress.ip_network(str(n), strict=False) for n in nets)
+
+
+def _string_map(value: Any, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a map of {what}")
+    return value
+
+
+def parse(data: Any, where: str = SIDECAR) -> Sidecar:
+    """Validate the loaded YAML of one sidecar; raise SidecarError listing every fault."""
+    if data is None:
+        return Sidecar()
+    if not isinstance(data, dict):
+        raise SidecarError(where, ["the sidecar must be a YAML map of keys (see SPEC §7)"])
+    sidecar = Sidecar()
+    problems: list[str] = []
+
+    def check(key: str, convert) -> None:
+        if key not in data:
+            return
+        try:
+            convert(data[key])
+        except (ValueError, TypeError) as exc:
+            problems.append(f"{key}: {exc}")
+
+    def choice(options):
+        def convert(value):
+            if value not in options:
+                raise ValueError(f"{value!r} is not one of {', '.join(options)}")
+            return value
+        return convert
+
+    def setter(attr, convert):
+        return lambda value: setattr(sidecar, attr, convert(value))
+
+    check("ibip", setter("ibip", lambda v: ibimod.check_ibip(str(v).strip())))
+    check("rep", setter("rep", lambda v: ibimod.check_rep(str(v).strip())))
+    check("state", setter("state", choice(STATES)))
+    check("contenttype", setter("contenttype", choice(CONTENTTYPES)))
+    check("target", setter("target", doc_path))
+    check("language", setter("language", lambda v: normalize_language(str(v))))
+    check("timestamp", setter("timestamp", parse_timestamp))
+    check("nextedition", setter("nextedition", _ibi))
+    check("metadata", setter("metadata", _ibi))
+    check("translations", setter("translations", lambda v: {
+        normalize_language(str(lang)): _ibi(ref)
+        for lang, ref in _string_map(v, "lang: IBI").items()
+    }))
+    check("formats", setter("formats", lambda v: {
+        str(choice(FORMATS)(fmt)): doc_path(path)
+        for fmt, path in _string_map(v, "format: file under doc/").items()
+    }))
+    check("dc", setter("dc", lambda v: {
+        str(choice(DC_ELEMENTS)(element)): _text_list(values)
+        for element, values in _string_map(v, "Dublin Core elements").items()
+    }))
+    check("filelist", setter("filelist_public", lambda v: choice(("public", "private"))(v) == "public"))
+    check("access", setter("networks", _networks))
+    sidecar.unknown_keys = sorted(str(k) for k in data if k not in KEYS)
+    if problems:
+        raise SidecarError(where, problems)
+    return sidecar
+
+
+def read(path: Path) -> Sidecar:
+    """Load and validate `path`; a YAML syntax error is a SidecarError naming line and column."""
+    try:
+        with open(path, "rb") as stream:
+            data = yaml.load(stream, Loader=_Loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SidecarError(str(path), [f"YAML syntax error{where}: {exc.problem}"]) from None
+    except yaml.YAMLError as exc:
+        raise SidecarError(str(path), [f"YAML error: {exc}"]) from None
+    except OSError as exc:
+        raise SidecarError(str(path), [f"cannot read: {exc.strerror}"]) from None
+    return parse(data, str(path))

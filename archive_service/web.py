@@ -1,0 +1,167 @@
+"""The WSGI application: the Archive service, its file lists and metadata pages, and /col/.
+
+`create_app(config)` builds every app: `archive-service serve`, a gunicorn command line
+(`gunicorn 'archive_service.web:create_app_from_env()'`) and mod_wsgi get the same one.
+Paths are relative to the WSGI mount point (SCRIPT_NAME); absolute URLs handed to the
+resolver are built from `archiveaddress`, never from the request's Host header.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask, Response, abort, render_template_string, request, send_file
+from flask.logging import default_handler
+
+from . import answers, index, pairs, settings
+from .answers import Archive, Links, RequestError
+from .sidecar import DC_ELEMENTS
+
+log = logging.getLogger(__name__)
+
+TEXT = "text/plain; charset=us-ascii"
+OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
+DC = "http://purl.org/dc/elements/1.1/"
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
+for _prefix, _uri in (("oai_dc", OAI_DC), ("dc", DC), ("xsi", XSI)):
+    ET.register_namespace(_prefix, _uri)
+
+FILELIST_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Files of {{ ibi }}</title></head>
+<body><h1>Files of {{ ibi }}</h1>
+{% if files is none %}<p>The list of files of this item is not public.</p>
+{% else %}<table><thead><tr><th>File</th><th>Size (bytes)</th></tr></thead><tbody>
+{% for name, url, size in files %}<tr><td><a href="{{ url }}">{{ name }}</a></td><td>{{ size }}</td></tr>
+{% endfor %}</tbody></table>{% endif %}
+</body></html>
+"""
+
+METADATA_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Metadata of {{ ibi }}</title></head>
+<body><h1>Metadata of {{ ibi }}</h1><dl>
+{% for element, values in dc %}<dt>{{ element }}</dt>{% for v in values %}<dd>{{ v }}</dd>{% endfor %}
+{% endfor %}</dl>
+<p><a href="{{ oai_dc }}">oai_dc</a></p></body></html>
+"""
+
+
+def _displayable(name: str) -> str:
+    """A file-system name as text for people (bytes that are not UTF-8 shown as U+FFFD)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _error(reason: str, status: int = 400) -> Response:
+    words = "".join(c if c.isascii() and c.isprintable() and c not in "{}" else " " for c in reason)
+    body = pairs.render([("error", pairs.value_list(words.split()))])
+    return Response(body, status=status, content_type=TEXT)
+
+
+def oai_dc_xml(dc: Mapping[str, list[str]]) -> bytes:
+    """An oai_dc record (OAI-PMH 2.0 oai_dc schema) of the item's inline Dublin Core."""
+    root = ET.Element(f"{{{OAI_DC}}}dc", {
+        f"{{{XSI}}}schemaLocation": f"{OAI_DC} http://www.openarchives.org/OAI/2.0/oai_dc.xsd"})
+    for element in DC_ELEMENTS:
+        for value in dc.get(element, ()):
+            ET.SubElement(root, f"{{{DC}}}{element}").text = value
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
+    """Build the WSGI app for one Archive from validated settings (or a mapping of them)."""
+    if not isinstance(config, settings.Config):
+        config = settings.load(options=dict(config), environ={})
+    config.require("collection", "archiveaddress", "archiveserviceibi")
+
+    app = Flask(__name__)
+    # Log through the root logger (gunicorn's or the CLI's), not into wsgi.errors.
+    app.logger.removeHandler(default_handler)
+    app.config["ARCHIVE_SERVICE"] = config
+
+    catalog = index.scan(config.collection)
+    for problem in catalog.problems:
+        log.warning("%s", problem)
+    log.info("indexed %d items from %s", len(catalog.by_directory), config.collection)
+    archive = Archive(catalog, config.archiveaddress, config.archiveserviceibi,
+                      config.platformsoftware)
+    app.extensions["archive"] = archive
+    service_path = "/" + config.archiveserviceibi
+
+    def links() -> Links:
+        return Links("http://" + config.archiveaddress + request.script_root, service_path,
+                     config.url_base)
+
+    def item_or_404(directory: str) -> index.Item:
+        item = catalog.item_at(directory)
+        if item is None or item.state == "Deleted":
+            abort(404)
+        return item
+
+    @app.get(service_path, endpoint="service")
+    def service() -> Response:
+        try:
+            query = pairs.parse_query(request.environ.get("QUERY_STRING", ""))
+            body = answers.monta_resposta(query, archive, links())
+        except (RequestError, pairs.PairsError) as exc:
+            return _error(str(exc))
+        return Response(body, content_type=TEXT)
+
+    @app.get(service_path + "/filelist/<path:directory>", endpoint="filelist")
+    def filelist(directory: str) -> Response:
+        item = item_or_404(directory)
+        files = None
+        if item.filelist_public:
+            site = links()
+            files = [(_displayable(rel), site.file(item, rel), size)
+                     for rel, size in index.list_files(catalog.root, item)]
+        page = render_template_string(FILELIST_PAGE, ibi=item.name.text, files=files)
+        return Response(page, status=200 if files is not None else 403,
+                        content_type="text/html; charset=utf-8")
+
+    @app.get(service_path + "/metadata/<path:directory>", endpoint="metadata")
+    def metadata(directory: str) -> Response:
+        item = item_or_404(directory)
+        if not item.dc:
+            abort(404)
+        fmt = request.args.get("format")
+        if fmt == "oai_dc":
+            return Response(oai_dc_xml(item.dc), content_type="text/xml; charset=utf-8")
+        if fmt:
+            return _error("unknown metadata format; oai_dc is the one offered", 404)
+        dc = [(e, item.dc[e]) for e in DC_ELEMENTS if e in item.dc]
+        page = render_template_string(METADATA_PAGE, ibi=item.name.text, dc=dc,
+                                      oai_dc=links().metadata(item, "oai_dc"))
+        return Response(page, content_type="text/html; charset=utf-8")
+
+    @app.get("/col/<path:rest>", endpoint="col")
+    def col(rest: str) -> Response:
+        # Names on disk are bytes: take them from the raw PATH_INFO, not Werkzeug's decoding.
+        raw = os.fsdecode(request.environ.get("PATH_INFO", "").encode("latin-1"))
+        segments = raw.split("/")[2:]  # after "", "col"
+        for size in (4, 2):
+            if len(segments) > size + 1 and segments[size] == index.DOC:
+                item = catalog.item_at("/".join(segments[:size]))
+                if item is not None:
+                    real = answers.resolve_file(catalog.root, item, "/".join(segments[size + 1:]))
+                    if real is None:
+                        break
+                    return send_file(real, conditional=True, etag=True)
+        abort(404)
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception):
+        from werkzeug.exceptions import HTTPException
+        if isinstance(exc, HTTPException):
+            return exc
+        log.exception("unexpected error on %s", request.path)
+        return _error("internal error", 500)
+
+    return app
+
+
+def create_app_from_env() -> Flask:
+    """For gunicorn and mod_wsgi: settings from ARCHIVE_SERVICE_CONFIG and the environment."""
+    return create_app(settings.load(os.environ.get("ARCHIVE_SERVICE_CONFIG")))
