@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import zlib
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
@@ -58,6 +59,14 @@ def _error(reason: str, status: int = 400) -> Response:
     words = "".join(c if c.isascii() and c.isprintable() and c not in "{}" else " " for c in reason)
     body = pairs.render([("error", pairs.value_list(words.split()))])
     return Response(body, status=status, content_type=TEXT)
+
+
+def _send(path) -> Response:
+    """send_file with conditional GET and Range; names that are not UTF-8 keep their bytes."""
+    stat = path.stat()
+    # Werkzeug's own ETag encodes the path as UTF-8; file names here may be any bytes.
+    etag = f"{stat.st_mtime_ns:x}-{stat.st_size:x}-{zlib.adler32(os.fsencode(path)):x}"
+    return send_file(path, conditional=True, etag=etag, download_name=_displayable(path.name))
 
 
 def oai_dc_xml(dc: Mapping[str, list[str]]) -> bytes:
@@ -148,7 +157,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                     real = answers.resolve_file(catalog.root, item, "/".join(segments[size + 1:]))
                     if real is None:
                         break
-                    return send_file(real, conditional=True, etag=True)
+                    return _send(real)
         abort(404)
 
     @app.errorhandler(Exception)
