@@ -1,13 +1,20 @@
 """Minting new IBIs: repository names (ID§6, Algorithms 1-3) and the temporal distributor
 (Algorithm 4) that gives every label of one identification subsystem its own creation time.
 
-The IBIp side (Algorithms 5-7) lives in `archive_service.ibip`.
+The IBIp side (Algorithms 5-7) lives in `archive_service.ibip`; `mint` draws one time from the
+distributor and builds either form, or both, from it.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from decimal import Decimal, localcontext
+from decimal import Decimal, InvalidOperation, localcontext
+from pathlib import Path
 
 from archive_service import ibi, ibip
 from archive_service.ibi import IbiError
@@ -15,8 +22,15 @@ from archive_service.ibi import IbiError
 REP_DEFAULT_PORT = 80  # the port Algorithm 1 leaves out of the prefix
 MINUTE = Decimal(60)
 
+STATE_FILE = "mint-last-date"  # última-data-para-sufixo, one decimal POSIX time
+LOCK_FILE = "mint.lock"  # never replaced, so every process locks the same inode
+
 # Enough digits for POSIX seconds at any granularity down to 1e-30 s: Int() must be exact.
 _PRECISION = 60
+
+
+class MintError(RuntimeError):
+    """Minting cannot go on safely (unreadable distributor state, wait beyond the limit)."""
 
 
 # --- repository names (Algorithms 1-3) ---
@@ -120,3 +134,159 @@ def distribute(
                 break
             short = _grid(creation, s)
         return _plain(t), wait  # lines 16-17
+
+
+class Distributor:
+    """Algorithm 4 for one identification subsystem, shared by every process using `state_dir`.
+
+    The last date (última-data-para-sufixo) is kept in `state_dir/mint-last-date`, so labels
+    never repeat across processes and restarts. Each `next_time()` holds an exclusive
+    `flock` on `state_dir/mint.lock` from reading the last date, through the wait, to writing
+    the new one (temp file, fsync, os.replace, fsync of the directory). The lock is taken on
+    a file of its own because os.replace gives the state file a new inode at every write.
+    flock locks belong to open files, so threads of one process exclude each other too.
+
+    `max_wait` bounds the wait (None: no bound): a clock set back makes Algorithm 4 wait
+    until it passes the last date again, which a caller may prefer to see as a MintError.
+    """
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str],
+        granularity: Decimal | int | float | str = 1,
+        *,
+        clock: Callable[[], Decimal | int | float] = time.time,
+        sleep: Callable[[float], object] = time.sleep,
+        max_wait: float | None = None,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.granularity = as_granularity(granularity)
+        self.clock = clock
+        self.sleep = sleep
+        self.max_wait = max_wait
+        self.state_path = self.state_dir / STATE_FILE
+        self.lock_path = self.state_dir / LOCK_FILE
+
+    def last(self) -> Decimal | None:
+        """The last date handed out, or None before the first one."""
+        try:
+            text = self.state_path.read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            return None
+        try:
+            value = Decimal(text)
+        except InvalidOperation:
+            value = None
+        if value is None or not value.is_finite():
+            # Starting afresh could hand out a date already used: refuse instead.
+            raise MintError(f"{self.state_path} holds {text!r}, not a POSIX time; fix or remove it")
+        return value
+
+    def next_time(self) -> Decimal:
+        """The creation time (data-para-sufixo) of a new label, distinct from all before it."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+            t, wait = distribute(self.clock(), self.last(), self.granularity)
+            if wait > 0:
+                if self.max_wait is not None and wait > self.max_wait:
+                    raise MintError(
+                        f"the next label's date is {wait} s ahead of the clock "
+                        f"(limit {self.max_wait} s): was the clock set back?"
+                    )
+                self.sleep(float(wait))
+            self._write_last(t)
+        return t
+
+    def _write_last(self, t: Decimal) -> None:
+        temporary = self.state_dir / f".{STATE_FILE}.tmp"
+        with open(temporary, "w", encoding="ascii") as out:
+            out.write(f"{t}\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, self.state_path)
+        directory = os.open(self.state_dir, os.O_RDONLY)
+        try:
+            os.fsync(directory)  # make the rename itself survive a crash
+        finally:
+            os.close(directory)
+
+
+# --- minting ---
+
+
+@dataclass(frozen=True)
+class Minted:
+    """A new IBI: its repository name and/or IBIp, both from the same creation `time`."""
+
+    time: Decimal
+    rep: str | None = None
+    ibip: str | None = None
+
+    def forms(self) -> ibi.Forms:
+        """The forms as responses write them (§7, Table 7.4)."""
+        return ibi.Forms(rep=self.rep, ibip=self.ibip)
+
+
+def default_state_dir() -> Path:
+    """$STATE_DIRECTORY (systemd; its first entry) or the per-user data directory."""
+    systemd = os.environ.get("STATE_DIRECTORY")
+    if systemd:
+        return Path(systemd.split(":")[0])
+    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data_home) / "archive-service"
+
+
+FORMS = ("rep", "ibip", "both")
+
+
+def mint(
+    host: str | None = None,
+    port: int | None = None,
+    ip: str | None = None,
+    form: str = "rep",
+    *,
+    state_dir: str | os.PathLike[str] | None = None,
+    granularity: Decimal | int | float | str = 1,
+    now: Callable[[], Decimal | int | float] = time.time,
+    sleep: Callable[[float], object] = time.sleep,
+) -> Minted:
+    """Mint a new IBI of the identification subsystem (host or IP, port).
+
+    - form 'rep' needs `host` (the server's domain name, two or more words) and `port`
+      (default 80, which the name omits): Algorithms 1-3.
+    - form 'ibip' needs `ip` (IPv4 or IPv6) and `port` (default 800, which the IBIp omits):
+      Algorithms 5-7.
+    - form 'both' needs `host`, `ip` and `port`; with port None each form takes its own
+      default (80 and 800).
+
+    The time comes from `Distributor(state_dir, granularity, clock=now, sleep=sleep)`
+    (state_dir default: `default_state_dir()`), so it may wait up to `granularity` seconds;
+    a test that fakes `now` must fake `sleep` too, or the clock never catches up. Every label is checked
+    with `archive_service.ibi.parse`; bad inputs raise IbiError before any time is drawn.
+    """
+    if form not in FORMS:
+        raise ValueError(f"form must be one of {FORMS}, not {form!r}")
+    wants_rep, wants_ibip = form in ("rep", "both"), form in ("ibip", "both")
+    rep_pre = ibip_pre = None
+    if wants_rep:
+        if host is None:
+            raise IbiError(f"form {form!r} needs a host name")
+        rep_pre = rep_prefix(host, REP_DEFAULT_PORT if port is None else port)
+    if wants_ibip:
+        if ip is None:
+            raise IbiError(f"form {form!r} needs an IP address")
+        ibip_pre = ibip.encode_prefix(ip, ibip.IBIP_DEFAULT_PORT if port is None else port)
+    directory = default_state_dir() if state_dir is None else state_dir
+    t = Distributor(directory, granularity, clock=now, sleep=sleep).next_time()
+    minted = Minted(
+        time=t,
+        rep=rep_name(rep_pre, rep_suffix(t)) if rep_pre else None,
+        ibip=f"{ibip_pre}/{ibip.encode_suffix(t)}" if ibip_pre else None,
+    )
+    for kind, label in (("rep", minted.rep), ("ibip", minted.ibip)):
+        # By construction (Algorithms 3 and 7) this holds; a host that breaks Table 6.1
+        # (a word with "_", an IP literal) is caught here rather than handed out.
+        if label is not None and ibi.parse(label).kind != kind:
+            raise IbiError(f"minted {label!r} does not parse as a {kind}")
+    return minted

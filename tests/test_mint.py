@@ -1,16 +1,23 @@
-"""Repository names (ID Algorithms 1-3) and the temporal distributor (Algorithm 4, Table 6.2)."""
+"""Repository names (ID Algorithms 1-3), the temporal distributor (Algorithm 4, Table 6.2)
+and minting, including two real processes minting at once."""
 
+import os
+import subprocess
+import sys
+import time
 from datetime import datetime, timezone
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from archive_service import ibip, mint
+from archive_service import ibi, ibip, mint
 from archive_service.ibi import IbiError
 
 UTC = timezone.utc
+ROOT = Path(__file__).resolve().parent.parent
 
 
 # --- Algorithm 1 ---
@@ -149,3 +156,157 @@ def test_distribute_never_repeats_and_never_runs_ahead(r, start, gaps):
         suffixes.add(mint.rep_suffix(t))
         current, last = current + wait, t
     assert len(suffixes) == len(gaps)
+
+
+# --- the Distributor: state across instances (restarts) ---
+
+
+class FakeClock:
+    def __init__(self, now):
+        self.now = Decimal(now)
+        self.slept = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(Decimal(str(seconds)))
+        self.now += Decimal(str(seconds))
+
+
+def test_distributor_persists_the_last_date(tmp_path):
+    clock = FakeClock("1287588115.3462")
+    first = mint.Distributor(tmp_path, 1, clock=clock, sleep=clock.sleep)
+    assert first.last() is None
+    assert first.next_time() == 1287588115
+    assert (tmp_path / mint.STATE_FILE).read_text() == "1287588115\n"
+    # A new instance (a restart) goes on from the file: same second, so it must wait.
+    again = mint.Distributor(tmp_path, 1, clock=clock, sleep=clock.sleep)
+    assert again.next_time() == 1287588116
+    assert clock.slept == [Decimal("0.6538")]
+
+
+def test_distributor_refuses_a_corrupt_state(tmp_path):
+    (tmp_path / mint.STATE_FILE).write_text("yesterday\n")
+    with pytest.raises(mint.MintError, match="not a POSIX time"):
+        mint.Distributor(tmp_path, 1).next_time()
+
+
+def test_distributor_max_wait_catches_a_clock_set_back(tmp_path):
+    (tmp_path / mint.STATE_FILE).write_text("2000000000\n")
+    clock = FakeClock(1287588115)
+    distributor = mint.Distributor(tmp_path, 1, clock=clock, sleep=clock.sleep, max_wait=60)
+    with pytest.raises(mint.MintError, match="clock set back"):
+        distributor.next_time()
+    assert clock.slept == []
+    assert distributor.last() == 2000000000
+
+
+# --- mint ---
+
+
+def test_mint_both_forms_of_the_seed_example(tmp_path):
+    minted = mint.mint(
+        "mtc-m18.sid.inpe.br", None, "150.163.34.243", "both",
+        state_dir=tmp_path, now=lambda: 1234806360, sleep=pytest.fail,
+    )
+    assert minted.rep == "sid.inpe.br/mtc-m18/2009/02.16.17.46"
+    assert minted.ibip == "8JMKD3MGP8W/34PGRBS"
+    assert minted.time == 1234806360
+    assert minted.forms().render() == (
+        "{rep sid.inpe.br/mtc-m18/2009/02.16.17.46 ibip 8JMKD3MGP8W/34PGRBS}"
+    )
+
+
+def test_mint_one_form_and_an_explicit_port(tmp_path):
+    clock = FakeClock("1287588115.3462")
+    rep = mint.mint("mtc-m18.sid.inpe.br", 8080, state_dir=tmp_path, granularity="0.01",
+                    now=clock, sleep=clock.sleep)
+    assert rep.rep == "sid.inpe.br/mtc-m18.8080/2010/10.20.15.21.55.34"
+    assert rep.ibip is None
+    clock.now += Decimal("0.05")
+    opaque = mint.mint(ip="2001:252:0:1::2008:6", port=8080, form="ibip", state_dir=tmp_path,
+                       granularity="0.01", now=clock, sleep=clock.sleep)
+    assert opaque.rep is None
+    assert ibip.decode(opaque.ibip) == ibip.Decoded(
+        "2001:252:0:1::2008:6", 8080,
+        datetime(2010, 10, 20, 15, 21, 55, tzinfo=UTC), Decimal("0.39"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"form": "rep"}, "needs a host"),
+        ({"form": "ibip", "host": "a.b"}, "needs an IP"),
+        ({"form": "both", "host": "a.b"}, "needs an IP"),
+        ({"form": "both", "host": "a_b.c", "ip": "10.0.0.1"}, "palavra"),
+        ({"form": "ibip", "ip": "10.0.0.1", "port": 70000}, "1..65535"),
+        ({"form": "word", "host": "a.b"}, "form must be one of"),
+    ],
+)
+def test_mint_refuses_missing_or_bad_inputs_before_drawing_a_time(tmp_path, kwargs, error):
+    with pytest.raises(ValueError, match=error):
+        mint.mint(state_dir=tmp_path, **kwargs)
+    assert not (tmp_path / mint.STATE_FILE).exists()
+
+
+def test_minted_labels_parse(tmp_path):
+    clock = FakeClock(1287587646)
+    for _ in range(50):
+        minted = mint.mint("archive.example.org", 8080, "192.0.2.7", "both", state_dir=tmp_path,
+                           granularity="0.1", now=clock, sleep=clock.sleep)
+        assert ibi.parse(minted.rep).kind == "rep"
+        assert ibi.parse(minted.ibip).kind == "ibip"
+        clock.now += Decimal("0.03")
+
+
+def test_default_state_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("STATE_DIRECTORY", f"{tmp_path}/a:{tmp_path}/b")
+    assert mint.default_state_dir() == tmp_path / "a"
+    monkeypatch.delenv("STATE_DIRECTORY")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert mint.default_state_dir() == tmp_path / "archive-service"
+
+
+# --- two real processes at once ---
+
+WORKER = """
+import sys, time
+from archive_service.mint import mint
+state_dir, start, count = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+time.sleep(max(0.0, start - time.time()))
+for _ in range(count):
+    m = mint("mint.example.org", 8080, "192.0.2.7", "both", state_dir=state_dir, granularity="0.001")
+    print(m.rep, m.ibip)
+"""
+
+
+def test_two_processes_never_mint_the_same_label(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    start = time.time() + 1.0  # both interpreters are up by then, so they really compete
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(tmp_path), str(start), "500"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        for _ in range(2)
+    ]
+    outputs = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=60)
+        assert worker.returncode == 0, err
+        outputs.append([line.split() for line in out.splitlines()])
+    lines = [pair for output in outputs for pair in output]
+    assert [len(output) for output in outputs] == [500, 500]
+    assert len({rep for rep, _ in lines}) == 1000
+    assert len({code for _, code in lines}) == 1000
+    spans = []
+    for output in outputs:  # each process sees its own labels in creation order
+        times = [ibip.decode(code).timestamp for _, code in output]
+        assert times == sorted(set(times))
+        spans.append((times[0], times[-1]))
+    (first_a, last_a), (first_b, last_b) = spans
+    assert first_a < last_b and first_b < last_a, "the processes did not mint at the same time"
+    for rep, code in lines:
+        assert ibi.parse(rep).kind == "rep" and ibi.parse(code).kind == "ibip"
