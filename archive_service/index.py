@@ -194,16 +194,29 @@ class Catalog:
         return self.by_directory.get(directory)
 
     def add(self, item: Item) -> None:
+        """Add an item; of two directories claiming one IBI, the one named by the repository
+        name is served (it is where the standard files an item), else the first found."""
         for k in item.keys():
             other = self.items.get(k)
-            if other is not None and other is not item:
-                self.problems.append(Problem(
-                    item.directory, f"IBI {k} is also claimed by {other.directory}; "
-                    f"{other.directory} is served"))
-                return
+            if other is None or other is item:
+                continue
+            if item.name.kind == "rep" and other.name.kind == "ibip":
+                item, other = other, item
+                self.remove(item)
+                self.add(other)
+            self.problems.append(Problem(
+                item.directory, f"IBI {k} is also claimed by {other.directory}; "
+                f"{other.directory} is served"))
+            return
         for k in item.keys():
             self.items[k] = item
         self.by_directory[item.directory] = item
+
+    def remove(self, item: Item) -> None:
+        for k in item.keys():
+            if self.items.get(k) is item:
+                del self.items[k]
+        self.by_directory.pop(item.directory, None)
 
     def finish(self) -> None:
         """Derive what spans items: reverse translations, the language set, edition cycles."""

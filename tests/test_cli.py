@@ -1,0 +1,124 @@
+"""The command line: check, query and serve, run the way an admin runs them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from archive_service import index, pairs
+from archive_service.cli import main
+from conftest import SAMPLE, SERVICE, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = SAMPLE / "archive-service.yaml"
+
+
+def test_check_passes_on_the_sample(capsys):
+    assert main(["check", str(SAMPLE)]) == 0
+    assert "15 items, no problems" in capsys.readouterr().out
+
+
+def test_check_lists_every_problem_of_a_broken_collection(collection, capsys):
+    # a broken sidecar, an unknown key, a duplicate IBI, an edition cycle, a malformed relation
+    (collection / "iconet.com.br/banon/2009/09.09.22.01/item.yaml").write_text("target: [x\n")
+    with open(collection / "dpi.inpe.br/banon/2003/12.10.19.30/item.yaml", "a") as f:
+        f.write("colour: blue\n")
+    dup = collection / "8JMKD3MGP8W/35MME4E/doc"
+    dup.mkdir(parents=True)
+    (dup / "x.txt").write_text("x")
+    (collection / "sid.inpe.br/mtc-m18/2012/07.12.18.08/item.yaml").write_text(
+        "ibip: 8JMKD3MGP8W/3C9EP6P\nnextedition: sid.inpe.br/mtc-m18@80/2009/07.21.14.43\n")
+    (collection / "sid.inpe.br/mtc-m19/2013/09.04.12.27.57/item.yaml").write_text(
+        "metadata: not/an/ibi\n")
+    assert main(["check", str(collection)]) == 1
+    out = capsys.readouterr().out
+    assert "09.09.22.01/item.yaml: YAML syntax error at line" in out
+    assert "unknown key 'colour'" in out
+    assert "8jmkd3mgp8w/35mme4e is also claimed by" in out
+    assert "nextedition chain has a cycle" in out
+    assert "metadata: IBI 'not/an/ibi' has 3 segments" in out
+    # The stray IBIp directory does not hide the item filed under its repository name.
+    served = index.scan(collection).lookup("8JMKD3MGP8W/35MME4E")
+    assert served.directory == "sid.inpe.br/mtc-m18@80/2009/07.21.13.23"
+
+
+def test_query_prints_what_url_request_answers(capsys):
+    assert main(["query", "8JMKD3MGP8W/35MMLL8", "--config", str(CONFIG),
+                 "--verblist", "GetLastEdition GetMetadata(oai_dc)"]) == 0
+    out = capsys.readouterr().out
+    got = dict(pairs.parse(out.strip().replace("\n", "\r\n")))
+    assert got["ibi.nextedition"] == "{rep sid.inpe.br/mtc-m18/2012/07.12.18.08}"
+    assert got["url.lastedition.metadata(oai_dc)"] == (
+        "http://localhost:8080/col/sid.inpe.br/mtc-m18/2012/07.12.18.08.49/doc/oai_dc.xml")
+
+
+def test_query_reports_bad_input_and_unknown_ibis(capsys):
+    assert main(["query", "not-an-ibi", "--config", str(CONFIG)]) == 2
+    assert "error {parsedibiurl.ibi is neither" in capsys.readouterr().err
+    assert main(["query", "8JMKD3MGP8W/22222", "--config", str(CONFIG)]) == 0
+    assert "not held by this Archive" in capsys.readouterr().err
+
+
+def test_missing_setting_stops_with_one_line(tmp_path, capsys):
+    assert main(["query", "LK47B6W/362SFKH", "--collection", str(SAMPLE)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "setting archiveaddress is missing" in err[0]
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return response.status, response.read()
+
+
+@pytest.fixture
+def served(tmp_path):
+    """The real `archive-service serve` process on a free loopback port."""
+    port = free_port()
+    log = open(tmp_path / "serve.log", "w+")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "archive_service.cli", "serve", "--config", str(CONFIG),
+         "--bind", f"127.0.0.1:{port}", "--archiveaddress", f"127.0.0.1:{port}",
+         "--state-dir", str(tmp_path / "state")],
+        stdout=log, stderr=subprocess.STDOUT, env=env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            _get(f"{base}/{SERVICE}?servicesubject=inclusionConfirmationRequest")
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                log.seek(0)
+                pytest.fail("serve did not start:\n" + log.read())
+            time.sleep(0.1)
+    yield base, process, log
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+    log.close()
+
+
+def test_serve_runs_gunicorn_and_answers_over_http(served):
+    base, process, log = served
+    status, body = _get(f"{base}/{SERVICE}?servicesubject=urlRequest"
+                        "&clientinformation.ipaddress=127.0.0.1&parsedibiurl.ibi=LK47B6W/362SFKH")
+    got = dict(pairs.parse(body.decode()))
+    assert status == 200 and got["url"] == (
+        f"{base}/col/iconet.com.br/banon/2009/09.09.22.01/doc/@relatorio.pdf")
+    status, pdf = _get(got["url"])
+    assert status == 200 and pdf.startswith(b"%PDF")
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 0
+    log.seek(0)
+    text = log.read()
+    assert "Starting gunicorn" in text and "Booting worker" in text
+    assert "Traceback" not in text
