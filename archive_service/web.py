@@ -18,7 +18,7 @@ from typing import Any
 from flask import Flask, Response, abort, render_template_string, request, send_file
 from flask.logging import default_handler
 
-from . import answers, index, pairs, settings
+from . import __version__, answers, index, pairs, settings
 from .answers import Archive, Links, RequestError
 from .sidecar import DC_ELEMENTS
 
@@ -77,6 +77,26 @@ def oai_dc_xml(dc: Mapping[str, list[str]]) -> bytes:
         for value in dc.get(element, ()):
             ET.SubElement(root, f"{{{DC}}}{element}").text = value
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+class ArchiveRoot:
+    """WSGI middleware: the app's routes are relative to the Archive's root, yet a server may
+    mount it at the root, at `/<archiveserviceibi>` (mod_wsgi's WSGIScriptAlias, a proxy that
+    sets SCRIPT_NAME) or at `/col`. A mount point ending in one of those is moved back from
+    SCRIPT_NAME into PATH_INFO, so every route, and every URL built from script_root, is right."""
+
+    def __init__(self, app, mounts: tuple[str, ...]):
+        self.app = app
+        self.mounts = mounts
+
+    def __call__(self, environ, start_response):
+        script = environ.get("SCRIPT_NAME", "").rstrip("/")
+        for mount in self.mounts:
+            if script.endswith(mount):
+                environ["SCRIPT_NAME"] = script[: -len(mount)]
+                environ["PATH_INFO"] = mount + environ.get("PATH_INFO", "")
+                break
+        return self.app(environ, start_response)
 
 
 def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
@@ -160,6 +180,13 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                     return _send(real)
         abort(404)
 
+    @app.get("/", endpoint="root")
+    def root() -> Response:
+        site = links()
+        text = (f"archive-service {__version__}: the Archive service of {config.archiveserviceibi}\n"
+                f"service: {site.service}\nitems: {len(catalog.by_directory)}\n")
+        return Response(text, content_type="text/plain; charset=utf-8")
+
     @app.errorhandler(Exception)
     def unexpected(exc: Exception):
         from werkzeug.exceptions import HTTPException
@@ -168,6 +195,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         log.exception("unexpected error on %s", request.path)
         return _error("internal error", 500)
 
+    app.wsgi_app = ArchiveRoot(app.wsgi_app, (service_path, "/col"))
     return app
 
 

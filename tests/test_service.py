@@ -326,3 +326,28 @@ def test_query_string_percent_decoding_of_table_4_1(client: Client):
         f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=172.16.44.200%20150.163.68.1"
         "&parsedibiurl.ibi=8JMKD3MGP8W/35MMLL8&parsedibiurl.verblist=GetLastEdition+GetMetadata(oai_dc)"))
     assert "url.lastedition.metadata(oai_dc)" in got.text
+
+
+@pytest.mark.parametrize("mount", [f"/{SERVICE}", "/col", "/archive/col"])
+def test_a_server_may_mount_the_app_at_its_service_path_or_at_col(settings, mount):
+    """mod_wsgi's WSGIScriptAlias or a proxy may set SCRIPT_NAME to the service path or /col."""
+    from werkzeug.exceptions import NotFound
+    from werkzeug.middleware.dispatcher import DispatcherMiddleware
+    import webtest
+
+    app = create_app(settings)
+    prefix = mount.rsplit("/col", 1)[0] if mount.endswith("/col") else ""
+    test = webtest.TestApp(DispatcherMiddleware(NotFound(), {mount: app}))
+    if mount.endswith("/col"):
+        test.get(f"{prefix}/col/iconet.com.br/banon/2009/09.09.22.01/doc/reference.bib", status=200)
+    else:
+        got = dict(pairs.parse(test.get(f"/{SERVICE}", params={
+            "servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4",
+            "parsedibiurl.ibi": "LK47B6W/362SFKH", "parsedibiurl.verblist": "GetFileList"}).text))
+        assert got["url"] == (f"http://{ADDRESS}/{SERVICE}/filelist/iconet.com.br/banon/2009/09.09.22.01")
+        test.get(f"/{SERVICE}/filelist/iconet.com.br/banon/2009/09.09.22.01", status=200)
+
+
+def test_the_root_page_says_what_this_is(client: Client):
+    page = client.get("/")
+    assert SERVICE in page.text and "items: 15" in page.text
