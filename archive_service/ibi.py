@@ -30,6 +30,92 @@ class IbiError(ValueError):
     """An IBI that breaks its grammar; the message names the rule and the place."""
 
 
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_DIGITS = frozenset("0123456789")
+
+
+def _at(text: str, position: int, reason: str) -> str:
+    """`reason` located at 1-based `position` of `text` (past the end: 'at the end')."""
+    if position > len(text):
+        return f"at the end: {reason}"
+    return f"character {text[position - 1]!r} at position {position}: {reason}"
+
+
+def _word_fault(word: str, start: int, last: bool) -> tuple[int, str] | None:
+    """Where `word` (at 1-based `start` of its segment) breaks palavra / ultima-palavra."""
+    if not word:
+        return start, "empty word (two dots in a row, or a leading dot)"
+    for i, char in enumerate(word):
+        if char not in _ALNUM and char != "-":
+            return start + i, "not a letter, digit or '-'"
+    if word[0] == "-":
+        return start, "a word cannot begin with '-'"
+    if word[-1] == "-":
+        return start + len(word) - 1, "a word cannot end with '-'"
+    if last and word[0] in _DIGITS:
+        return start, "the last word of a subdomain must begin with a letter"
+    return None
+
+
+def _subdomain_fault(text: str) -> tuple[int, str] | None:
+    words = text.split(".")
+    if len(words) > 1 and words[-1] == "":
+        words.pop()  # one trailing dot is allowed (a fully qualified name)
+    start = 1
+    for n, word in enumerate(words):
+        fault = _word_fault(word, start, last=n == len(words) - 1)
+        if fault:
+            return fault
+        start += len(word) + 1
+    return None
+
+
+def _prefix_word_fault(text: str) -> tuple[int, str] | None:
+    cut = min((i for i, c in enumerate(text) if c in ".@"), default=len(text))
+    fault = _word_fault(text[:cut], 1, last=False)
+    if fault or cut == len(text):
+        return fault
+    port = text[cut + 1:]
+    if not port:
+        return cut + 2, f"a port (digits) must follow {text[cut]!r}"
+    for i, char in enumerate(port):
+        if char not in _DIGITS:
+            return cut + 2 + i, "the port after '.' or '@' is digits only"
+    return None
+
+
+def _year_detail(text: str) -> str:
+    for i, char in enumerate(text):
+        if char not in _DIGITS:
+            return _detail(text, (i + 1, "not a digit"))
+    return f" (it has {len(text)})"
+
+
+def _time_fault(text: str) -> tuple[int, str] | None:
+    names = ("MM", "DD", "hh", "mm", "ss")
+    start = 1
+    fields = text.split(".")
+    for n, value in enumerate(fields):
+        if n > 5:
+            return start - 1, "nothing may follow the fraction of a second"
+        for i, char in enumerate(value):
+            if char not in _DIGITS:
+                return start + i, "not a digit"
+        if n < 5 and len(value) != 2:
+            where = start + 2 if len(value) > 2 else start + len(value)
+            return where, f"{names[n]} must be 2 digits"
+        if n == 5 and not value:
+            return start, "the fraction of a second needs 1 or more digits"
+        start += len(value) + 1
+    if len(fields) < 4:
+        return len(text) + 1, f"{names[len(fields)]} is missing"
+    return None
+
+
+def _detail(text: str, fault: tuple[int, str] | None) -> str:
+    return f" ({_at(text, *fault)})" if fault else ""
+
+
 def _first_bad(text: str, allowed: str) -> str:
     for position, char in enumerate(text):
         if char not in allowed:
@@ -47,16 +133,20 @@ def check_rep(text: str) -> str:
         )
     subdomain, word, year, when = parts
     if not _SUBDOMAIN_RE.fullmatch(subdomain):
-        raise IbiError(f"repository name {text!r}: subdomain {subdomain!r} breaks rule subdominio")
+        raise IbiError(f"repository name {text!r}: subdomain {subdomain!r} breaks rule subdominio"
+                       f" of ID Table 6.1{_detail(subdomain, _subdomain_fault(subdomain))}")
     if not _PREFIX_WORD_RE.fullmatch(word):
         raise IbiError(
             f"repository name {text!r}: {word!r} breaks rule palavra [(\".\" | \"@\") porta]"
+            f" of ID Table 6.1{_detail(word, _prefix_word_fault(word))}"
         )
     if not _YEAR_RE.fullmatch(year):
-        raise IbiError(f"repository name {text!r}: year {year!r} must be 4 or more digits")
+        raise IbiError(f"repository name {text!r}: year {year!r} must be 4 or more digits"
+                       f"{_year_detail(year)}")
     if not _TIME_RE.fullmatch(when):
         raise IbiError(
             f"repository name {text!r}: {when!r} must be MM.DD.hh.mm[.ss[.fraction]]"
+            f"{_detail(when, _time_fault(when))}"
         )
     fields = [int(x) for x in when.split(".")[:5]]
     month, day, hour, minute = fields[:4]
