@@ -8,7 +8,7 @@ import sys
 import warnings
 from urllib.parse import quote, urlencode
 
-from . import __version__, index, settings
+from . import __version__, index, settings, toolkit
 
 log = logging.getLogger("archive_service")
 
@@ -110,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("directory", nargs="?", help="the collection (or give --collection)")
     _add_settings(check, names=("collection",))
     check.set_defaults(func=cmd_check)
+
+    toolkit.add_commands(sub, _add_settings, _config)  # mint, ibi, deposit, delete
     return parser
 
 

@@ -154,7 +154,7 @@ def load_item(root: Path, directory: str, name: Ibi) -> tuple[Item, list[Problem
         elif len(names) == 1:
             target = names[0]
     for fmt, rel in side.formats.items():
-        if rel not in names:
+        if rel not in names and side.state != "Deleted":  # a tombstone keeps its old keys
             problems.append(Problem(directory, f"formats: {fmt} file {rel!r} is not under doc/"))
     item = Item(
         directory=directory,

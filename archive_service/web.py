@@ -173,7 +173,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         for size in (4, 2):
             if len(segments) > size + 1 and segments[size] == index.DOC:
                 item = catalog.item_at("/".join(segments[:size]))
-                if item is not None:
+                if item is not None and item.state != "Deleted":  # a tombstone serves nothing
                     real = answers.resolve_file(catalog.root, item, "/".join(segments[size + 1:]))
                     if real is None:
                         break

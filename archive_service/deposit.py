@@ -1,0 +1,443 @@
+"""Putting a new item into the collection, and taking one out as Deleted (SPEC §7, issue 5).
+
+deposit: mint an IBI, build the whole item — `doc/` and `item.yaml` — in a dot-named
+temporary directory of the collection (the index walker skips dot-directories, so a deposit
+cut short leaves nothing an index can see), then rename it into place in one step. Relations
+(`nextedition`, `translations`) are written into the other item's sidecar through
+`sidecar_update`, staged before the rename and committed right after it.
+
+delete: the item stays, as a Deleted tombstone (state Deleted, timestamp = time of removal);
+its files are moved from `doc/` to `.deleted-doc-<time>/` inside the item: nothing is
+removed, and nothing under a Deleted item is served any longer (files are only served from
+`doc/`; the web layer also refuses Deleted items).
+
+Deposits and deletions hold `<state_dir>/deposit.lock`, so two of them never interleave
+their reads and writes of the same sidecars. No Flask import.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from . import ibi as ibimod
+from . import ibip as ibipmod
+from . import index
+from . import mint as mintmod
+from . import sidecar as sidecarmod
+from . import sidecar_update
+from .sidecar import SIDECAR
+
+PERSISTENT_BASE = "http://urlib.net/"
+LOCK_FILE = "deposit.lock"
+TEMP_PREFIX = ".deposit-"
+DELETED_PREFIX = ".deleted-doc-"
+
+
+class DepositError(Exception):
+    """A deposit or deletion refused; the message is one line and nothing was changed."""
+
+
+def persistent_url(label: str) -> str:
+    return PERSISTENT_BASE + label
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------- the minting subsystem
+
+
+@dataclass(frozen=True)
+class Subsystem:
+    """What labels can be minted from: host (repository names) and/or IP (IBIp), one port.
+
+    `port` None means each form's own default (80 for names, 800 for IBIp), as Algorithms 1
+    and 5 omit them; `why_not` says why a form is unavailable.
+    """
+
+    host: str | None
+    ip: str | None
+    port: int | None
+    why_not: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def forms(self) -> tuple[str, ...]:
+        return tuple(f for f, ok in (("rep", self.host), ("ibip", self.ip)) if ok)
+
+    @property
+    def form(self) -> str:
+        """'both' when both forms can be minted, else the one that can."""
+        forms = self.forms
+        if not forms:
+            raise DepositError("no IBI can be minted: " + "; ".join(self.why_not.values()))
+        return "both" if len(forms) == 2 else forms[0]
+
+
+def split_address(address: str) -> tuple[str, int | None]:
+    """`host[:port]` of archiveaddress as (host, port or None)."""
+    parts = urlsplit("//" + address)
+    return parts.hostname or "", parts.port
+
+
+def subsystem(config: Mapping[str, Any], host: str | None = None, ip: str | None = None,
+              port: int | None = None) -> Subsystem:
+    """The identification subsystem of this Archive: host and port from `archiveaddress`, IP
+    from `archiveip`, unless given. A form whose inputs are missing or invalid is left out."""
+    why_not: dict[str, str] = {}
+    if host is None and config.get("archiveaddress"):
+        host, address_port = split_address(config["archiveaddress"])
+        port = address_port if port is None else port
+    if ip is None:
+        ip = config.get("archiveip") or None
+    if host is None:
+        why_not["rep"] = "a repository name needs a host (archiveaddress or --host)"
+    else:
+        try:
+            mintmod.rep_prefix(host, mintmod.REP_DEFAULT_PORT if port is None else port)
+        except ibimod.IbiError as exc:
+            why_not["rep"], host = f"no repository name: {exc}", None
+    if ip is None:
+        why_not["ibip"] = "an IBIp needs an IP address (archiveip or --ip)"
+    else:
+        try:
+            ibipmod.encode_prefix(ip, ibipmod.IBIP_DEFAULT_PORT if port is None else port)
+        except ibimod.IbiError as exc:
+            why_not["ibip"], ip = f"no IBIp: {exc}", None
+    return Subsystem(host, ip, port, why_not)
+
+
+# ---------------------------------------------------------------------------- locking
+
+
+@contextmanager
+def locked(state_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """Exclusive lock shared by every deposit and delete using `state_dir`."""
+    Path(state_dir).mkdir(parents=True, exist_ok=True)
+    with open(Path(state_dir) / LOCK_FILE, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        yield
+
+
+# ---------------------------------------------------------------------------- deposit
+
+
+@dataclass
+class Deposited:
+    directory: Path  # where the item now is
+    minted: mintmod.Minted
+    files: list[str]
+    target: str | None
+    linked: list[str] = field(default_factory=list)  # what changed in other items
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def primary(self) -> str:
+        return self.minted.rep or self.minted.ibip  # type: ignore[return-value]
+
+
+def _sources(files: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Path]]:
+    if not files:
+        raise DepositError("give at least one file to deposit")
+    sources: dict[str, Path] = {}
+    for name in files:
+        path = Path(name)
+        if not path.is_file():
+            raise DepositError(f"{path}: not a regular file")
+        if not os.access(path, os.R_OK):
+            raise DepositError(f"{path}: cannot be read")
+        if path.name in sources:
+            raise DepositError(f"two files are named {path.name!r} ({sources[path.name]} and "
+                               f"{path}); doc/ holds one file per name")
+        sources[path.name] = path
+    return list(sources.items())
+
+
+def _held(catalog: index.Catalog, text: str, option: str) -> index.Item:
+    try:
+        ibimod.parse(text)
+    except ibimod.IbiError as exc:
+        raise DepositError(f"{option} {text}: {exc}") from None
+    item = catalog.lookup(text)
+    if item is None:
+        raise DepositError(f"{option} {text}: no item of this collection ({catalog.root}) has "
+                           "this IBI; a relation is recorded only between items held here")
+    if item.state == "Deleted":
+        raise DepositError(f"{option} {text}: {item.directory} is Deleted")
+    return item
+
+
+def _last_held_edition(catalog: index.Catalog, item: index.Item) -> index.Item:
+    seen = {item.name.key}
+    while item.nextedition is not None:
+        nxt = catalog.lookup(item.nextedition)
+        if nxt is None or nxt.name.key in seen:
+            break
+        seen.add(nxt.name.key)
+        item = nxt
+    return item
+
+
+def _new_sidecar(data: Mapping[str, Any], when: datetime) -> str:
+    text = (f"# Deposited with archive-service deposit at {iso(when)}.\n"
+            + yaml.safe_dump(dict(data), default_flow_style=False, allow_unicode=True,
+                             sort_keys=False, width=4096))
+    sidecarmod.parse(yaml.safe_load(text), SIDECAR)  # what we write must read back valid
+    return text
+
+
+def _copy(source: Path, destination: Path) -> None:
+    # copyfile, not copy2: the new file's mode follows the umask, not the upload's mode.
+    shutil.copyfile(source, destination)
+    with open(destination, "rb") as written:
+        os.fsync(written.fileno())
+
+
+def _make_temp_dir(collection: Path) -> Path:
+    while True:
+        path = collection / f"{TEMP_PREFIX}{secrets.token_hex(6)}"
+        try:
+            path.mkdir(mode=0o777)  # mode follows the umask (mkdtemp would give 0700)
+            return path
+        except FileExistsError:
+            continue
+
+
+def deposit(
+    config: Mapping[str, Any],
+    files: Sequence[str | os.PathLike[str]],
+    *,
+    target: str | None = None,
+    language: str | None = None,
+    title: str | None = None,
+    nextedition_of: str | None = None,
+    translation_of: str | None = None,
+    granularity: Decimal | int | float | str = 1,
+    now: Callable[[], Decimal | int | float] = time.time,
+    sleep: Callable[[float], object] = time.sleep,
+    before_rename: Callable[[Path], object] | None = None,
+) -> Deposited:
+    """Mint an IBI and put `files` into the collection as a new item (see module docstring).
+
+    Raises DepositError (nothing changed) for bad input, a related IBI not held here, or an
+    item already in the way. `before_rename(temp_dir)` is for tests of a cut-short deposit.
+    """
+    collection = Path(config["collection"])
+    if not collection.is_dir():
+        raise DepositError(f"collection {collection} is not a directory")
+    sources = _sources(files)
+    names = [name for name, _ in sources]
+    if target is not None:
+        if target not in names:
+            raise DepositError(f"--target {target!r} is not one of the files deposited "
+                               f"({', '.join(names)})")
+    if language is not None:
+        try:
+            language = sidecarmod.normalize_language(language)
+        except ValueError as exc:
+            raise DepositError(f"--language: {exc}") from None
+    if title is not None and not title.strip():
+        raise DepositError("--title is empty")
+    if translation_of and not language:
+        raise DepositError("--translation-of needs --language: the other item lists its "
+                           "translations by language")
+    source = subsystem(config)
+    form = source.form
+    state_dir = config["state_dir"]
+
+    with locked(state_dir):
+        catalog = index.scan(collection)
+        changes: dict[str, dict[str, Any]] = {}  # other item's directory -> key -> value
+        related: dict[str, index.Item] = {}
+        notes: list[str] = []
+        reverse_language = None
+        if nextedition_of:
+            old = _held(catalog, nextedition_of, "--nextedition-of")
+            if old.nextedition is not None:
+                last = _last_held_edition(catalog, old)
+                hint = (f"; the last edition held here is {last.name}" if last is not old else "")
+                raise DepositError(f"--nextedition-of {nextedition_of}: {old.directory} already "
+                                   f"has a next edition, {old.nextedition}{hint}")
+            related[old.directory] = old
+            changes.setdefault(old.directory, {})["nextedition"] = None  # set after minting
+        if translation_of:
+            other = _held(catalog, translation_of, "--translation-of")
+            if other.language == language:
+                raise DepositError(f"--translation-of {translation_of}: that item is in "
+                                   f"{language} too; a translation is in another language")
+            if language in other.translations:
+                raise DepositError(f"--translation-of {translation_of}: it already has a "
+                                   f"{language} translation, {other.translations[language]}")
+            related[other.directory] = other
+            changes.setdefault(other.directory, {})["translations"] = None
+            reverse_language = other.language
+            if reverse_language is None:
+                notes.append(f"{other.directory} has no language, so the new item's sidecar "
+                             f"cannot list it under translations; add 'language:' to "
+                             f"{other.directory}/{SIDECAR} and the reverse entry will be derived")
+        for directory in related:
+            sidecar_update.load(collection / directory / SIDECAR)  # refuse before minting
+
+        minted = mintmod.mint(source.host, source.port, source.ip, form, state_dir=state_dir,
+                              granularity=granularity, now=now, sleep=sleep)
+        for label in filter(None, (minted.rep, minted.ibip)):
+            if catalog.lookup(label) is not None:
+                raise DepositError(f"the minted IBI {label} is already held by "
+                                   f"{catalog.lookup(label).directory}: was {state_dir} reset? "
+                                   "Nothing changed; deposit again")
+        primary = minted.rep or minted.ibip
+        final = collection / primary
+        if os.path.lexists(final):
+            raise DepositError(f"{final} already exists; nothing changed")
+        created = datetime.fromtimestamp(int(minted.time), timezone.utc)
+
+        data: dict[str, Any] = {}
+        if minted.rep and minted.ibip:
+            data["ibip"] = minted.ibip
+        if language:
+            data["language"] = language
+        data["timestamp"] = iso(created)
+        if target:
+            data["target"] = target
+        if translation_of and reverse_language:
+            data["translations"] = {reverse_language: related_name(catalog, translation_of)}
+        if title:
+            dc: dict[str, Any] = {"title": title.strip()}
+            if language:
+                dc["language"] = language
+            dc["date"] = created.strftime("%Y-%m-%d")
+            dc["identifier"] = persistent_url(primary)
+            data["dc"] = dc
+        sidecar_text = _new_sidecar(data, created)
+
+        updates: list[sidecar_update.Update] = []
+        linked: list[str] = []
+        for directory, keys in changes.items():
+            item = related[directory]
+            new_values: dict[str, Any] = {}
+            if "nextedition" in keys:
+                new_values["nextedition"] = primary
+                linked.append(f"{directory}: nextedition {primary}")
+            if "translations" in keys:
+                _, old_data = sidecar_update.load(collection / directory / SIDECAR)
+                translations = dict(old_data.get("translations") or {})
+                translations[language] = primary
+                new_values["translations"] = translations
+                linked.append(f"{directory}: translations {language}: {primary}")
+                if reverse_language:
+                    linked.append(f"{primary}: translations {reverse_language}: {item.name}")
+            updates.append(sidecar_update.prepare(collection / directory / SIDECAR, new_values))
+
+        temp = _make_temp_dir(collection)
+        try:
+            (temp / index.DOC).mkdir(mode=0o777)
+            for name, path in sources:
+                _copy(path, temp / index.DOC / name)
+            sidecar_update.write_new(temp / SIDECAR, sidecar_text)
+            sidecar_update.fsync_dir(temp / index.DOC)
+            sidecar_update.fsync_dir(temp)
+            for update in updates:
+                sidecar_update.stage(update)
+            if before_rename is not None:
+                before_rename(temp)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            # os.rename would silently replace an empty directory: look again, under the lock.
+            if os.path.lexists(final):
+                raise DepositError(f"{final} already exists; nothing changed")
+            os.rename(temp, final)
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            for update in updates:
+                sidecar_update.discard(update)
+            raise
+        sidecar_update.fsync_dir(final.parent)
+        for update in updates:
+            sidecar_update.commit(update)
+            if not update.comments_kept:
+                notes.append(f"{update.path} was rewritten by PyYAML: its comments below the "
+                             "top were not kept")
+    return Deposited(final, minted, names, target, linked, notes)
+
+
+def related_name(catalog: index.Catalog, text: str) -> str:
+    """The IBI a relation to a held item is written with: the form its directory is named by."""
+    item = catalog.lookup(text)
+    return item.name.text if item is not None else text
+
+
+# ----------------------------------------------------------------------------- delete
+
+
+@dataclass
+class Removed:
+    directory: Path
+    item: index.Item
+    when: datetime
+    moved_to: Path | None
+    files: int
+    comments_kept: bool
+    referenced_by: list[str] = field(default_factory=list)
+
+
+def delete(config: Mapping[str, Any], label: str,
+           now: Callable[[], float] = time.time) -> Removed:
+    """Turn the item `label` into a Deleted tombstone (see module docstring)."""
+    try:
+        ibimod.parse(label)
+    except ibimod.IbiError as exc:
+        raise DepositError(str(exc)) from None
+    collection = Path(config["collection"])
+    if not collection.is_dir():
+        raise DepositError(f"collection {collection} is not a directory")
+    with locked(config["state_dir"]):
+        catalog = index.scan(collection)
+        item = catalog.lookup(label)
+        if item is None:
+            raise DepositError(f"{label}: no item of this collection ({collection}) has this IBI")
+        if item.state == "Deleted":
+            raise DepositError(f"{label}: {item.directory} is already Deleted "
+                               f"(since {iso(item.timestamp)})")
+        when = datetime.fromtimestamp(int(now()), timezone.utc)
+        directory = collection / item.directory
+        doc = directory / index.DOC
+        moved_to = directory / f"{DELETED_PREFIX}{when:%Y%m%dT%H%M%SZ}" if doc.is_dir() else None
+        if moved_to is not None and os.path.lexists(moved_to):
+            raise DepositError(f"{moved_to} already exists; nothing changed")
+        files = len(index.list_files(collection, item))
+        kept = f"doc/ moved to {moved_to.name}/" if moved_to else "there was no doc/"
+        note = (f"Deleted with archive-service delete at {iso(when)}; {kept}. "
+                f"Timestamp before: {iso(item.timestamp)}; state before: {item.state}.")
+        update = sidecar_update.prepare(directory / SIDECAR,
+                                        {"state": "Deleted", "timestamp": iso(when)}, note)
+        try:
+            # The sidecar first: from this instant the item is Deleted and nothing of it is
+            # served, so a crash before the move below leaves a consistent tombstone.
+            sidecar_update.commit(update)
+        finally:
+            sidecar_update.discard(update)
+        if moved_to is not None:
+            os.rename(doc, moved_to)
+            sidecar_update.fsync_dir(directory)
+        referenced_by = []
+        for other in catalog.by_directory.values():
+            refs = [("nextedition", other.nextedition), ("metadata", other.metadata)]
+            refs += [(f"translations {lang}", ref) for lang, ref in other.translations.items()]
+            for what, ref in refs:
+                if ref is not None and other is not item and catalog.lookup(ref) is item:
+                    referenced_by.append(f"{other.directory} ({what})")
+    return Removed(directory, item, when, moved_to, files, update.comments_kept,
+                   sorted(set(referenced_by)))
