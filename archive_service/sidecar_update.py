@@ -40,7 +40,6 @@ class Update:
     path: Path
     text: str
     comments_kept: bool
-    created: bool
     temporary: Path | None = None
 
 
@@ -148,7 +147,7 @@ def prepare(path: Path, changes: Mapping[str, Any], note: str | None = None) -> 
         if yaml.load(new, Loader=_Loader) != expected:  # pragma: no cover - PyYAML round trip
             raise sidecarmod.SidecarError(str(path), ["cannot write the change back as YAML"])
     sidecarmod.parse(expected, str(path))
-    return Update(path, new, comments_kept, created=not path.exists())
+    return Update(path, new, comments_kept)
 
 
 def write_new(path: Path, text: str) -> None:
