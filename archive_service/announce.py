@@ -232,8 +232,8 @@ def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, s
         try:
             text = body.decode("ascii")
             status = pairsmod.parse(text.strip())
-        except (UnicodeDecodeError, pairsmod.PairsError) as exc:
-            raise ResolverError(f"{shown} answered HTTP 200 but not a list of pairs ({exc}): "
+        except (UnicodeDecodeError, pairsmod.PairsError):
+            raise ResolverError(f"{shown} answered HTTP 200 but not a list of pairs: "
                                 f"{_snippet(body)}") from None
         return dict(status)
     except ResolverError as exc:
@@ -392,7 +392,7 @@ def join_when_answering(announcement: Announcement, local: Local, parent: int | 
             status = include(announcement)
         except ResolverError as exc:
             delay = backoff(attempt, first_retry)
-            log.warning("inclusion not done, next try in %.0f s: %s", delay, exc)
+            log.warning("inclusion not done, next try in %.1f s: %s", delay, exc)
             attempt += 1
             if not _pause(delay, parent):
                 return False

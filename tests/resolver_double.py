@@ -96,14 +96,16 @@ class ResolverDouble:
         with self.lock:
             return [r.subject for r in self.received]
 
-    def wait_for(self, count: int, subject: str, timeout: float = 30.0) -> list[Received]:
-        """The requests with `subject` once there are `count` of them (AssertionError if not)."""
+    def wait_for(self, count: int, subject: str, timeout: float = 30.0,
+                 answered: bool = True) -> list[Received]:
+        """The requests with `subject` once there are `count` of them (AssertionError if not);
+        with `answered`, an inclusion counts once its confirmation call-back is done."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             with self.lock:
                 found = [r for r in self.received if r.subject == subject]
-            if len(found) >= count and all(r.confirmation is not None for r in found
-                                           if subject == "inclusionRequest"):
+            if len(found) >= count and (not answered or all(
+                    r.confirmation is not None for r in found if subject == "inclusionRequest")):
                 return found
             time.sleep(0.05)
         raise AssertionError(f"expected {count} {subject} within {timeout} s; got {self.subjects()}")
