@@ -267,28 +267,41 @@ def report_inclusion(announcement: Announcement, status: Mapping[str, str]) -> N
 def exclude(announcement: Announcement, timeout: float) -> None:
     """Send the exclusionRequest and log what came of it; never raises."""
     try:
-        status = ask(announcement, EXCLUSION, timeout)
+        report_exclusion(announcement, ask(announcement, EXCLUSION, timeout))
     except ResolverError as exc:
-        log.warning("the resolver was not told that this Archive left: %s", exc)
-        return
-    line = announcement.redact(status_line(status))
-    if status.get("status.archive") == "excluded":
-        log.info("resolver %s: %s", announcement.resolver, line)
+        report_exclusion(announcement, exc)
+
+
+def report_exclusion(announcement: Announcement, outcome: Mapping[str, str] | Exception | None,
+                     waited: float = 0.0) -> None:
+    if outcome is None:
+        log.warning("the resolver was not told that this Archive left: %s did not answer the "
+                    "exclusionRequest within %g s (exclusion_timeout); stopping anyway",
+                    announcement.resolver, waited)
+    elif isinstance(outcome, Exception):
+        log.warning("the resolver was not told that this Archive left: %s", outcome)
+    elif outcome.get("status.archive") == "excluded":
+        log.info("resolver %s: %s", announcement.resolver, announcement.redact(status_line(outcome)))
     else:
         log.warning("the resolver was not told that this Archive left: %s answered %s instead "
-                    "of status.archive excluded", announcement.resolver, line)
+                    "of status.archive excluded", announcement.resolver,
+                    announcement.redact(status_line(outcome)))
 
 
 def exclude_within(announcement: Announcement, seconds: float) -> None:
-    """`exclude`, but return after `seconds` whatever the resolver does (DNS included)."""
-    sender = threading.Thread(target=exclude, args=(announcement, seconds), daemon=True,
-                              name="exclusionRequest")
+    """`exclude`, but give up after `seconds` whatever the resolver (or DNS) does."""
+    outcome: list[Mapping[str, str] | Exception] = []
+
+    def send() -> None:
+        try:  # the socket may wait a little longer: the deadline here is the join below
+            outcome.append(ask(announcement, EXCLUSION, seconds + 1))
+        except ResolverError as exc:
+            outcome.append(exc)
+
+    sender = threading.Thread(target=send, daemon=True, name="exclusionRequest")
     sender.start()
     sender.join(seconds)
-    if sender.is_alive():
-        log.warning("the resolver was not told that this Archive left: %s did not answer the "
-                    "exclusionRequest within %g s (exclusion_timeout); stopping anyway",
-                    announcement.resolver, seconds)
+    report_exclusion(announcement, outcome[0] if outcome else None, seconds)
 
 
 def backoff(attempt: int, first: float = FIRST_RETRY) -> float:
