@@ -80,8 +80,9 @@ class Serve:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            if parent == self.process.pid and b"archive_service.announce import" not in cmdline:
+            state, parent = stat.rsplit(")", 1)[1].split()[:2]
+            if (int(parent) == self.process.pid and state != "Z"  # an exited announcer
+                    and b"archive_service.announce import" not in cmdline):
                 found.append(int(entry))
         return sorted(found)
 
