@@ -26,6 +26,7 @@ last worker has stopped: nothing forks after it, so a thread there that waits at
 
 from __future__ import annotations
 
+import functools
 import http.client
 import ipaddress
 import json
@@ -42,7 +43,7 @@ import time
 import urllib.error
 import urllib.request
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -433,17 +434,29 @@ def main() -> int:
 # ------------------------------------------------------------------------ master (gunicorn)
 
 
-class Lifecycle:
-    """The master's side: start the announcer once per start, exclude on exit.
+def _never_raises(method: Callable[..., None]) -> Callable[..., None]:
+    """Announcing must never stop the service: log what went wrong (without the key), go on."""
 
-    Every method logs instead of raising: announcing never stops the service.
-    """
+    @functools.wraps(method)
+    def guarded(self: Lifecycle, *args: Any, **kwargs: Any) -> None:
+        try:
+            method(self, *args, **kwargs)
+        except Exception as exc:
+            text = self.announcement.redact(repr(exc)) if self.announcement else repr(exc)
+            log.error("announcing: %s failed: %s", method.__name__, text)
+
+    return guarded
+
+
+class Lifecycle:
+    """The master's side: start the announcer once per start, exclude on exit."""
 
     def __init__(self, announcement: Announcement | None):
         self.announcement = announcement
         self.local: Local | None = None
         self.process: subprocess.Popen | None = None
 
+    @_never_raises
     def start(self, local: Local) -> None:
         self.local = local
         if self.announcement is None:
@@ -451,6 +464,7 @@ class Lifecycle:
             return
         self._spawn(join=self.announcement)
 
+    @_never_raises
     def reload(self, announcement: Announcement | None, local: Local) -> None:
         """SIGHUP: leave and join again only if what we tell the resolver changed."""
         old, self.announcement, self.local = self.announcement, announcement, local
@@ -466,6 +480,7 @@ class Lifecycle:
                  "exclusionRequest" if old else "inclusionRequest")
         self._spawn(join=announcement, leave=old)
 
+    @_never_raises
     def leave(self, handing_over: bool = False) -> None:
         """on_exit: stop the announcer, then tell the resolver, waiting at most exclusion_timeout."""
         self.stop_announcer()

@@ -6,10 +6,9 @@ from __future__ import annotations
 import logging
 import os
 import socketserver
-import stat
 import threading
 import warnings
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 

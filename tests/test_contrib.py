@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 import pytest
 import webtest
@@ -96,7 +96,6 @@ def app_file_paths() -> list[tuple[str, str]]:
 
 
 def unquote_bytes(path: str) -> str:
-    from urllib.parse import unquote_to_bytes
     return os.fsdecode(unquote_to_bytes(path))
 
 
