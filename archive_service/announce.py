@@ -1,7 +1,8 @@
 """Joining and leaving the resolution system (SPEC §5, seed §5.2).
 
 The Archive sends `servicesubject=inclusionRequest` to the resolver once its service answers,
-and `servicesubject=exclusionRequest` when it stops, each with the seven pairs of Table 5.2.
+and `servicesubject=exclusionRequest` when it stops, each with the other seven pairs of
+Table 5.2.
 During the inclusion the resolver calls the service back with `inclusionConfirmationRequest`.
 
 Two parts, neither importing Flask:
@@ -15,11 +16,11 @@ Two parts, neither importing Flask:
 Why a process for the inclusion: gunicorn's `when_ready` runs in the master before any worker
 exists, so the inclusion has to wait until a worker answers, and the master must not block
 meanwhile. A thread doing that in the master would be forked, mid-request and holding its
-locks, into every worker born later (a worker recycled an hour on included), and anything in
-the workers would run once per worker. A fresh interpreter (`announce.main` in a new Python,
-its job read from stdin, never from argv or the environment, so the key shows in no `ps`)
-shares nothing with them, retries with bounded backoff as long as needed, and is started again
-only by a new master. The exclusion is sent from `on_exit`, which gunicorn runs once after the
+locks, into every worker born later (including one that replaces a dead worker an hour on),
+and anything run in the workers would run once per worker. A fresh interpreter
+(`announce.main` in a new Python, its job read from stdin, never from argv or the environment,
+so the key shows in no `ps`) shares nothing with them, retries with bounded backoff as long as
+needed, and is started again only by a new master. The exclusion is sent from `on_exit`, which gunicorn runs once after the
 last worker has stopped: nothing forks after it, so a thread there that waits at most
 `exclusion_timeout` is safe.
 """
@@ -125,7 +126,8 @@ class Announcement:
         return other is not None and (self.resolver, self.pairs) == (other.resolver, other.pairs)
 
     def confirmation_path(self) -> str:
-        return "/" + quote(self.value("archiveserviceibi"), safe="/@:") + "?servicesubject=" + CONFIRMATION
+        service = quote(self.value("archiveserviceibi"), safe="/@:")
+        return f"/{service}?servicesubject={CONFIRMATION}"
 
     def to_json(self) -> dict[str, Any]:
         return {"resolver": self.resolver, "pairs": [list(p) for p in self.pairs],

@@ -347,3 +347,17 @@ def test_inclusion_waits_for_the_service_and_retries_the_resolver(resolver, capl
     assert caplog.text.count("inclusion not done, next try") == 2
     assert "status.archive included status.confirmation successful" in caplog.text
     assert KEY not in caplog.text
+
+
+def test_an_unconfirmed_inclusion_warns_what_to_check(resolver, caplog):
+    """The resolver cannot call the Archive back (nothing listens at archiveaddress)."""
+    with socketserver.TCPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) as closed:
+        address = f"127.0.0.1:{closed.server_address[1]}"
+    announcement = loopback_announcement(resolver.url, address)
+    status = announce.include(announcement, timeout=10)
+    announce.report_inclusion(announcement, status)
+    [record] = [r for r in caplog.records if r.name == "archive_service.announce"]
+    assert record.levelname == "WARNING"
+    assert "status.archive included status.confirmation unsuccessful" in record.getMessage()
+    assert f"check that {address} is reachable" in record.getMessage()
+    assert f"passes /{SERVICE} to this service" in record.getMessage()
