@@ -33,10 +33,18 @@ def _config(args: argparse.Namespace, *required: str) -> settings.Config:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from . import announce
     from .server import run
 
-    config = _config(args, "collection", "archiveaddress", "archiveserviceibi")
-    return run(config)
+    if args.no_announce:
+        args.resolver = "none"
+
+    def configure() -> settings.Config:  # again on SIGHUP
+        config = _config(args, "collection", "archiveaddress", "archiveserviceibi")
+        announce.from_config(config)  # settings for announcing: one line naming what is missing
+        return config
+
+    return run(configure(), reload_config=configure)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -92,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the Archive service under gunicorn",
                            description="Run the Archive service (and /col/ files) under gunicorn.")
+    serve.add_argument("--no-announce", action="store_true",
+                       help="do not join the resolver (same as --resolver none), for development")
     _add_settings(serve)
     serve.set_defaults(func=cmd_serve)
 

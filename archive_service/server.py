@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from gunicorn.app.base import BaseApplication
 
-from . import settings
+from . import announce, settings
 
 log = logging.getLogger(__name__)
 
@@ -14,8 +15,12 @@ log = logging.getLogger(__name__)
 class ArchiveServer(BaseApplication):
     """gunicorn with our settings; the app is built once in the master, before workers fork."""
 
-    def __init__(self, config: settings.Config):
+    def __init__(self, config: settings.Config,
+                 reload_config: Callable[[], settings.Config] | None = None):
         self.config = config
+        self.reload_config = reload_config
+        self.announced = announce.from_config(config)
+        self.lifecycle = announce.Lifecycle(self.announced)
         super().__init__()
 
     def load_config(self) -> None:
@@ -28,15 +33,45 @@ class ArchiveServer(BaseApplication):
         self.cfg.set("errorlog", "-")
         # Each Archive is its own service: no shared gunicorn control socket to fight over.
         self.cfg.set("control_socket_disable", True)
+        # Join the resolution system once per start and leave it on exit (announce.py: why here).
+        self.cfg.set("when_ready", self._when_ready)
+        self.cfg.set("on_reload", self._on_reload)
+        self.cfg.set("on_exit", self._on_exit)
 
     def load(self):
+        return self._build(self.config)
+
+    @staticmethod
+    def _build(config: settings.Config):
         from .web import create_app
 
-        return create_app(self.config)
+        return create_app(config)
+
+    def reload(self) -> None:
+        """SIGHUP: read the settings again and rebuild the app; keep the running ones on error."""
+        if self.reload_config is not None:
+            try:
+                config = self.reload_config()
+                announced = announce.from_config(config)
+                app = self._build(config)
+            except Exception as exc:  # a bad edit must not take the running Archive down
+                log.error("reload: still serving the previous settings: %s", exc)
+            else:
+                self.config, self.callable, self.announced = config, app, announced
+        super().reload()
+
+    def _when_ready(self, arbiter) -> None:
+        self.lifecycle.start(announce.Local.of_socket(arbiter.LISTENERS[0].sock))
+
+    def _on_reload(self, arbiter) -> None:
+        self.lifecycle.reload(self.announced, announce.Local.of_socket(arbiter.LISTENERS[0].sock))
+
+    def _on_exit(self, arbiter) -> None:
+        self.lifecycle.leave(handing_over=bool(arbiter.reexec_pid))
 
 
-def run(config: settings.Config) -> int:
+def run(config: settings.Config, reload_config: Callable[[], settings.Config] | None = None) -> int:
     log.info("serving %s at http://%s/%s (listening on %s, %d workers)", config.collection,
              config.archiveaddress, config.archiveserviceibi, config.bind, config.workers)
-    ArchiveServer(config).run()
+    ArchiveServer(config, reload_config).run()
     return 0

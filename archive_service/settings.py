@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import stat
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -108,6 +109,13 @@ def _positive_int(value: Any) -> int:
     return number
 
 
+def _seconds(value: Any) -> float:
+    number = float(value)
+    if not 0 < number <= 3600:
+        raise ValueError("must be a number of seconds, more than 0 and at most 3600")
+    return number
+
+
 def _path(value: str) -> str:
     if not str(value).strip():
         raise ValueError("must be a path")
@@ -155,8 +163,15 @@ SETTINGS: tuple[Setting, ...] = (
             _email),
     Setting("registrationkey", None, "registration key shared with the resolver (secret)",
             _registrationkey, secret=True),
+    Setting("registrationkey_file", None,
+            "file holding the registration key, instead of registrationkey; under systemd the "
+            "credential $CREDENTIALS_DIRECTORY/registrationkey is read when neither is given",
+            _path, path=True),
     Setting("resolver", DEFAULT_RESOLVER,
             "resolver service base URL; the word none turns announcing off", _resolver),
+    Setting("exclusion_timeout", 5.0,
+            "seconds serve waits on stop for the resolver to answer the exclusionRequest "
+            "before exiting anyway", _seconds),
     Setting("url_base", None,
             "URL where an existing web server publishes the collection's files; "
             "default: this service serves them at http://<archiveaddress>/col/", _http_url),
@@ -203,6 +218,14 @@ class Config(Mapping):
         return {k: ("<secret>" if BY_NAME[k].secret and v else v) for k, v in self._values.items()}
 
 
+def _warn_if_exposed(path: Path, secrets: list[str]) -> None:
+    """A secret in a file every local user can read is a secret no more: say so at start-up."""
+    if secrets and os.stat(path).st_mode & stat.S_IROTH:
+        warnings.warn(f"config file {path} holds {', '.join(secrets)} and every user of this "
+                      f"machine can read it: chmod o-r {path}, or move the key to "
+                      f"registrationkey_file or a systemd credential", ConfigWarning, stacklevel=3)
+
+
 def read_file(path: str | os.PathLike) -> dict[str, Any]:
     """The settings in a YAML config file; ConfigError (one line) if it cannot be used."""
     path = Path(path)
@@ -220,6 +243,7 @@ def read_file(path: str | os.PathLike) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: must be a map of setting: value")
+    _warn_if_exposed(path, [k for k, v in data.items() if k in BY_NAME and BY_NAME[k].secret and v])
     values = {}
     for key, value in data.items():
         if key not in BY_NAME:

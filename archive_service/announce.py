@@ -1,0 +1,525 @@
+"""Joining and leaving the resolution system (SPEC §5, seed §5.2).
+
+The Archive sends `servicesubject=inclusionRequest` to the resolver once its service answers,
+and `servicesubject=exclusionRequest` when it stops, each with the other seven pairs of
+Table 5.2.
+During the inclusion the resolver calls the service back with `inclusionConfirmationRequest`.
+
+Two parts, neither importing Flask:
+
+- the protocol: the pairs, their encoding (§3), the resolver's status answer, over
+  urllib.request; the registration key is a secret and every text that reaches a log goes
+  through `Announcement.redact`;
+- the lifecycle under gunicorn (`Lifecycle`, called from server.py's hooks): one *announcer
+  process* per service start does the inclusion, the master itself sends the exclusion.
+
+Why a process for the inclusion: gunicorn's `when_ready` runs in the master before any worker
+exists, so the inclusion has to wait until a worker answers, and the master must not block
+meanwhile. A thread doing that in the master would be forked, mid-request and holding its
+locks, into every worker born later (including one that replaces a dead worker an hour on),
+and anything run in the workers would run once per worker. A fresh interpreter
+(`announce.main` in a new Python, its job read from stdin, never from argv or the environment,
+so the key shows in no `ps`) shares nothing with them, retries with bounded backoff as long as
+needed, and is started again only by a new master. The exclusion is sent from `on_exit`, which gunicorn runs once after the
+last worker has stopped: nothing forks after it, so a thread there that waits at most
+`exclusion_timeout` is safe.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.client
+import ipaddress
+import json
+import logging
+import os
+import random
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from . import __version__
+from . import pairs as pairsmod
+from . import settings
+from .settings import ConfigError, ConfigWarning
+
+log = logging.getLogger(__name__)
+
+INCLUSION = "inclusionRequest"
+EXCLUSION = "exclusionRequest"
+CONFIRMATION = "inclusionConfirmationRequest"
+CREDENTIAL = "registrationkey"  # systemd: LoadCredential=registrationkey:/etc/…
+SECRET = "<secret>"
+# Table 5.2, after servicesubject, in the order of the seed's Examples 5.2 and 5.3.
+PAIR_NAMES = ("archiveaddress", "archiveserviceibi", "archiveip", "archiveprotocol",
+              "archiveplatformversion", "archiveadmemailaddress", "registrationkey")
+
+# §3 escapes space % & + = ?; '#' and the characters RFC 3986 forbids in a query are escaped
+# too so the request stays one URL. The rest of printable ASCII ('/', ':', '@' of IBIs, hosts
+# and e-mail addresses) is written as is, as in the seed's Examples 5.2 and 5.3.
+_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in '%&+=?#"<>\\^`{|}')
+
+INCLUSION_TIMEOUT = 30.0  # the resolver calls the Archive back before it answers
+FIRST_RETRY = 1.0  # seconds; doubles after each failed inclusion, up to MAX_RETRY
+MAX_RETRY = 300.0
+MAX_BODY = 64 * 1024
+LOCAL_TIMEOUT = 5.0
+SLOW_START_WARNING = 30.0  # seconds without an answer from our own socket before saying so
+ANNOUNCER = "import sys; from archive_service.announce import main; sys.exit(main())"
+
+
+def encode(value: str) -> str:
+    """A request value escaped as §3 says: space %20, % %25, & %26, + %2B, = %3D, ? %3F."""
+    return quote(value, safe=_SAFE)
+
+
+class ResolverError(Exception):
+    """The resolver could not be reached or did not answer a status; the text is redacted."""
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """What this Archive tells the resolver: its base URL and the pairs of Table 5.2."""
+
+    resolver: str
+    pairs: tuple[tuple[str, str], ...]
+    exclusion_timeout: float = 5.0
+
+    @classmethod
+    def build(cls, resolver: str, *, archiveaddress: str, archiveserviceibi: str, archiveip: str,
+              archiveplatformversion: str, archiveadmemailaddress: str, registrationkey: str,
+              exclusion_timeout: float = 5.0) -> Announcement:
+        values = dict(archiveaddress=archiveaddress, archiveserviceibi=archiveserviceibi,
+                      archiveip=archiveip, archiveprotocol="HTTP",
+                      archiveplatformversion=archiveplatformversion,
+                      archiveadmemailaddress=archiveadmemailaddress,
+                      registrationkey=registrationkey)
+        return cls(resolver, tuple((name, values[name]) for name in PAIR_NAMES),
+                   float(exclusion_timeout))
+
+    def value(self, name: str) -> str:
+        return dict(self.pairs)[name]
+
+    def url(self, subject: str) -> str:
+        query = "&".join(f"{name}={encode(value)}"
+                         for name, value in (("servicesubject", subject), *self.pairs))
+        return self.resolver + ("&" if "?" in self.resolver else "?") + query
+
+    def redact(self, text: str) -> str:
+        key = self.value("registrationkey")
+        return text.replace(key, SECRET).replace(encode(key), SECRET) if key else text
+
+    def same_message(self, other: Announcement | None) -> bool:
+        """Whether `other` would tell the resolver the same thing (reload keeps us included)."""
+        return other is not None and (self.resolver, self.pairs) == (other.resolver, other.pairs)
+
+    def confirmation_path(self) -> str:
+        service = quote(self.value("archiveserviceibi"), safe="/@:")
+        return f"/{service}?servicesubject={CONFIRMATION}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"resolver": self.resolver, "pairs": [list(p) for p in self.pairs],
+                "exclusion_timeout": self.exclusion_timeout}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Announcement:
+        return cls(data["resolver"], tuple((str(n), str(v)) for n, v in data["pairs"]),
+                   float(data["exclusion_timeout"]))
+
+
+# ------------------------------------------------------------------------------- settings
+
+
+def _read_key(path: Path, where: str) -> str:
+    try:
+        text = path.read_bytes().decode("ascii").strip()
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: does not hold a registration key (not ASCII)") from None
+    try:
+        key = settings.BY_NAME["registrationkey"].parse(text)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: does not hold a registration key ({exc})") from None
+    if path.stat().st_mode & stat.S_IROTH:
+        warnings.warn(f"{where} can be read by every user of this machine: chmod o-r {path}",
+                      ConfigWarning, stacklevel=3)
+    return key
+
+
+def registration_key(config: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str:
+    """The key from `registrationkey`, else `registrationkey_file`, else systemd's credential."""
+    environ = os.environ if environ is None else environ
+    if config.get("registrationkey") and config.get("registrationkey_file"):
+        raise ConfigError("settings registrationkey and registrationkey_file are both given: "
+                          "keep one of them")
+    if config.get("registrationkey"):
+        return config["registrationkey"]
+    if config.get("registrationkey_file"):
+        path = config["registrationkey_file"]
+        return _read_key(Path(path), f"setting registrationkey_file = {path}")
+    credentials = environ.get("CREDENTIALS_DIRECTORY")
+    if credentials and (Path(credentials) / CREDENTIAL).exists():
+        path = Path(credentials) / CREDENTIAL
+        return _read_key(path, f"systemd credential {path}")
+    raise ConfigError(
+        "setting registrationkey is missing: give registrationkey_file (a file holding the key), "
+        "a systemd credential named registrationkey (LoadCredential=), "
+        "ARCHIVE_SERVICE_REGISTRATIONKEY or --registrationkey; it is sent to the resolver "
+        f"{config.get('resolver')} (resolver: none or --no-announce turns announcing off)")
+
+
+def from_config(config: settings.Config, environ: Mapping[str, str] | None = None
+                ) -> Announcement | None:
+    """The announcement of a validated config; None when announcing is off (resolver: none).
+
+    Raises ConfigError (one line naming the setting) when a pair cannot be built.
+    """
+    if config.resolver == "none":
+        return None
+    try:
+        config.require("archiveaddress", "archiveserviceibi", "archiveip",
+                       "archiveplatformversion", "archiveadmemailaddress")
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; it is sent to the resolver {config.resolver} "
+                          "(resolver: none or --no-announce turns announcing off)") from None
+    return Announcement.build(
+        config.resolver, archiveaddress=config.archiveaddress,
+        archiveserviceibi=config.archiveserviceibi, archiveip=config.archiveip,
+        archiveplatformversion=config.archiveplatformversion,
+        archiveadmemailaddress=config.archiveadmemailaddress,
+        registrationkey=registration_key(config, environ),
+        exclusion_timeout=config.exclusion_timeout)
+
+
+# ------------------------------------------------------------------------------- protocol
+
+
+def status_line(status: Mapping[str, str]) -> str:
+    return " ".join(f"{name} {value}" for name, value in status.items()) or "(an empty list)"
+
+
+def _snippet(body: bytes) -> str:
+    text = body[:200].decode("ascii", "backslashreplace")
+    return repr(text) + (" …" if len(body) > 200 else "")
+
+
+def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, str]:
+    """Send one message to the resolver; its answer as a dict of pairs, or ResolverError."""
+    shown = announcement.redact(announcement.url(subject))
+    request = urllib.request.Request(announcement.url(subject),
+                                     headers={"User-Agent": f"archive-service/{__version__}"})
+    try:
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                body = response.read(MAX_BODY)
+        except urllib.error.HTTPError as exc:
+            detail = _snippet(exc.read(MAX_BODY)) if exc.fp else ""
+            raise ResolverError(f"{shown} answered HTTP {exc.code} {exc.reason} {detail}".rstrip())
+        except urllib.error.URLError as exc:
+            raise ResolverError(f"{shown} could not be reached: {exc.reason}") from None
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            raise ResolverError(f"{shown} could not be reached: {exc!r}") from None
+        try:
+            text = body.decode("ascii")
+            status = pairsmod.parse(text.strip())
+        except (UnicodeDecodeError, pairsmod.PairsError):
+            raise ResolverError(f"{shown} answered HTTP 200 but not a list of pairs: "
+                                f"{_snippet(body)}") from None
+        return dict(status)
+    except ResolverError as exc:
+        raise ResolverError(announcement.redact(str(exc))) from None
+
+
+def include(announcement: Announcement, timeout: float = INCLUSION_TIMEOUT) -> dict[str, str]:
+    status = ask(announcement, INCLUSION, timeout)
+    if status.get("status.archive") != "included":
+        raise ResolverError(announcement.redact(
+            f"{announcement.resolver} did not include this Archive; it answered: "
+            f"{status_line(status)}"))
+    return status
+
+
+def report_inclusion(announcement: Announcement, status: Mapping[str, str]) -> None:
+    line = announcement.redact(status_line(status))
+    if status.get("status.confirmation") == "successful":
+        log.info("resolver %s: %s", announcement.resolver, line)
+        return
+    address = announcement.value("archiveaddress")
+    service = announcement.value("archiveserviceibi")
+    log.warning(
+        "resolver %s: %s -- the Archive is included but the resolver's call to "
+        "http://%s/%s?servicesubject=%s did not get 'confirmation yes': check that %s is "
+        "reachable from the Internet (DNS, firewall, the archiveaddress setting) and that the "
+        "web server passes /%s to this service (see contrib/apache, contrib/nginx)",
+        announcement.resolver, line, address, service, CONFIRMATION, address, service)
+
+
+def exclude(announcement: Announcement, timeout: float) -> None:
+    """Send the exclusionRequest and log what came of it; never raises."""
+    try:
+        report_exclusion(announcement, ask(announcement, EXCLUSION, timeout))
+    except ResolverError as exc:
+        report_exclusion(announcement, exc)
+
+
+def report_exclusion(announcement: Announcement, outcome: Mapping[str, str] | Exception | None,
+                     waited: float = 0.0) -> None:
+    if outcome is None:
+        log.warning("the resolver was not told that this Archive left: %s did not answer the "
+                    "exclusionRequest within %g s (exclusion_timeout); stopping anyway",
+                    announcement.resolver, waited)
+    elif isinstance(outcome, Exception):
+        log.warning("the resolver was not told that this Archive left: %s", outcome)
+    elif outcome.get("status.archive") == "excluded":
+        log.info("resolver %s: %s", announcement.resolver, announcement.redact(status_line(outcome)))
+    else:
+        log.warning("the resolver was not told that this Archive left: %s answered %s instead "
+                    "of status.archive excluded", announcement.resolver,
+                    announcement.redact(status_line(outcome)))
+
+
+def exclude_within(announcement: Announcement, seconds: float) -> None:
+    """`exclude`, but give up after `seconds` whatever the resolver (or DNS) does."""
+    outcome: list[Mapping[str, str] | Exception] = []
+
+    def send() -> None:
+        try:  # the socket may wait a little longer: the deadline here is the join below
+            outcome.append(ask(announcement, EXCLUSION, seconds + 1))
+        except ResolverError as exc:
+            outcome.append(exc)
+
+    sender = threading.Thread(target=send, daemon=True, name="exclusionRequest")
+    sender.start()
+    sender.join(seconds)
+    report_exclusion(announcement, outcome[0] if outcome else None, seconds)
+
+
+def backoff(attempt: int, first: float = FIRST_RETRY) -> float:
+    """Seconds before retry `attempt` (0, 1, …): doubling, capped at MAX_RETRY, with jitter so
+    that Archives restarted together (a power cut) do not knock on the resolver in step."""
+    return min(MAX_RETRY, first * 2 ** min(attempt, 64)) * random.uniform(0.5, 1.0)
+
+
+# --------------------------------------------------------------------------- our own socket
+
+
+@dataclass(frozen=True)
+class Local:
+    """Where gunicorn listens: host and port, or the path of a unix socket."""
+
+    host: str | None = None
+    port: int | None = None
+    path: str | None = None
+
+    @classmethod
+    def of_socket(cls, sock: socket.socket) -> Local:
+        if sock.family == socket.AF_UNIX:
+            return cls(path=sock.getsockname())
+        host, port = sock.getsockname()[:2]
+        if ipaddress.ip_address(host).is_unspecified:  # bound to every address: ask loopback
+            host = "::1" if sock.family == socket.AF_INET6 else "127.0.0.1"
+        return cls(host=host, port=port)
+
+    def __str__(self) -> str:
+        if self.path:
+            return "unix:" + self.path
+        return f"[{self.host}]:{self.port}" if ":" in (self.host or "") else f"{self.host}:{self.port}"
+
+    def connection(self, timeout: float) -> http.client.HTTPConnection:
+        if self.path:
+            return _UnixConnection(self.path, timeout)
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.unix_path)
+
+
+def service_answers(announcement: Announcement, local: Local) -> bool:
+    """Whether our own socket answers the confirmation as the resolver will ask it."""
+    connection = local.connection(LOCAL_TIMEOUT)
+    try:
+        connection.request("GET", announcement.confirmation_path(),
+                           headers={"Host": announcement.value("archiveaddress"),
+                                    "User-Agent": f"archive-service/{__version__} announcer"})
+        response = connection.getresponse()
+        return response.status == 200 and response.read(100).strip() == b"confirmation yes"
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
+
+
+# ------------------------------------------------------------------------ announcer process
+
+
+def _parent_gone(parent: int | None) -> bool:
+    return parent is not None and os.getppid() != parent
+
+
+def _pause(seconds: float, parent: int | None) -> bool:
+    """Sleep, waking every second to see whether the master died; False if it did."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        if _parent_gone(parent):
+            return False
+        time.sleep(min(left, 1.0))
+    return not _parent_gone(parent)
+
+
+def join_when_answering(announcement: Announcement, local: Local, parent: int | None = None,
+                        first_retry: float = FIRST_RETRY) -> bool:
+    """Wait until the service answers, then include it, retrying with backoff; True once done.
+
+    Returns False (nothing more to do) if the master that started us goes away.
+    """
+    waited, pause = 0.0, 0.05
+    while not service_answers(announcement, local):
+        if not _pause(pause, parent):
+            return False
+        waited += pause
+        if waited >= SLOW_START_WARNING > waited - pause:
+            log.warning("the service does not answer %s at %s yet; the inclusionRequest waits "
+                        "for it", CONFIRMATION, local)
+        pause = min(pause * 2, 1.0)
+    attempt = 0
+    while True:
+        try:
+            status = include(announcement)
+        except ResolverError as exc:
+            delay = backoff(attempt, first_retry)
+            log.warning("inclusion not done, next try in %.1f s: %s", delay, exc)
+            attempt += 1
+            if not _pause(delay, parent):
+                return False
+            continue
+        report_inclusion(announcement, status)
+        return True
+
+
+def main() -> int:
+    """The announcer process: its job (JSON) on stdin, written by `Lifecycle`."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Ctrl-C reaches the whole process group; the master decides when we stop (SIGTERM).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    job = json.load(sys.stdin)
+    parent = job["parent"]
+    if job.get("leave"):
+        old = Announcement.from_json(job["leave"])
+        exclude(old, old.exclusion_timeout)
+    if job.get("join"):
+        join_when_answering(Announcement.from_json(job["join"]), Local(**job["local"]), parent)
+    return 0
+
+
+# ------------------------------------------------------------------------ master (gunicorn)
+
+
+def _never_raises(method: Callable[..., None]) -> Callable[..., None]:
+    """Announcing must never stop the service: log what went wrong (without the key), go on."""
+
+    @functools.wraps(method)
+    def guarded(self: Lifecycle, *args: Any, **kwargs: Any) -> None:
+        try:
+            method(self, *args, **kwargs)
+        except Exception as exc:
+            text = self.announcement.redact(repr(exc)) if self.announcement else repr(exc)
+            log.error("announcing: %s failed: %s", method.__name__, text)
+
+    return guarded
+
+
+class Lifecycle:
+    """The master's side: start the announcer once per start, exclude on exit."""
+
+    def __init__(self, announcement: Announcement | None):
+        self.announcement = announcement
+        self.local: Local | None = None
+        self.process: subprocess.Popen | None = None
+
+    @_never_raises
+    def start(self, local: Local) -> None:
+        self.local = local
+        if self.announcement is None:
+            log.info("not announcing to any resolver (resolver: none)")
+            return
+        self._spawn(join=self.announcement)
+
+    @_never_raises
+    def reload(self, announcement: Announcement | None, local: Local) -> None:
+        """SIGHUP: leave and join again only if what we tell the resolver changed."""
+        old, self.announcement, self.local = self.announcement, announcement, local
+        if announcement is None and old is None:
+            return
+        if announcement is not None and announcement.same_message(old):
+            log.info("reload: the announced pairs are unchanged, staying included")
+            return
+        self.stop_announcer()
+        log.info("reload: the announced pairs changed: %s",
+                 "exclusionRequest with the old ones, then inclusionRequest with the new ones"
+                 if old and announcement else
+                 "exclusionRequest" if old else "inclusionRequest")
+        self._spawn(join=announcement, leave=old)
+
+    @_never_raises
+    def leave(self, handing_over: bool = False) -> None:
+        """on_exit: stop the announcer, then tell the resolver, waiting at most exclusion_timeout."""
+        self.stop_announcer()
+        if self.announcement is None:
+            return
+        if handing_over:  # SIGUSR2 upgrade: the new master announced the same Archive
+            log.info("a new master took over: no exclusionRequest")
+            return
+        exclude_within(self.announcement, self.announcement.exclusion_timeout)
+
+    def _spawn(self, join: Announcement | None, leave: Announcement | None = None) -> None:
+        job = {"parent": os.getpid(), "local": vars(self.local) if self.local else None,
+               "join": join.to_json() if join else None,
+               "leave": leave.to_json() if leave else None}
+        package_root = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        try:
+            process = subprocess.Popen([sys.executable, "-c", ANNOUNCER], stdin=subprocess.PIPE,
+                                       env=env, close_fds=True)
+            with process.stdin:
+                process.stdin.write(json.dumps(job).encode("ascii"))
+        except OSError as exc:
+            log.error("could not start the announcer process, not announcing: %s", exc)
+            return
+        self.process = process
+        if join:
+            log.info("announcer (pid %d) sends the inclusionRequest to %s once %s answers",
+                     process.pid, join.resolver, self.local)
+
+    def stop_announcer(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

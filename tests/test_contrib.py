@@ -1,0 +1,576 @@
+"""contrib/: the systemd unit, the Apache and nginx configurations, the mod_wsgi and CGI entry
+points. Each file is parsed and its paths matched to what the app serves; where the machine has
+apache2 / nginx (Debian's packages), the real server runs the file in front of the real app."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import unquote_to_bytes, urlsplit
+
+import pytest
+import webtest
+from gunicorn.config import GracefulTimeout
+
+from archive_service import announce, cli, index, pairs, settings
+from archive_service.answers import Links
+from resolver_double import ResolverDouble
+from serve_process import ROOT, SAMPLE, SERVICE, Serve, free_port
+
+CONTRIB = ROOT / "contrib"
+UNIT = CONTRIB / "systemd" / "archive-service.service"
+APACHE_VHOST = CONTRIB / "apache" / "archive-service.conf"
+APACHE_WSGI = CONTRIB / "apache" / "archive-service-wsgi.conf"
+APACHE_CGI = CONTRIB / "apache" / "archive-service-cgi.conf"
+WSGI_FILE = CONTRIB / "apache" / "archive-service.wsgi"
+CGI_FILE = CONTRIB / "apache" / "archive-service.cgi"
+NGINX_SITE = CONTRIB / "nginx" / "archive-service.conf"
+KEY = "4445556667-7778889990"
+BACKEND = "127.0.0.1:8080"  # what the contrib files proxy to: serve's default bind
+COLLECTION = "/srv/archive-service/collection"
+TARGET_IBI = "8JMKD3MGP7W/3EPGUE5"  # target file "Relatório Final.pdf" (UTF-8, with a space)
+TARGET_FILE = "sid.inpe.br/mtc-m19/2013/09.04.12.27.57/doc/Relatório Final.pdf"
+FILES_IBI = "LK47B6W/362SFKH"  # several files, reference.bib among them
+FILES_DIR = "iconet.com.br/banon/2009/09.09.22.01"
+
+
+def executable(name: str) -> str | None:
+    return shutil.which(name) or next(
+        (p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.access(p, os.X_OK)), None)
+
+
+APACHE = executable("apache2")
+NGINX = executable("nginx")
+APACHE_MODULES = Path("/usr/lib/apache2/modules")
+needs_apache = pytest.mark.skipif(APACHE is None, reason="apache2 is not installed "
+                                  "(Debian: apt-get install apache2 libapache2-mod-wsgi-py3)")
+needs_nginx = pytest.mark.skipif(NGINX is None, reason="nginx is not installed "
+                                 "(Debian: apt-get install nginx)")
+
+
+def rewrite(text: str, *replacements: tuple[str, str]) -> str:
+    """`text` with each old string replaced; every old string must be there (no silent no-op)."""
+    for old, new in replacements:
+        assert old in text, f"{old!r} not found: the test no longer matches the contrib file"
+        text = text.replace(old, new)
+    return text
+
+
+def directives(text: str, name: str) -> list[list[str]]:
+    """The arguments of every `name` directive of an Apache file (comments skipped)."""
+    found = []
+    for line in text.splitlines():
+        words = shlex.split(line, comments=True)
+        if words and words[0] == name:
+            found.append(words[1:])
+    return found
+
+
+def sample_items() -> index.Catalog:
+    return index.scan(SAMPLE)
+
+
+def app_file_paths() -> list[tuple[str, str]]:
+    """(URL path as the app links it, file relative to the collection) for every item file."""
+    catalog = sample_items()
+    links = Links("http://archive.example.org", "/" + SERVICE)
+    found = []
+    for item in catalog.by_directory.values():
+        for rel, _ in index.list_files(catalog.root, item):
+            url = links.file(item, rel)
+            found.append((urlsplit(url).path, f"{item.directory}/{index.DOC}/{rel}"))
+    assert len(found) > 15
+    return found
+
+
+def unquote_bytes(path: str) -> str:
+    return os.fsdecode(unquote_to_bytes(path))
+
+
+# ------------------------------------------------------------------------------- systemd
+
+
+def unit() -> dict[str, list[str]]:
+    values: dict[str, list[str]] = {}
+    for line in UNIT.read_text().splitlines():
+        if line.strip() and not line.startswith(("#", ";", "[")):
+            key, _, value = line.partition("=")
+            values.setdefault(key.strip(), []).append(value.strip())
+    return values
+
+
+def test_unit_runs_serve_in_the_foreground_as_an_unprivileged_user():
+    values = unit()
+    command = shlex.split(values["ExecStart"][0])
+    assert Path(command[0]).name == "archive-service" and command[1] == "serve"
+    args = cli.build_parser().parse_args(command[1:])
+    assert args.func is cli.cmd_serve and args.config and not args.registrationkey
+    assert values["User"][0] not in ("root", "0") and values["Type"] == ["notify"]
+    assert values["Restart"] == ["on-failure"] and values["RestartPreventExitStatus"] == ["2"]
+    assert values["StateDirectory"] == ["archive-service"]
+    for hardening in ("ProtectSystem=strict", "NoNewPrivileges=yes", "PrivateTmp=yes",
+                      "ProtectHome=yes", "KillMode=mixed"):
+        key, value = hardening.split("=")
+        assert values[key] == [value]
+    assert values["ReadOnlyPaths"] == [COLLECTION]
+
+
+def test_unit_stop_timeout_covers_workers_and_exclusion():
+    values = unit()
+    stop = float(values["TimeoutStopSec"][0])
+    exclusion = settings.BY_NAME["exclusion_timeout"].default
+    # gunicorn waits graceful_timeout for the workers, then on_exit stops the announcer
+    # (at most 2 s) and waits exclusion_timeout for the resolver.
+    assert stop > GracefulTimeout.default + 2 + exclusion
+
+
+def test_unit_hands_the_key_over_as_a_credential():
+    [credential] = unit()["LoadCredential"]
+    name, _, source = credential.partition(":")
+    assert name == announce.CREDENTIAL and source.startswith("/etc/")
+
+
+@pytest.mark.skipif(not executable("systemd-analyze"), reason="systemd-analyze not installed")
+def test_unit_passes_systemd_analyze_verify(tmp_path):
+    command = shlex.split(unit()["ExecStart"][0])
+    copy = tmp_path / "archive-service.service"
+    # verify checks that the program exists; stand in for the venv's console script.
+    copy.write_text(rewrite(UNIT.read_text(), (command[0], shutil.which("true") or "/bin/true")))
+    result = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True,
+                            text=True, cwd=tmp_path)
+    assert result.returncode == 0 and not result.stderr.strip(), result.stderr
+
+
+def test_serve_as_the_unit_runs_it(tmp_path):
+    """What systemd gives the service: NOTIFY_SOCKET (Type=notify), CREDENTIALS_DIRECTORY
+    (LoadCredential=), STATE_DIRECTORY (StateDirectory=); KillSignal SIGTERM on stop."""
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(tmp_path / "notify"))
+    notify.settimeout(30)
+    credentials = tmp_path / "credentials"
+    credentials.mkdir(mode=0o700)
+    (credentials / "registrationkey").write_text(KEY)
+    (credentials / "registrationkey").chmod(0o400)
+    resolver = ResolverDouble().start()
+    config = tmp_path / "archive-service.yaml"
+    config.write_text(f"collection: {SAMPLE}\narchiveserviceibi: {SERVICE}\n"
+                      f"resolver: {resolver.url}\narchiveip: 127.0.0.1\n"
+                      "archiveadmemailaddress: admin@example.org\n")
+    config.chmod(0o640)
+    command = shlex.split(unit()["ExecStart"][0])
+    assert command[2:4] == ["--config", "/etc/archive-service/archive-service.yaml"]
+    serve = Serve(tmp_path, config=config, env={
+        "NOTIFY_SOCKET": str(tmp_path / "notify"), "CREDENTIALS_DIRECTORY": str(credentials),
+        "STATE_DIRECTORY": str(tmp_path / "state")})
+    try:
+        message = notify.recv(1024).decode()
+        assert "READY=1" in message.splitlines()
+        [inclusion] = resolver.wait_for(1, "inclusionRequest")
+        assert inclusion.pairs["registrationkey"] == KEY
+        assert inclusion.confirmation == "confirmation yes"
+        assert serve.stop(float(unit()["TimeoutStopSec"][0])) == 0
+        assert resolver.subjects() == ["inclusionRequest", "exclusionRequest"]
+        assert KEY not in serve.log()
+    finally:
+        serve.kill()
+        resolver.stop()
+        notify.close()
+
+
+# ------------------------------------------------------------------- paths, without servers
+
+
+def test_apache_vhost_proxies_the_service_path_unchanged():
+    text = APACHE_VHOST.read_text()
+    [[path, target, *flags]] = directives(text, "ProxyPass")
+    assert path == "/" + SERVICE and target == f"http://{BACKEND}/{SERVICE}"
+    assert "nocanon" in flags
+    assert directives(text, "ProxyPassReverse") == [[path, target]]
+    assert settings.BY_NAME["bind"].default == BACKEND
+
+
+def test_apache_alias_maps_exactly_the_files_the_app_links():
+    [[pattern, target]] = directives(APACHE_VHOST.read_text(), "AliasMatch")
+    assert target == COLLECTION + "/$1"
+    regex = re.compile(pattern)
+    for url_path, on_disk in app_file_paths():
+        match = regex.match(unquote_bytes(url_path))
+        assert match and match.group(1) == on_disk, url_path
+        assert (SAMPLE / on_disk).is_file()
+    for item in sample_items().by_directory.values():
+        for outside in (f"/col/{item.directory}/item.yaml", f"/col/{item.directory}/",
+                        f"/col/{item.directory}/doc/"):
+            assert not regex.match(outside), outside
+
+
+def test_apache_cgi_script_alias_covers_both_route_families():
+    [[pattern, target]] = directives(APACHE_CGI.read_text(), "ScriptAliasMatch")
+    regex = re.compile(pattern)
+    assert target.endswith("archive-service.cgi/$1")
+    item_dir = FILES_DIR
+    for path in (f"/{SERVICE}", f"/{SERVICE}/filelist/{item_dir}",
+                 f"/{SERVICE}/metadata/{item_dir}", *(p for p, _ in app_file_paths())):
+        match = regex.match(unquote_bytes(path))
+        assert match and "/" + match.group(1) == unquote_bytes(path), path
+    for path in ("/", "/index.html", f"/{SERVICE}x", "/col/"):
+        assert not regex.match(path), path
+
+
+def test_nginx_locations_cover_the_service_and_col():
+    text = NGINX_SITE.read_text()
+    live = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    locations = re.findall(r"location\s+(=|\^~)\s+(\S+)\s*\{", live)
+    assert ("=", "/" + SERVICE) in locations and ("^~", f"/{SERVICE}/") in locations
+    assert ("^~", "/col/") in locations
+    assert f"server {BACKEND};" in live and "proxy_pass http://archive_service;" in live
+
+
+def test_wsgi_file_builds_the_app_mounted_at_root(monkeypatch):
+    monkeypatch.setenv("ARCHIVE_SERVICE_CONFIG", str(SAMPLE / "archive-service.yaml"))
+    spec = importlib.util.spec_from_loader("archive_service_wsgi", loader=None)
+    module = importlib.util.module_from_spec(spec)
+    exec(compile(WSGI_FILE.read_text(), str(WSGI_FILE), "exec"), module.__dict__)
+    # WSGIScriptAlias / gives SCRIPT_NAME "" and the whole path in PATH_INFO.
+    app = webtest.TestApp(module.application, extra_environ={"SCRIPT_NAME": ""})
+    assert app.get(f"/{SERVICE}?servicesubject=inclusionConfirmationRequest").text == \
+        "confirmation yes"
+    answer = dict(pairs.parse(app.get(
+        f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
+        f"&parsedibiurl.ibi={TARGET_IBI}").text))
+    url = urlsplit(answer["url"])
+    assert url.path.startswith("/col/")
+    assert app.get(url.path).body == (SAMPLE / TARGET_FILE).read_bytes()
+    # Mounted elsewhere (WSGIScriptAlias /archive), routes and links follow the mount point.
+    mounted = webtest.TestApp(module.application, extra_environ={"SCRIPT_NAME": "/archive"})
+    answer = dict(pairs.parse(mounted.get(
+        f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
+        f"&parsedibiurl.ibi={TARGET_IBI}").text))
+    assert urlsplit(answer["url"]).path.startswith("/archive/col/")
+
+
+def run_cgi(path_info: str | bytes, query: str = "") -> tuple[str, bytes]:
+    environ = {"REQUEST_METHOD": "GET", "SCRIPT_NAME": "", "PATH_INFO": path_info,
+               "QUERY_STRING": query, "SERVER_NAME": "archive.example.org", "SERVER_PORT": "80",
+               "SERVER_PROTOCOL": "HTTP/1.1", "GATEWAY_INTERFACE": "CGI/1.1",
+               "ARCHIVE_SERVICE_CONFIG": str(SAMPLE / "archive-service.yaml"),
+               "PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    done = subprocess.run([sys.executable, str(CGI_FILE)], env=environ, capture_output=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    head, _, body = done.stdout.partition(b"\r\n\r\n")
+    return head.decode("latin-1"), body
+
+
+def test_cgi_file_runs_the_app_through_wsgiref():
+    assert CGI_FILE.stat().st_mode & 0o111, "the CGI program must be executable"
+    head, body = run_cgi(f"/{SERVICE}", "servicesubject=inclusionConfirmationRequest")
+    assert head.startswith("Status: 200") and body == b"confirmation yes"
+    # PATH_INFO as Apache hands it over: the percent-decoded bytes of the file name.
+    head, body = run_cgi(b"/col/" + os.fsencode(TARGET_FILE))
+    assert head.startswith("Status: 200"), head
+    assert body == (SAMPLE / TARGET_FILE).read_bytes()
+    head, body = run_cgi(f"/col/{FILES_DIR}/item.yaml")
+    assert head.startswith("Status: 404")
+    head, body = run_cgi(f"/{SERVICE}", "servicesubject=nonsense")
+    assert head.startswith("Status: 400") and body.startswith(b"error {")
+
+
+# ---------------------------------------------------------------------------- real servers
+
+
+@pytest.fixture
+def public(tmp_path):
+    """A directory Apache's and nginx's unprivileged user can read: a copy of the sample
+    collection (pytest's tmp_path is private to root)."""
+    top = Path(tempfile.mkdtemp(prefix="archive-service-contrib-"))
+    top.chmod(0o755)
+    shutil.copytree(SAMPLE, top / "collection")
+    for directory, dirs, files in os.walk(top):
+        for name in dirs:
+            os.chmod(os.path.join(directory, name), 0o755)
+        for name in files:
+            os.chmod(os.path.join(directory, name), 0o644)
+    yield top
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def write_config(public: Path, address: str) -> Path:
+    config = public / "archive-service.yaml"
+    config.write_text(f"collection: {public / 'collection'}\narchiveaddress: {address}\n"
+                      f"archiveserviceibi: {SERVICE}\nplatformsoftware: dpi.inpe.br/banon/1998/08.02.08.56\n"
+                      "resolver: none\n")
+    config.chmod(0o644)
+    return config
+
+
+def fetch(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=20) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def url_request(front: str, ibi: str, extra: str = "") -> dict[str, str]:
+    status, body = fetch(f"{front}/{SERVICE}?servicesubject=urlRequest"
+                         f"&clientinformation.ipaddress=127.0.0.1&parsedibiurl.ibi={ibi}{extra}")
+    assert status == 200, body
+    return dict(pairs.parse(body.decode("ascii")))
+
+
+def check_front(front: str, collection: Path, light: bool = False) -> None:
+    """What the resolver and a browser do through the web server at `front`; `light` follows
+    fewer links (CGI starts Python for every request)."""
+    assert fetch(f"{front}/{SERVICE}?servicesubject=inclusionConfirmationRequest") == \
+        (200, b"confirmation yes")
+    # The target file, a non-ASCII name with a space: the link the app gives works here.
+    answer = url_request(front, TARGET_IBI)
+    assert answer["url"].startswith(f"{front}/col/")
+    assert fetch(answer["url"]) == (200, (collection / TARGET_FILE).read_bytes())
+    # A file by path, and the file list page whose links work too.
+    answer = url_request(front, FILES_IBI, "&parsedibiurl.filepath=/reference.bib")
+    assert fetch(answer["url"]) == (200, (collection / FILES_DIR / "doc/reference.bib").read_bytes())
+    answer = url_request(front, FILES_IBI, "&parsedibiurl.verblist=GetFileList")
+    status, page = fetch(answer["url"])
+    assert status == 200 and answer["url"].startswith(f"{front}/{SERVICE}/filelist/")
+    links = re.findall(r'href="([^"]+)"', page.decode())
+    assert links and all(link.startswith(f"{front}/col/") for link in links)
+    for link in links[:1] if light else links:
+        assert fetch(link)[0] == 200, link
+    # Never the sidecar, however asked.
+    sidecar = [f"/col/{FILES_DIR}/item.yaml", f"/col/{FILES_DIR}/doc/%2e%2e/item.yaml",
+               f"/col/{FILES_DIR}/doc/../item.yaml", f"/col/{FILES_DIR}/doc/..%2fitem.yaml",
+               f"/col/{FILES_DIR}/"]
+    for path in sidecar[:2] if light else sidecar:
+        status, body = fetch(front + path)
+        assert status in (400, 403, 404), (path, status)
+    # The protocol's own errors pass through unchanged.
+    status, body = fetch(f"{front}/{SERVICE}?servicesubject=nonsense")
+    assert status == 400 and body.startswith(b"error {")
+
+
+class Front:
+    """A real web server (apache2 or nginx) in the foreground on a free loopback port."""
+
+    def __init__(self, command: list[str], port: int, log: Path):
+        self.port, self.log = port, log
+        with open(log, "wb") as out:
+            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL)
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            if self.process.poll() is not None:
+                raise AssertionError(f"{command[0]} exited:\n{self.logs()}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError(f"{command[0]} did not listen:\n{self.logs()}")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in self.log.parent.glob("*.log"))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_apache(public: Path, site: str, port: int, modules: list[str], extra: str = "") -> Front:
+    run = public / "apache"
+    run.mkdir()
+    run.chmod(0o755)
+    (run / "site.conf").write_text(site)
+    loads = "\n".join(f"LoadModule {m}_module {APACHE_MODULES}/mod_{m}.so"
+                      for m in ["mpm_event", "authz_core", "mime", "alias", "env", *modules])
+    (run / "httpd.conf").write_text(f"""
+ServerRoot {run}
+ServerName 127.0.0.1
+Listen 127.0.0.1:{port}
+PidFile {run}/httpd.pid
+DefaultRuntimeDir {run}
+Mutex file:{run} default
+ErrorLog {run}/error.log
+LogLevel warn
+LogFormat "%h %l %u %t \\"%r\\" %>s %b" combined
+User www-data
+Group www-data
+TypesConfig /etc/mime.types
+{loads}
+Define APACHE_LOG_DIR {run}
+{extra}
+Include {run}/site.conf
+""")
+    return Front([APACHE, "-f", str(run / "httpd.conf"), "-DFOREGROUND"], port, run / "server.log")
+
+
+@pytest.fixture
+def fronts():
+    started: list = []
+    yield started
+    for thing in started:
+        thing.stop() if isinstance(thing, Front) else thing.kill()
+
+
+def serve_behind(public: Path, tmp_path: Path, front_port: int, fronts: list) -> Serve:
+    config = write_config(public, f"127.0.0.1:{front_port}")
+    serve = Serve(tmp_path, "--archiveaddress", f"127.0.0.1:{front_port}", config=config)
+    fronts.append(serve)
+    serve.wait_answering()
+    return serve
+
+
+@needs_apache
+@pytest.mark.parametrize("col", ["alias", "proxy"])
+def test_apache_vhost_in_front_of_serve(public, tmp_path, fronts, col):
+    port = free_port()
+    serve = serve_behind(public, tmp_path, port, fronts)
+    site = rewrite(APACHE_VHOST.read_text(), ("*:80", f"*:{port}"),
+                   (BACKEND, serve.address), (COLLECTION, str(public / "collection")))
+    if col == "proxy":  # the alternative the file names: the service serves /col/ itself
+        alias = site[site.index("    AliasMatch"):site.index("    </Directory>\n") + 17]
+        site = site.replace(alias, f'    ProxyPass "/col/" "http://{serve.address}/col/" nocanon\n')
+    fronts.append(front := start_apache(public, site, port, ["proxy", "proxy_http"]))
+    check_front(front.url, public / "collection")
+    assert ('"GET /col/' in serve.log()) == (col == "proxy")
+
+
+def debian_python_site(public: Path) -> tuple[str, Path]:
+    """Debian's python3 (the one mod_wsgi is built for) and a world-readable copy of our package
+    and its dependencies, since this machine's own Python may be private to root."""
+    python = "/usr/bin/python3"
+    if not os.access(python, os.X_OK):
+        pytest.skip("no /usr/bin/python3 (Debian's Python) for CGI and mod_wsgi")
+    version = subprocess.run([python, "-c", "import sys; print(sys.version_info[:2])"],
+                             capture_output=True, text=True).stdout.strip()
+    if version != str(sys.version_info[:2]):
+        pytest.skip(f"Debian's python3 is {version}, the tests run {sys.version_info[:2]}: "
+                    "the dependencies cannot be shared")
+    site = public / "site"
+    shutil.copytree(ROOT / "archive_service", site / "archive_service",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("flask", "werkzeug", "jinja2", "markupsafe", "itsdangerous", "click",
+                 "blinker", "yaml", "_yaml"):
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:
+            shutil.copytree(list(spec.submodule_search_locations)[0], site / name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(spec.origin, site)
+    # As pip would: the unprivileged user cannot write __pycache__, and CGI imports every time.
+    subprocess.run([python, "-m", "compileall", "-q", str(site)], check=True)
+    for directory, dirs, files in os.walk(site):
+        for name in dirs:
+            os.chmod(os.path.join(directory, name), 0o755)
+        for name in files:
+            os.chmod(os.path.join(directory, name), 0o644)
+    check = subprocess.run([python, "-c", "import archive_service.web"], user="www-data",
+                           env={"PYTHONPATH": str(site)}, capture_output=True, text=True)
+    if check.returncode:
+        pytest.skip(f"Debian's python3 cannot import the app: {check.stderr.strip()[-200:]}")
+    return python, site
+
+
+@needs_apache
+def test_apache_cgi_variant(public, fronts):
+    python, site = debian_python_site(public)
+    port = free_port()
+    config = write_config(public, f"127.0.0.1:{port}")
+    program = public / "cgi-bin" / "archive-service.cgi"
+    program.parent.mkdir(mode=0o755)
+    program.write_text(rewrite(CGI_FILE.read_text(), ("#!/opt/archive-service/venv/bin/python3",
+                                                      f"#!{python}")))
+    program.chmod(0o755)
+    site_conf = rewrite(APACHE_CGI.read_text(), ("*:80", f"*:{port}"),
+                        ("/usr/lib/cgi-bin", str(program.parent)),
+                        ("/etc/archive-service/archive-service.yaml", str(config)))
+    fronts.append(front := start_apache(public, site_conf, port, ["cgid"], extra=(
+        f"ScriptSock {public}/apache/cgid.sock\nSetEnv PYTHONPATH {site}")))
+    check_front(front.url, public / "collection", light=True)
+
+
+@needs_apache
+@pytest.mark.skipif(not (APACHE_MODULES / "mod_wsgi.so").exists(),
+                    reason="mod_wsgi is not installed (Debian: libapache2-mod-wsgi-py3)")
+def test_apache_mod_wsgi_variant(public, fronts):
+    python, site = debian_python_site(public)
+    port = free_port()
+    config = write_config(public, f"127.0.0.1:{port}")
+    wsgi = public / "wsgi" / "archive-service.wsgi"
+    wsgi.parent.mkdir(mode=0o755)
+    wsgi.write_text(rewrite(WSGI_FILE.read_text(),
+                            ("/etc/archive-service/archive-service.yaml", str(config))))
+    wsgi.chmod(0o644)
+    site_conf = rewrite(APACHE_WSGI.read_text(), ("*:80", f"*:{port}"),
+                        ("user=archive-service group=archive-service", "user=www-data group=www-data"),
+                        ("python-home=/opt/archive-service/venv", f"python-path={site}"),
+                        ("/opt/archive-service/archive-service.wsgi", str(wsgi)),
+                        ('<Directory "/opt/archive-service">', f'<Directory "{wsgi.parent}">'))
+    fronts.append(front := start_apache(public, site_conf, port, ["wsgi"], extra=(
+        f"WSGISocketPrefix {public}/apache/wsgi")))
+    check_front(front.url, public / "collection")
+
+
+@needs_nginx
+@pytest.mark.parametrize("col", ["proxy", "alias"])
+def test_nginx_in_front_of_serve(public, tmp_path, fronts, col):
+    port = free_port()
+    serve = serve_behind(public, tmp_path, port, fronts)
+    site = rewrite(NGINX_SITE.read_text(), ("listen 80;", f"listen 127.0.0.1:{port};"),
+                   (f"server {BACKEND};", f"server {serve.address};"))
+    if col == "alias":  # the alternative the file names: files straight from disk
+        proxied = site[site.index("    location ^~ /col/ {"):]
+        proxied = proxied[:proxied.index("}\n") + 2]
+        site = site.replace(proxied, "")
+        commented = re.findall(r"^    #   (.*)$", site, re.MULTILINE)
+        assert commented, "the commented alias block is gone"
+        block = "\n".join("    " + line for line in commented)
+        site = site[:site.rindex("}")] + rewrite(block, (COLLECTION, str(public / "collection"))) + "\n}\n"
+    run = public / "nginx"
+    run.mkdir()
+    run.chmod(0o777)
+    (run / "nginx.conf").write_text(f"""
+daemon off;
+user www-data;
+worker_processes 1;
+pid {run}/nginx.pid;
+error_log {run}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    include /etc/nginx/mime.types;
+    access_log {run}/access.log;
+    client_body_temp_path {run}/body;
+    proxy_temp_path {run}/proxy;
+    fastcgi_temp_path {run}/fastcgi;
+    uwsgi_temp_path {run}/uwsgi;
+    scgi_temp_path {run}/scgi;
+{site}
+}}
+""")
+    fronts.append(front := Front([NGINX, "-c", str(run / "nginx.conf"), "-p", str(run)], port,
+                                 run / "server.log"))
+    check_front(front.url, public / "collection")
+    assert ('"GET /col/' in serve.log()) == (col == "proxy")
