@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "archive-service.yaml"
     path.write_text(text)
+    path.chmod(0o600)  # a key in a file others can read is warned about; not the point here
     return path
 
 
