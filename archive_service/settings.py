@@ -138,10 +138,11 @@ class Setting:
     parse: Callable[[Any], Any] = str
     secret: bool = False
     path: bool = False  # relative paths in the YAML file are relative to the file
+    env_prefix: str = ENV_PREFIX  # another program's table (the resolver's) has its own
 
     @property
     def env(self) -> str:
-        return ENV_PREFIX + self.name.upper()
+        return self.env_prefix + self.name.upper()
 
     @property
     def option(self) -> str:
@@ -187,9 +188,11 @@ BY_NAME = {s.name: s for s in SETTINGS}
 class Config(Mapping):
     """Validated settings; read them as attributes (`config.collection`) or as a mapping."""
 
-    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, str] | None = None):
+    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, str] | None = None,
+                 table: Mapping[str, Setting] | None = None):
         self._values = dict(values)
         self.sources = dict(sources or {})
+        self._table = BY_NAME if table is None else table
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -209,13 +212,14 @@ class Config(Mapping):
     def require(self, *names: str) -> None:
         for name in names:
             if self._values.get(name) in (None, ""):
-                setting = BY_NAME[name]
+                setting = self._table[name]
                 raise ConfigError(
                     f"setting {name} is missing: give {setting.option}, {setting.env}, "
                     f"or '{name}:' in the --config file ({setting.help})")
 
     def redacted(self) -> dict[str, Any]:
-        return {k: ("<secret>" if BY_NAME[k].secret and v else v) for k, v in self._values.items()}
+        return {k: ("<secret>" if self._table[k].secret and v else v)
+                for k, v in self._values.items()}
 
 
 def _warn_if_exposed(path: Path, secrets: list[str]) -> None:
@@ -226,7 +230,8 @@ def _warn_if_exposed(path: Path, secrets: list[str]) -> None:
                       f"registrationkey_file or a systemd credential", ConfigWarning, stacklevel=3)
 
 
-def read_file(path: str | os.PathLike) -> dict[str, Any]:
+def read_file(path: str | os.PathLike, table: Mapping[str, Setting] | None = None
+              ) -> dict[str, Any]:
     """The settings in a YAML config file; ConfigError (one line) if it cannot be used."""
     path = Path(path)
     try:
@@ -243,28 +248,34 @@ def read_file(path: str | os.PathLike) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: must be a map of setting: value")
-    _warn_if_exposed(path, [k for k, v in data.items() if k in BY_NAME and BY_NAME[k].secret and v])
+    table = BY_NAME if table is None else table
+    _warn_if_exposed(path, [k for k, v in data.items() if k in table and table[k].secret and v])
     values = {}
     for key, value in data.items():
-        if key not in BY_NAME:
+        if key not in table:
             warnings.warn(f"config file {path}: unknown setting {key!r} ignored", ConfigWarning,
                           stacklevel=2)
             continue
-        if value is not None and BY_NAME[key].path:
+        if value is not None and table[key].path:
             value = str((path.parent / str(value)).resolve()) if not os.path.isabs(str(value)) else str(value)
         values[key] = value
     return values
 
 
 def load(config_file: str | None = None, options: Mapping[str, Any] | None = None,
-         environ: Mapping[str, str] | None = None) -> Config:
-    """Merge the four sources in order of precedence and validate every value."""
+         environ: Mapping[str, str] | None = None,
+         table: tuple[Setting, ...] = SETTINGS) -> Config:
+    """Merge the four sources in order of precedence and validate every value.
+
+    `table` is the Archive's SETTINGS unless another program of the kit (the resolver) loads
+    its own table through the same rules."""
     environ = os.environ if environ is None else environ
+    by_name = {s.name: s for s in table}
     options = {k: v for k, v in (options or {}).items() if v is not None}
-    from_file = read_file(config_file) if config_file else {}
+    from_file = read_file(config_file, by_name) if config_file else {}
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    for setting in SETTINGS:
+    for setting in table:
         if setting.name in options:
             raw, source = options[setting.name], "command line"
         elif setting.env in environ:
@@ -283,9 +294,9 @@ def load(config_file: str | None = None, options: Mapping[str, Any] | None = Non
                 shown = "<secret>" if setting.secret else repr(raw)
                 raise ConfigError(f"setting {setting.name} = {shown} ({source}): {exc}") from None
         sources[setting.name] = source
-    if values["state_dir"] is None:
+    if "state_dir" in values and values["state_dir"] is None:
         values["state_dir"] = default_state_dir()
-    for setting in SETTINGS:
+    for setting in table:
         if setting.path and values[setting.name]:
             values[setting.name] = os.path.abspath(values[setting.name])
-    return Config(values, sources)
+    return Config(values, sources, by_name)
