@@ -13,11 +13,12 @@ from . import __version__, index, settings, toolkit
 log = logging.getLogger("archive_service")
 
 
-def _add_settings(parser: argparse.ArgumentParser, names=None) -> None:
+def _add_settings(parser: argparse.ArgumentParser, names=None, table=settings.SETTINGS) -> None:
     parser.add_argument("--config", metavar="FILE", help="YAML file of settings")
+    prefix = table[0].env_prefix if table else settings.ENV_PREFIX
     group = parser.add_argument_group(
-        "settings", "each also read from ARCHIVE_SERVICE_<NAME> and from the --config file")
-    for setting in settings.SETTINGS:
+        "settings", f"each also read from {prefix}<NAME> and from the --config file")
+    for setting in table:
         if names is not None and setting.name not in names:
             continue
         default = "" if setting.secret or setting.default in (None, "") else f" (default: {setting.default})"
@@ -122,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
 
     toolkit.add_commands(sub, _add_settings, _config)  # mint, ibi, deposit, delete
+
+    from .resolver.cli import add_parser as add_resolver_parser
+
+    add_resolver_parser(sub)
     return parser
 
 

@@ -1,0 +1,170 @@
+"""The resolver's WSGI application: its own service (inclusion, exclusion) and persistent URLs.
+
+`create_resolver_app(config)` builds it for `archive-service resolver serve`, for gunicorn
+(`gunicorn 'archive_service.resolver.app:create_resolver_app_from_env()'`) and for tests.
+The service answers at `/<resolveribi>`; every other path is a persistent URL.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from flask import Flask, Response, redirect, render_template_string, request
+from flask.logging import default_handler
+
+from .. import pairs, settings
+from ..answers import RequestError
+from . import config as rconfig
+from . import purl as purlmod
+from . import resolve as resolvemod
+from .archives import ArchiveClient
+from .registry import Refused, Registry
+
+log = logging.getLogger(__name__)
+
+TEXT = "text/plain; charset=us-ascii"
+_PATH_SAFE = "/!+:()@$,;=~*'-._"
+
+ALERT_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title></head>
+<body><h1>{{ title }}</h1>
+<p>{{ reason }}</p>
+{% if suspects %}<p>Archives under suspicion:</p><ul>
+{% for a in suspects %}<li>{{ a.address }} (service {{ a.serviceibi }})</li>
+{% endfor %}</ul>{% endif %}
+{% if silent %}<p>Archives that did not answer:</p><ul>
+{% for a in silent %}<li>{{ a.address }} (service {{ a.serviceibi }})</li>
+{% endfor %}</ul>{% endif %}
+<p>Persistent URL: <code>{{ persistent }}</code></p>
+</body></html>
+"""
+
+HOME_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>IBI resolver</title></head>
+<body><h1>IBI resolver</h1>
+<p>Resolve an IBI with <code>{{ base }}/&lt;ibi&gt;&lt;modifier&gt;&lt;path&gt;?&lt;query&gt;</code>,
+for example <code>{{ base }}/8JMKD3MGP8W/35MMLL8!:(oai_dc)</code>.</p>
+<p>{{ count }} Archive(s) included.</p></body></html>
+"""
+
+TITLES = {400: "Not a persistent URL", 404: "Information item not found",
+          409: "Conflicting Archives", 502: "No Archive answered",
+          503: "No Archive available", 508: "Resolution did not end"}
+
+
+def _error(reason: str, status: int = 400) -> Response:
+    words = "".join(c if c.isascii() and c.isprintable() and c not in "{}" else " " for c in reason)
+    return Response(pairs.render([("error", pairs.value_list(words.split()))]), status=status,
+                    content_type=TEXT)
+
+
+def client_ips(environ: Mapping[str, Any]) -> str:
+    """`clientinformation.ipaddress` (Table 6.10): the user first, then the proxies.
+
+    X-Forwarded-For lists the user and the proxies before the last one; REMOTE_ADDR is the
+    last hop. Entries that are not IP addresses are dropped rather than passed on."""
+    hops = environ.get("HTTP_X_FORWARDED_FOR", "").split(",") + [environ.get("REMOTE_ADDR", "")]
+    ips = []
+    for hop in hops:
+        try:
+            ips.append(str(ipaddress.ip_address(hop.strip())))
+        except ValueError:
+            continue
+    return " ".join(ips) or "0.0.0.0"
+
+
+def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
+    """Build the resolver app from validated settings (or a mapping of them)."""
+    if not isinstance(config, settings.Config):
+        config = rconfig.load(options=dict(config), environ={})
+    config.require("state_dir")
+
+    app = Flask(__name__)
+    app.logger.removeHandler(default_handler)
+    app.url_map.merge_slashes = False  # the path after the IBI is the item's, kept as is
+    app.config["RESOLVER"] = config
+    registry = Registry(config.state_dir)
+    client = ArchiveClient(config.timeout, pool_size=max(32, 4 * config.threads))
+    app.extensions["resolver"] = {"registry": registry, "client": client}
+    service_path = "/" + config.resolveribi
+    bind = config.bind if not config.bind.startswith("unix:") else "localhost"
+    address = config.address or bind
+
+    @app.get(service_path, endpoint="service")
+    def service() -> Response:
+        try:
+            query = pairs.parse_query(request.environ.get("QUERY_STRING", ""))
+            answer = registry.handle(query, client.confirm)
+        except (RequestError, pairs.PairsError) as exc:
+            return _error(str(exc))
+        except Refused as exc:
+            return _error(str(exc), 403)
+        return Response(pairs.render(answer), content_type=TEXT)
+
+    def alert(status: int, reason: str, persistent: str, **kw) -> Response:
+        page = render_template_string(ALERT_PAGE, title=TITLES.get(status, "Not resolved"),
+                                      reason=reason, persistent=persistent,
+                                      suspects=kw.get("suspects", ()), silent=kw.get("silent", ()))
+        return Response(page, status=status, content_type="text/html; charset=utf-8")
+
+    @app.get("/", endpoint="home")
+    def home() -> Response:
+        page = render_template_string(HOME_PAGE, base=f"http://{address}{request.script_root}",
+                                      count=len(registry.included()))
+        return Response(page, content_type="text/html; charset=utf-8")
+
+    @app.get("/<path:_rest>", endpoint="persistent")
+    def persistent(_rest: str) -> Response:
+        # Names on disk are bytes: read the raw PATH_INFO, not Werkzeug's decoding.
+        raw = os.fsdecode(request.environ.get("PATH_INFO", "").encode("latin-1"))[1:]
+        query = request.environ.get("QUERY_STRING", "")
+        shown = quote(raw.encode("utf-8", "surrogateescape"), safe=_PATH_SAFE)
+        persistent_url = f"http://{address}{request.script_root}/{shown}"
+        if query:
+            persistent_url += "?" + query
+        try:
+            purl = purlmod.parse(raw, query)
+        except purlmod.PurlError as exc:
+            return alert(400, str(exc), persistent_url)
+        ips = client_ips(request.environ)
+
+        def ask(question: resolvemod.Question) -> list[resolvemod.Answer]:
+            return client.ask_all(registry.included(), question.params(ips, purl.filepath))
+
+        outcome = resolvemod.resolve(purl, ask, request.headers.get("Accept-Language"),
+                                     config.rounds)
+        rounds = len(outcome.questions)
+        if outcome.url is None:
+            log.info("%s: %d after %d round(s): %s", persistent_url, outcome.status, rounds,
+                     outcome.reason)
+            return alert(outcome.status, outcome.reason, persistent_url,
+                         suspects=outcome.suspects, silent=outcome.silent)
+        chosen = outcome.reading.answer.archive
+        if request.method != "HEAD":  # a link checker's HEAD is no access to thank for
+            client.acknowledge(chosen, resolvemod.acknowledgment(outcome.reading, ips,
+                                                                 persistent_url))
+        target = outcome.url
+        if purl.passthrough:  # the item's own query pairs (a web service's parameters)
+            target += ("&" if "?" in target else "?") + purl.passthrough
+        log.info("%s -> %s from %s after %d round(s)", persistent_url, target, chosen, rounds)
+        return redirect(target, 302)
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception):
+        from werkzeug.exceptions import HTTPException
+        if isinstance(exc, HTTPException):
+            return exc
+        log.exception("unexpected error on %s", request.path)
+        return _error("internal error", 500)
+
+    return app
+
+
+def create_resolver_app_from_env() -> Flask:
+    """For gunicorn: settings from ARCHIVE_SERVICE_RESOLVER_CONFIG and the environment."""
+    return create_resolver_app(rconfig.load(os.environ.get("ARCHIVE_SERVICE_RESOLVER_CONFIG")))

@@ -1,0 +1,50 @@
+"""The resolver's settings: its own table, loaded by the same rules as the Archive's.
+
+Command line > ARCHIVE_SERVICE_RESOLVER_<KEY> environment > YAML --config > default.
+"""
+
+from __future__ import annotations
+
+from .. import settings
+from ..settings import Setting
+
+ENV_PREFIX = "ARCHIVE_SERVICE_RESOLVER_"
+DEFAULT_IBI = "J8LNKB5R7W/3FUQHC5"  # urlib.net's own service IBI (SPEC §1)
+REGISTRY_FILE = "resolver-registry.sqlite3"
+
+
+def _positive_float(value: str) -> float:
+    number = float(value)
+    if not number > 0:
+        raise ValueError("must be a number of seconds above 0")
+    return number
+
+
+def _optional_hostport(value: str) -> str:
+    return settings._hostport(value) if value else ""
+
+
+_P = ENV_PREFIX
+RESOLVER_SETTINGS: tuple[Setting, ...] = (
+    Setting("state_dir", None, f"writable directory holding the registry ({REGISTRY_FILE}); "
+            "default $STATE_DIRECTORY under systemd, else ~/.local/share/archive-service",
+            settings._path, path=True, env_prefix=_P),
+    Setting("bind", "127.0.0.1:8090", "address the resolver listens on: HOST:PORT or unix:PATH",
+            settings._bind, env_prefix=_P),
+    Setting("resolveribi", DEFAULT_IBI, "IBI of the resolver's own service; inclusion and "
+            "exclusion are answered at /<resolveribi>", settings._ibi, env_prefix=_P),
+    Setting("address", "", "host[:port] users reach the resolver at, for url.persistent in "
+            "acknowledgments; default: the bind address", _optional_hostport, env_prefix=_P),
+    Setting("timeout", 5.0, "seconds to wait for each Archive's answer", _positive_float,
+            env_prefix=_P),
+    Setting("rounds", 10, "most urlRequest rounds for one persistent URL (next editions, "
+            "related items held elsewhere)", settings._positive_int, env_prefix=_P),
+    Setting("workers", 1, "gunicorn worker processes", settings._positive_int, env_prefix=_P),
+    Setting("threads", 16, "threads per worker (a resolution waits on the Archives)",
+            settings._positive_int, env_prefix=_P),
+)
+BY_NAME = {s.name: s for s in RESOLVER_SETTINGS}
+
+
+def load(config_file: str | None = None, options=None, environ=None) -> settings.Config:
+    return settings.load(config_file, options, environ, table=RESOLVER_SETTINGS)

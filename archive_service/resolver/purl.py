@@ -1,0 +1,161 @@
+"""Persistent URLs (§6.1, Table 6.1): `/<ibi><mdf><path>?<query>` into what the resolver asks.
+
+The modifier (Table 6.2) and `ibiurl.verblist` (Tables 6.3-6.5) both become verbs; their union,
+modifier first, is `parsedibiurl.verblist` (§6.2, Table 6.6). `ibiurl.requireditemstatus` is
+kept by the resolver alone (privacy rule of §6.2); the other query pairs belong to the item
+(a web service, for instance) and go on to the URL the user is sent to.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from .. import answers
+from .. import ibi as ibimod
+from ..answers import RequestError, Verbs
+
+_LANG = re.compile(r"[a-z]{2}(?:-[A-Z]{2})?")
+# One elementary modifier: "!", "+" or "+(…)", ":" or ":(…)"; the parameter is checked apart
+# so that a bad one gets its own message.
+_TOKEN = re.compile(r"!|\+(?:\(([^()]*)\))?|:(?:\(([^()]*)\))?")
+# mdf = ([u [t]] | [t [u]]) [m [t]]  (Table 6.1), over the letters u, t, m.
+_SHAPE = re.compile(r"(?:ut?|tu?)?(?:mt?)?")
+_MDF_CHARS = "!+:"
+_VERB_SPLIT = re.compile(r"[ +]+")
+IBIURL = "ibiurl."
+REQUIRED_STATUS = "ibiurl.requireditemstatus"
+VERBLIST = "ibiurl.verblist"
+
+
+class PurlError(ValueError):
+    """A persistent URL that breaks Table 6.1 or 6.3; the message says what and where."""
+
+
+@dataclass(frozen=True)
+class PersistentUrl:
+    ibi: str  # parsedibiurl.ibi, as written
+    modifier: str  # as written, e.g. "!:(oai_dc)"
+    filepath: str | None  # parsedibiurl.filepath: "/reference.bib"; file names as on disk
+    verbs: tuple[str, ...]  # parsedibiurl.verblist
+    parsed: Verbs  # the relation the verbs name, and GetFileList
+    requireditemstatus: str | None  # "Original" or None; never sent to Archives
+    passthrough: str = ""  # query pairs for the item itself, as received
+
+    @property
+    def verblist(self) -> str:
+        return " ".join(self.verbs)
+
+
+def modifier_verbs(mdf: str) -> list[str]:
+    """The verbs of a modifier (Table 6.5): `!+(pt):` -> GetLastEdition GetTranslation(pt) …"""
+    verbs, shape, position = [], "", 0
+    while position < len(mdf):
+        token = _TOKEN.match(mdf, position)
+        if not token:
+            raise PurlError(f"modifier {mdf!r}: {mdf[position:]!r} at character {position + 1} "
+                            "is not !, +, +(lang[-CC]), : or :(oai_dc)")
+        text, lang, fmt = token.group(0), token.group(1), token.group(2)
+        if text == "!":
+            shape += "u"
+            verbs.append("GetLastEdition")
+        elif text.startswith("+"):
+            if lang is not None and not _LANG.fullmatch(lang):
+                raise PurlError(f"modifier {mdf!r}: translation language {lang!r} must be "
+                                "2 small letters, optionally '-' and a 2-capital-letter "
+                                "country (e.g. pt or pt-BR)")
+            shape += "t"
+            verbs.append(f"GetTranslation({lang})" if lang else "GetTranslation")
+        else:
+            if fmt is not None and fmt != "oai_dc":
+                raise PurlError(f"modifier {mdf!r}: metadata format {fmt!r} is not offered; "
+                                "the one format is oai_dc")
+            shape += "m"
+            verbs.append(f"GetMetadata({fmt})" if fmt else "GetMetadata")
+        position = token.end()
+    if not _SHAPE.fullmatch(shape):
+        raise PurlError(f"modifier {mdf!r} is not one of Table 6.2: '!' and '+' may each come "
+                        "once before ':', and one '+' after it")
+    return verbs
+
+
+def split_ibi(path: str) -> tuple[str, str, str]:
+    """Split `<ibi><mdf><path>` (no leading slash) into IBI, modifier and absolute path.
+
+    A repository name has four segments and an IBIp two; the four-segment reading is tried
+    first because an IBIp followed by a path can also have four segments, and only a real
+    repository name (year and time of ID Table 6.1) passes it.
+    """
+    errors = []
+    for size, kind in ((4, "rep"), (2, "ibip")):
+        segments = path.split("/", size)
+        if len(segments) < size:
+            continue
+        last = segments[size - 1]
+        cut = next((i for i, c in enumerate(last) if c in _MDF_CHARS), len(last))
+        candidate = "/".join(segments[:size - 1] + [last[:cut]])
+        try:
+            parsed = ibimod.parse(candidate)
+        except ibimod.IbiError as exc:
+            errors.append(str(exc))
+            continue
+        if parsed.kind == kind:
+            rest = "/" + segments[size] if len(segments) > size else ""
+            return candidate, last[cut:], rest
+    if not errors:
+        reason = "it has no '/' between the two words of an IBIp"
+    else:  # a dotted first segment means a repository name was meant
+        reason = errors[0] if "." in path.split("/")[0] else errors[-1]
+    raise PurlError(f"the path {'/' + path!r} does not start with an IBI: {reason}")
+
+
+def _query(query_string: str) -> tuple[dict[str, str], str]:
+    """The `ibiurl.*` pairs decoded, and the other pairs untouched (they are the item's)."""
+    mine, theirs = [], []
+    for part in query_string.split("&") if query_string else []:
+        (mine if part.startswith(IBIURL) else theirs).append(part)
+    decoded: dict[str, str] = {}
+    for name, value in parse_qsl("&".join(mine), keep_blank_values=True):
+        if name in decoded:
+            raise PurlError(f"query pair {name} is given more than once")
+        decoded[name] = value
+    return decoded, "&".join(theirs)
+
+
+def parse(path: str, query_string: str = "") -> PersistentUrl:
+    """Parse a persistent URL's path (after the resolver's base, no leading slash) and query."""
+    if not path:
+        raise PurlError("no IBI: a persistent URL is /<ibi><modifier><path>?<query>")
+    ibi, mdf, filepath = split_ibi(path)
+    verbs = modifier_verbs(mdf)
+    if not query_string.isascii():
+        raise PurlError("the query has bytes that are not ASCII; percent-encode them")
+    ours, passthrough = _query(query_string)
+    for name in ours:
+        if name not in (REQUIRED_STATUS, VERBLIST):
+            raise PurlError(f"unknown query pair {name}: Table 6.3 has {VERBLIST} and "
+                            f"{REQUIRED_STATUS}")
+    status = ours.get(REQUIRED_STATUS)
+    if status is not None:
+        if status.lower() != "original":
+            raise PurlError(f"{REQUIRED_STATUS}={status!r}: the one value is Original")
+        status = "Original"
+    # Union without repetition, modifier first (§6.2, Example 6.8); a modifier may itself
+    # name GetTranslation twice (!+:+), which is kept.
+    for verb in _VERB_SPLIT.split(ours.get(VERBLIST, "").strip()):
+        if verb and verb not in verbs:
+            verbs.append(verb)
+    try:
+        parsed = answers.parse_verblist(" ".join(verbs))
+    except RequestError as exc:
+        raise PurlError(f"verbs {' '.join(verbs)!r}: {exc}") from None
+    if filepath in ("", "/"):
+        filepath = None
+    if filepath is not None:
+        try:
+            answers.filepath_parts(filepath)
+        except RequestError as exc:
+            raise PurlError(f"path {filepath!r}: {exc}") from None
+    return PersistentUrl(ibi=ibi, modifier=mdf, filepath=filepath, verbs=tuple(verbs),
+                         parsed=parsed, requireditemstatus=status, passthrough=passthrough)

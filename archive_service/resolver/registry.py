@@ -1,0 +1,208 @@
+"""The registry of Archives (§5): registration keys, inclusion and exclusion, in SQLite.
+
+Registering (§5.1) is the administrator's step: the Archive's service IBI and its key. The
+key is kept only as a salted scrypt hash. Inclusion (§5.2) checks the key, calls the Archive
+back, records where it is, and answers `status.archive included status.confirmation
+successful|unsuccessful` (the Archive is included either way, as the seed says; the
+confirmation result is kept). Exclusion answers `status.archive excluded`; the registration
+stays, so the Archive is included again when it comes back, possibly at a new address.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import re
+import sqlite3
+from collections.abc import Callable, Mapping
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .. import ibi as ibimod
+from .. import settings
+from ..answers import RequestError
+from .config import REGISTRY_FILE
+from .resolve import ArchiveRef
+
+log = logging.getLogger(__name__)
+
+_KEY_RE = re.compile(r"[0-9]{10,}(?:-[0-9]{10,})?")  # Table 5.1
+# scrypt at n=2**14, r=8: about 16 MiB and tens of milliseconds per check, paid only on
+# inclusion and exclusion.
+_SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1, "dklen": 32}
+INCLUSION, EXCLUSION = "inclusionRequest", "exclusionRequest"
+
+
+def _protocol(value: str) -> str:
+    if value != "HTTP":
+        raise ValueError("must be HTTP, the one protocol of the recommendation")
+    return value
+
+
+# Table 5.2: every pair is required; each value's rule, reusing the Archive's own checks.
+_PAIRS: dict[str, Callable[[str], str]] = {
+    "archiveaddress": settings._hostport,
+    "archiveserviceibi": settings._ibi,
+    "archiveip": settings._ip,
+    "archiveprotocol": _protocol,
+    "archiveplatformversion": settings._ascii,
+    "archiveadmemailaddress": settings._email,
+    "registrationkey": settings._registrationkey,
+}
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS archive (
+    ibikey TEXT PRIMARY KEY,          -- case-insensitive key of the service IBI
+    serviceibi TEXT NOT NULL,         -- as registered
+    salt BLOB NOT NULL,
+    keyhash BLOB NOT NULL,            -- scrypt(registration key, salt)
+    registered TEXT NOT NULL,
+    included INTEGER NOT NULL DEFAULT 0,
+    since TEXT,                       -- time of the last inclusion or exclusion
+    address TEXT, ip TEXT, platformversion TEXT, email TEXT,
+    confirmation TEXT                 -- successful | unsuccessful
+)
+"""
+
+
+class Refused(Exception):
+    """An inclusion or exclusion with an unknown Archive or a wrong key (HTTP 403)."""
+
+
+class RegistryError(Exception):
+    """The registry database cannot be used (state directory missing, unwritable, corrupt)."""
+
+
+@dataclass(frozen=True)
+class Record:
+    serviceibi: str
+    registered: str
+    included: bool
+    since: str | None
+    address: str | None
+    ip: str | None
+    platformversion: str | None
+    email: str | None
+    confirmation: str | None
+
+    @property
+    def ref(self) -> ArchiveRef:
+        return ArchiveRef(self.address or "", self.serviceibi)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _hash(key: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(key.encode("ascii"), salt=salt, maxmem=64 << 20, **_SCRYPT)
+
+
+class Registry:
+    """One SQLite file in the state directory; a connection per call, so threads and
+    gunicorn workers share it safely."""
+
+    def __init__(self, state_dir: str | os.PathLike):
+        self.path = Path(state_dir) / REGISTRY_FILE
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._db() as db:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise RegistryError(f"registry {self.path}: {exc}") from None
+
+    def _db(self):
+        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        return closing(db)
+
+    def register(self, serviceibi: str, key: str) -> bool:
+        """Register (or re-key) an Archive; True if it is new. The key itself is not kept."""
+        ibi = ibimod.parse(serviceibi).text
+        if not _KEY_RE.fullmatch(key):
+            raise ValueError("a registration key is 10 or more digits, optionally '-' and "
+                             "10 or more digits (Table 5.1)")
+        salt = os.urandom(16)
+        with self._db() as db:
+            new = db.execute("SELECT 1 FROM archive WHERE ibikey = ?",
+                             (ibimod.key(ibi),)).fetchone() is None
+            db.execute(
+                "INSERT INTO archive (ibikey, serviceibi, salt, keyhash, registered) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(ibikey) DO UPDATE SET "
+                "salt = excluded.salt, keyhash = excluded.keyhash, registered = excluded.registered",
+                (ibimod.key(ibi), ibi, salt, _hash(key, salt), _now()))
+        return new
+
+    def check_key(self, serviceibi: str, key: str) -> bool:
+        with self._db() as db:
+            row = db.execute("SELECT salt, keyhash FROM archive WHERE ibikey = ?",
+                             (ibimod.key(serviceibi),)).fetchone()
+        if row is None:
+            _hash(key, b"\0" * 16)  # the same work, so timing does not tell who is registered
+            return False
+        return hmac.compare_digest(_hash(key, row["salt"]), row["keyhash"])
+
+    def records(self, included_only: bool = False) -> list[Record]:
+        """Archives in the order they were registered (the order urlRequests are sent in)."""
+        sql = ("SELECT serviceibi, registered, included, since, address, ip, platformversion, "
+               "email, confirmation FROM archive")
+        if included_only:
+            sql += " WHERE included = 1"
+        with self._db() as db:
+            rows = db.execute(sql + " ORDER BY rowid").fetchall()
+        return [Record(**{**dict(row), "included": bool(row["included"])}) for row in rows]
+
+    def included(self) -> list[ArchiveRef]:
+        return [r.ref for r in self.records(included_only=True)]
+
+    # -- §5.2 messages ------------------------------------------------------------------
+
+    def handle(self, query: Mapping[str, str], confirm: Callable[[ArchiveRef], bool]
+               ) -> list[tuple[str, str]]:
+        """Answer an inclusionRequest or exclusionRequest (Table 5.2) with its status pairs."""
+        subject = query.get("servicesubject")
+        if not subject:
+            raise RequestError("servicesubject is missing")
+        if subject not in (INCLUSION, EXCLUSION):
+            raise RequestError(f"unknown servicesubject {subject}: this resolver answers "
+                               f"{INCLUSION} and {EXCLUSION}")
+        values = {}
+        for name, rule in _PAIRS.items():
+            raw = query.get(name)
+            if not raw:
+                raise RequestError(f"{subject} needs {name} (Table 5.2)")
+            try:
+                values[name] = rule(raw)
+            except ValueError as exc:
+                if name == "registrationkey":
+                    raise RequestError("registrationkey breaks Table 5.1") from None
+                raise RequestError(f"{name} {exc}") from None
+        archive = ArchiveRef(values["archiveaddress"], values["archiveserviceibi"])
+        if not self.check_key(archive.serviceibi, values["registrationkey"]):
+            # Logged without the key; the same answer whether the Archive is unknown or the
+            # key is wrong.
+            log.warning("%s refused for %s from %s: not registered or wrong registration key",
+                        subject, archive.serviceibi, values["archiveip"])
+            raise Refused(f"{subject} refused: {archive.serviceibi} is not registered here "
+                          "or the registration key is wrong")
+        if subject == EXCLUSION:
+            with self._db() as db:
+                db.execute("UPDATE archive SET included = 0, since = ? WHERE ibikey = ?",
+                           (_now(), ibimod.key(archive.serviceibi)))
+            log.info("excluded %s", archive)
+            return [("status.archive", "excluded")]
+        confirmation = "successful" if confirm(archive) else "unsuccessful"
+        with self._db() as db:
+            db.execute(
+                "UPDATE archive SET included = 1, since = ?, address = ?, ip = ?, "
+                "platformversion = ?, email = ?, confirmation = ? WHERE ibikey = ?",
+                (_now(), archive.address, values["archiveip"], values["archiveplatformversion"],
+                 values["archiveadmemailaddress"], confirmation,
+                 ibimod.key(archive.serviceibi)))
+        log.info("included %s (confirmation %s)", archive, confirmation)
+        return [("status.archive", "included"), ("status.confirmation", confirmation)]

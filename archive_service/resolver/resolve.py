@@ -1,0 +1,343 @@
+"""The resolution process (§6.2): which answer to take, what to ask next, what to acknowledge.
+
+Plain logic: the network is behind `ask(question) -> [Answer]`, so one function drives the
+whole loop of Figure 6.1 whatever carries the messages.
+
+- Every included Archive gets the same urlRequest (Table 6.9); the language preference and
+  the required status stay here (privacy rule of §6.2).
+- Selection: with `ibiurl.requireditemstatus=Original`, among the answers that give the URL,
+  the single one claiming Original; two or more claims are an alert naming the suspects. In
+  all other cases the best non-empty answer: the seed takes the first one received, and the
+  resolver waits for all answers anyway (it must, to catch double claims), so among them it
+  prefers the user's language, then an answer with the URL over one to follow, then an
+  Original over a Copy, and only then arrival order. That keeps the result the same however
+  the network orders the answers.
+- Following: an answer without the URL for the relation but with the IBI of the related item
+  (`ibi<r>`) is asked again for that IBI; with GetLastEdition first and no `.lastedition`
+  pairs, `ibi.nextedition` is asked again with the same verbs (Example 8.2). The number of
+  rounds is bounded and a question asked twice is a cycle.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from werkzeug.datastructures import LanguageAccept
+from werkzeug.http import parse_accept_header
+
+from .. import ibi as ibimod
+from .. import pairs as pairsmod
+from ..answers import ALL_LANGUAGES, Relation, Step
+from .purl import PersistentUrl
+
+FOUND, FOLLOW, DELETED, LACKING = 3, 2, 1, 0  # what one answer offers, best first
+
+Preferences = tuple[tuple[str, float], ...]
+
+
+# ------------------------------------------------------------------------------ messages
+
+
+@dataclass(frozen=True)
+class ArchiveRef:
+    """An included Archive as the registry knows it."""
+
+    address: str
+    serviceibi: str
+
+    def __str__(self) -> str:
+        return f"{self.address} (service {self.serviceibi})"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One Archive's reply to a urlRequest: its pairs (empty: it does not hold the IBI), or
+    `error` when it gave nothing usable (no answer in time, refused, not a list of pairs)."""
+
+    archive: ArchiveRef
+    pairs: Mapping[str, str] = field(default_factory=dict)
+    order: int = 0  # arrival order
+    error: str | None = None
+
+    @classmethod
+    def of(cls, archive: ArchiveRef, pair_list: Sequence[tuple[str, str]], order: int = 0
+           ) -> "Answer":
+        pairs: dict[str, str] = {}
+        for name, value in pair_list:
+            pairs.setdefault(name, value)
+        return cls(archive, pairs, order)
+
+
+def verb_of(step: Step) -> str:
+    if step.kind == "u":
+        return "GetLastEdition"
+    if step.kind == "t":
+        return "GetTranslation" + (f"({step.arg})" if step.arg not in (None, ALL_LANGUAGES) else "")
+    return "GetMetadata" + (f"({step.arg})" if step.arg else "")
+
+
+@dataclass(frozen=True)
+class Question:
+    """One round's urlRequest: the IBI asked about and the relation wanted of it."""
+
+    ibi: str
+    relation: Relation = ()
+    filelist: bool = False
+
+    @property
+    def verblist(self) -> str:
+        verbs = [verb_of(step) for step in self.relation]
+        return " ".join(verbs + ["GetFileList"] if self.filelist else verbs)
+
+    def params(self, client_ips: str, filepath: str | None) -> dict[str, str]:
+        """Table 6.9: nothing else, in particular no language preference, no required status."""
+        params = {"servicesubject": "urlRequest", "clientinformation.ipaddress": client_ips,
+                  "parsedibiurl.ibi": self.ibi}
+        if filepath:
+            params["parsedibiurl.filepath"] = filepath
+        if self.verblist:
+            params["parsedibiurl.verblist"] = self.verblist
+        return params
+
+
+# ---------------------------------------------------------------------------- languages
+
+
+def preferences(accept_language: str | None) -> Preferences:
+    """The user's language ranges with their weights (q=0 means 'not this one')."""
+    accepted = parse_accept_header(accept_language or None, LanguageAccept)
+    return tuple((value.lower(), q) for value, q in accepted if q > 0)
+
+
+def language_score(language: str | None, prefs: Preferences) -> tuple[float, int]:
+    """How much the user wants `language`: the weight of the best range that names it, an
+    exact tag before a shared primary subtag (pt-BR and pt), before `*`.
+
+    Unlike a plain best match over the offered tags, the user's first choice pt-BR finds a
+    Portuguese translation even when English is also accepted at a lower weight (the user of
+    Examples 6.8 and 8.1)."""
+    best = (0.0, 0)
+    if not language:
+        return best
+    tag = language.lower()
+    primary = tag.split("-")[0]
+    for rng, q in prefs:
+        if rng == tag:
+            score = (q, 3)
+        elif rng.split("-")[0] == primary:
+            score = (q, 2)
+        elif rng == "*":
+            score = (q, 1)
+        else:
+            continue
+        best = max(best, score)
+    return best
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+def relation_pattern(relation: Relation) -> re.Pattern:
+    """The qualifiers that answer `relation`; each translation without a language is a group."""
+    parts = []
+    for step in relation:
+        if step.kind == "t" and step.arg == ALL_LANGUAGES:
+            parts.append(r"\.translation(?:\(([A-Za-z]{2}(?:-[A-Za-z]{2})?)\))?")
+        else:
+            parts.append(re.escape(step.qualifier()))
+    return re.compile("".join(parts))
+
+
+def forms_keys(value: str) -> set[str]:
+    words = pairsmod.unbrace(value)
+    if len(words) == 1:
+        return {ibimod.key(words[0])}
+    return {ibimod.key(w) for kind, w in zip(words[::2], words[1::2]) if kind in ("rep", "ibip")}
+
+
+def first_form(value: str) -> str | None:
+    """An IBI to ask about from a `{rep X ibip Y}` value (or a bare IBI); None if unusable."""
+    words = pairsmod.unbrace(value)
+    candidates = words[1::2] if len(words) > 1 else words
+    for candidate in candidates:
+        if ibimod.is_valid(candidate):
+            return candidate
+    return None
+
+
+@dataclass(frozen=True)
+class Match:
+    """The pairs of one answer that answer the relation: `url<qualifier>`, `ibi<qualifier>`."""
+
+    qualifier: str
+    url: str | None
+    ibi: str | None
+    languages: tuple[str | None, ...]
+    score: tuple
+
+
+def best_match(pairs: Mapping[str, str], relation: Relation, prefs: Preferences) -> Match | None:
+    """The qualifier that best answers `relation`: the user's languages first, then the item
+    itself in its own language (the fallback of Example 6.3), then one with a URL."""
+    pattern = relation_pattern(relation)
+    own = forms_keys(pairs["ibi"]) if pairs.get("ibi") else set()
+    best = None
+    for qualifier in {name[3:] for name in pairs if name.startswith(("url", "ibi"))}:
+        found = pattern.fullmatch(qualifier)
+        if not found:
+            continue
+        languages = found.groups()
+        url, ibi = pairs.get("url" + qualifier), pairs.get("ibi" + qualifier)
+        is_self = bool(ibi) and bool(forms_keys(ibi) & own)
+        score = (tuple(language_score(lang, prefs) for lang in languages), is_self,
+                 url is not None, qualifier)
+        if best is None or score > best.score:
+            best = Match(qualifier, url, ibi, languages, score)
+    return best
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one non-empty answer offers for a question."""
+
+    answer: Answer
+    kind: int
+    match: Match | None = None
+    next: Question | None = None
+
+    @property
+    def state(self) -> str | None:
+        qualifier = self.match.qualifier if self.match else ""
+        return self.answer.pairs.get("state" + qualifier)
+
+    @property
+    def rank(self) -> tuple:
+        languages = self.match.score[0] if self.match else ()
+        return (languages, self.kind, self.state == "Original", -self.answer.order)
+
+
+def read(answer: Answer, question: Question, prefs: Preferences) -> Reading:
+    pairs = answer.pairs
+    match = best_match(pairs, question.relation, prefs)
+    if match is not None and match.url:
+        return Reading(answer, FOUND, match)
+    if match is not None and match.ibi and question.relation:
+        target = first_form(match.ibi)
+        if target:
+            return Reading(answer, FOLLOW, match, Question(target, (), question.filelist))
+    if question.relation and question.relation[0].kind == "u" and pairs.get("ibi.nextedition"):
+        target = first_form(pairs["ibi.nextedition"])
+        if target:
+            return Reading(answer, FOLLOW, match,
+                           Question(target, question.relation, question.filelist))
+    if pairs.get("state") == "Deleted":
+        return Reading(answer, DELETED)
+    return Reading(answer, LACKING, match)
+
+
+# ----------------------------------------------------------------------------- outcome
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A URL to send the user to (status 302), or an alert with its HTTP status and reason."""
+
+    status: int
+    reason: str
+    url: str | None = None
+    reading: Reading | None = None  # the answer the URL came from (acknowledged)
+    suspects: tuple[ArchiveRef, ...] = ()
+    silent: tuple[ArchiveRef, ...] = ()  # Archives that gave nothing usable in the last round
+    questions: tuple[Question, ...] = ()
+
+
+def choose(answers: Sequence[Answer], question: Question, prefs: Preferences,
+           original_required: bool) -> Reading | Outcome | None:
+    """§6.2 selection over one round's answers; None when every answer is empty."""
+    readings = [read(a, question, prefs) for a in answers if a.pairs]
+    if not readings:
+        return None
+    if original_required:
+        found = [r for r in readings if r.kind == FOUND]
+        if found:
+            originals = [r for r in found if r.state == "Original"]
+            if len(originals) == 1:
+                return originals[0]
+            if originals:
+                return Outcome(409, f"{len(originals)} Archives claim to hold the Original of "
+                               f"{question.ibi}; at most one can: an investigation is needed",
+                               suspects=tuple(r.answer.archive for r in originals))
+            holders = ", ".join(str(r.answer.archive) for r in found)
+            return Outcome(404, f"no Archive claims to hold the Original of {question.ibi}; "
+                           f"copies are held by {holders}")
+    return max(readings, key=lambda r: r.rank)
+
+
+def resolve(purl: PersistentUrl, ask: Callable[[Question], Sequence[Answer]],
+            accept_language: str | None = None, max_rounds: int = 10) -> Outcome:
+    """Figure 6.1's loop: ask, select, follow, until a URL or an alert."""
+    prefs = preferences(accept_language)
+    question = Question(purl.ibi, purl.parsed.relation, purl.parsed.filelist)
+    asked: list[Question] = []
+    seen: set[tuple[str, str]] = set()
+
+    def outcome(status: int, reason: str, **kw) -> Outcome:
+        return Outcome(status, reason, questions=tuple(asked), **kw)
+
+    while True:
+        if len(asked) >= max_rounds:
+            return outcome(508, f"no URL after {max_rounds} rounds of questions starting at "
+                           f"{purl.ibi}; the chain of editions or related items is too long")
+        mark = (ibimod.key(question.ibi), question.verblist)
+        if mark in seen:
+            chain = " -> ".join(q.ibi for q in asked + [question])
+            return outcome(508, f"the Archives' answers form a cycle: {chain}")
+        seen.add(mark)
+        asked.append(question)
+        answers = list(ask(question))
+        silent = tuple(a.archive for a in answers if a.error)
+        choice = choose(answers, question, prefs, purl.requireditemstatus == "Original")
+        via = f" (reached from {purl.ibi})" if len(asked) > 1 else ""
+        if isinstance(choice, Outcome):
+            return outcome(choice.status, choice.reason, suspects=choice.suspects, silent=silent)
+        if choice is None:
+            if not answers:
+                return outcome(503, "no Archive is included in this resolver")
+            if len(silent) == len(answers):
+                return outcome(502, f"none of the {len(answers)} included Archives answered",
+                               silent=silent)
+            unheard = f"; {len(silent)} of them did not answer" if silent else ""
+            return outcome(404, f"{question.ibi}{via} is not known to any of the "
+                           f"{len(answers)} included Archives{unheard}", silent=silent)
+        if choice.kind == FOUND:
+            return outcome(302, "found", url=choice.match.url, reading=choice, silent=silent)
+        if choice.kind == FOLLOW:
+            question = choice.next
+            continue
+        if choice.kind == DELETED:
+            when = choice.answer.pairs.get("timestamp", "an unknown date")
+            return outcome(404, f"{question.ibi}{via} was removed on {when} (state Deleted at "
+                           f"{choice.answer.archive})", silent=silent)
+        wanted = f" with verbs {question.verblist}" if question.verblist else ""
+        if purl.filepath:
+            wanted += f" and file {purl.filepath}"
+        return outcome(404, f"no Archive gives a URL for {question.ibi}{via}{wanted}",
+                       silent=silent)
+
+
+def acknowledgment(reading: Reading, client_ips: str, persistent_url: str) -> dict[str, str]:
+    """Table 6.11: what the resolver tells the Archive whose URL it sends the user to."""
+    match, pairs = reading.match, reading.answer.pairs
+    params = {
+        "servicesubject": "acknowledgment",
+        "clientinformation.ipaddress": client_ips,
+        "contenttype": pairs.get("contenttype" + match.qualifier),
+        "ibi": " ".join(pairsmod.unbrace(match.ibi)) if match.ibi else None,
+        "state": pairs.get("state" + match.qualifier),
+        "url": match.url,
+        "url.persistent": persistent_url,
+        "urlkey": pairs.get("urlkey"),
+    }
+    return {name: value for name, value in params.items() if value}

@@ -1,0 +1,61 @@
+"""Run the resolver under gunicorn with threaded workers: a resolution mostly waits on
+Archives, so threads (not processes) carry the concurrency."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger
+
+from .. import settings
+
+log = logging.getLogger(__name__)
+
+_KEY_IN_QUERY = re.compile(r"(registrationkey=)[^&\s\"]*", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    return _KEY_IN_QUERY.sub(r"\1<secret>", text)
+
+
+class RedactingLogger(Logger):
+    """gunicorn's access log with registration keys (in inclusion and exclusion URLs) hidden."""
+
+    def atoms(self, resp, req, environ, request_time):
+        atoms = super().atoms(resp, req, environ, request_time)
+        return {k: redact(v) if isinstance(v, str) else v for k, v in atoms.items()}
+
+
+class ResolverServer(BaseApplication):
+    def __init__(self, config: settings.Config):
+        self.config = config
+        super().__init__()
+
+    def load_config(self) -> None:
+        self.cfg.set("bind", [self.config.bind])
+        self.cfg.set("workers", self.config.workers)
+        self.cfg.set("threads", self.config.threads)
+        self.cfg.set("worker_class", "gthread")
+        # Open the registry once before forking so a bad state directory stops start-up.
+        self.cfg.set("preload_app", True)
+        self.cfg.set("proc_name", "archive-service-resolver")
+        self.cfg.set("accesslog", "-")
+        self.cfg.set("errorlog", "-")
+        self.cfg.set("logger_class", RedactingLogger)
+        self.cfg.set("control_socket_disable", True)
+        # A resolution may take `rounds` x `timeout` seconds; the worker must outlive it.
+        self.cfg.set("timeout", max(30, int(self.config.rounds * (self.config.timeout + 1)) + 5))
+
+    def load(self):
+        from .app import create_resolver_app
+
+        return create_resolver_app(self.config)
+
+
+def run(config: settings.Config) -> int:
+    log.info("resolver listening on %s, service at /%s, registry in %s", config.bind,
+             config.resolveribi, config.state_dir)
+    ResolverServer(config).run()
+    return 0
