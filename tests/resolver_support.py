@@ -1,0 +1,204 @@
+"""Helpers for the resolver tests: Archive collections built from the sample, Archives and a
+resolver as real servers on loopback ports, and readers of what the Archives received."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import yaml
+from werkzeug.serving import make_server
+
+from archive_service.resolver.archives import encode_query
+from archive_service.resolver.resolve import Answer, ArchiveRef
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_collection"
+PLATFORM = "dpi.inpe.br/banon/1998/08.02.08.56"
+SERVICE_A = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"  # the seed's Archive (Examples 8.1, 8.2)
+SERVICE_B = "sid.inpe.br/mtc-m21/2012/06.05.15.34.39"  # the Archive of Examples 5.2-5.4
+KEY_A, KEY_B = "1234567890", "9876543210-0123456789"
+RESOLVER_IBI = "J8LNKB5R7W/3FUQHC5"
+
+NEXT_EDITION = "sid.inpe.br/mtc-m18/2012/07.12.18.08"
+NEXT_METADATA = "sid.inpe.br/mtc-m18/2012/07.12.18.08.49"
+E4E = "sid.inpe.br/mtc-m18@80/2009/07.21.13.23"  # 8JMKD3MGP8W/35MME4E
+LL8 = "sid.inpe.br/mtc-m18@80/2009/07.21.14.43"  # 8JMKD3MGP8W/35MMLL8
+BANON = "iconet.com.br/banon/2009/09.09.22.01"  # LK47B6W/362SFKH
+DOUBLE = "iconet.com.br/banon/2011/06.14.16.40"  # Original in both Archives
+COPY_ONLY = "dpi.inpe.br/banon/2003/12.10.19.30"  # a Copy in A, no Original anywhere
+DELETED = "iconet.com.br/banon/2010/01.20.11.05"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def set_sidecar(item: Path, **values) -> None:
+    sidecar = item / "item.yaml"
+    data = yaml.safe_load(sidecar.read_text(encoding="utf-8")) if sidecar.exists() else {}
+    data.update(values)
+    sidecar.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+
+
+def build_collections(base: Path) -> tuple[Path, Path]:
+    """Archive A: the sample's originals, without the 2012 next edition of 35MMLL8.
+    Archive B: that next edition and its metadata (so `35MMLL8!` takes two rounds, as in
+    Example 8.2), Copy items of two of A's items, and a second Original of one of A's items
+    (a double claim)."""
+    a, b = base / "A", base / "B"
+    shutil.copytree(SAMPLE, a, symlinks=True)
+    for name in ("archive-service.yaml", "README.md", ".gitattributes"):
+        (a / name).unlink(missing_ok=True)
+    for moved in (NEXT_EDITION, NEXT_METADATA):
+        (b / moved).parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(a / moved, b / moved)
+    for copied in (E4E, BANON):
+        shutil.copytree(a / copied, b / copied)
+        set_sidecar(b / copied, state="Copy")
+    shutil.copytree(a / DOUBLE, b / DOUBLE)
+    return a, b
+
+
+# ------------------------------------------------------------------------- HTTP helpers
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
+def http_get(url: str, headers: dict | None = None, timeout: float = 30):
+    """(status, headers, body) of one GET, redirects not followed."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, exc.read()
+
+
+def service_call(base: str, **params) -> tuple[int, str]:
+    status, _, body = http_get(f"{base}?{encode_query(params)}")
+    return status, body.decode("ascii")
+
+
+def wait_until(predicate, timeout: float = 15, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+# -------------------------------------------------------------------------- processes
+
+
+class Process:
+    """A command of this project run as a real process, its output in a log file."""
+
+    def __init__(self, args: list[str], log: Path):
+        self.args, self.log = args, log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "archive_service.cli", *self.args],
+                                         stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+
+    def wait_answering(self, url: str) -> None:
+        def up():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{self.args[0]} exited {self.proc.returncode}:\n"
+                                     + self.log.read_text(errors="replace")[-3000:])
+            try:
+                return http_get(url, timeout=2)[0] == 200
+            except OSError:
+                return False
+
+        wait_until(up, 30, f"{url} to answer")
+
+    def stop(self, sig=signal.SIGTERM, timeout: float = 20) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"{self.args[0]} did not stop within {timeout} s")
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+_REQUEST_LINE = re.compile(r'"GET (\S+) HTTP/1\.[01]" (\d{3}) ')
+
+
+def received(log_text: str, subject: str | None = None) -> list[tuple[dict, int]]:
+    """Service requests an Archive received, from its gunicorn access log: (query, status)."""
+    found = []
+    for path, status in _REQUEST_LINE.findall(log_text):
+        query = dict(parse_qsl(urlsplit(path).query, keep_blank_values=True))
+        if "servicesubject" in query and (subject is None or query["servicesubject"] == subject):
+            found.append((query, int(status)))
+    return found
+
+
+# ------------------------------------------------------------- in-process real servers
+
+
+class ThreadedServer:
+    """A WSGI app of this project on a real loopback socket, served from a thread."""
+
+    def __init__(self, app, port: int):
+        self.server = make_server("127.0.0.1", port, app, threaded=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class InProcessArchives:
+    """Archive apps called directly through WSGI: the resolution loop over real answers."""
+
+    def __init__(self, archives: list[tuple[ArchiveRef, object]]):
+        self.archives = archives
+        self.asked: list[tuple[ArchiveRef, dict]] = []
+
+    def ask(self, question, ips: str = "127.0.0.1", filepath: str | None = None) -> list[Answer]:
+        from archive_service import pairs
+
+        answers = []
+        params = question.params(ips, filepath)
+        for ref, app in self.archives:
+            self.asked.append((ref, params))
+            response = app.test_client().get("/" + ref.serviceibi,
+                                              query_string=encode_query(params))
+            assert response.status_code == 200, response.get_data(as_text=True)
+            answers.append(Answer.of(ref, pairs.parse(response.get_data(as_text=True)),
+                                     len(answers)))
+        return answers

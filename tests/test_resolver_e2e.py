@@ -1,0 +1,337 @@
+"""End to end: `archive-service resolver serve` and two `archive-service serve` Archives as
+real processes on loopback ports.
+
+Archive A holds the sample's originals but not the 2012 next edition of 8JMKD3MGP8W/35MMLL8;
+Archive B holds that edition and its metadata, Copy items of two of A's items and a second
+Original of one of them. Both join through inclusion; the persistent URLs of the seed's
+Examples 6.1-6.7, 8.1 and 8.2 are resolved and their redirect targets, the urlRequests and
+the acknowledgments each Archive received (from its access log) are checked; then a double
+Original claim, a deleted and an unknown IBI, and an Archive stopped with SIGTERM.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+import yaml
+
+from archive_service.resolver.registry import Registry
+from resolver_support import (BANON, COPY_ONLY, DELETED, DOUBLE, E4E, KEY_A, KEY_B, LL8,
+                              NEXT_EDITION, NEXT_METADATA, PLATFORM, RESOLVER_IBI, ROOT,
+                              SERVICE_A, SERVICE_B, Process, build_collections, free_port,
+                              http_get, received, service_call, wait_until)
+
+# Issue 3 (branch `announce`) makes `serve` send inclusionRequest once its socket answers and
+# exclusionRequest on SIGTERM. Until that is on main, this test sends both messages itself,
+# exactly as serve will. When it lands, set this to True: the Archives then get the resolver
+# in their config and the same checks run through serve's own announcing.
+SERVE_ANNOUNCES = False
+
+URLKEY = re.compile(r"[0-9]{10,}(?:-[0-9]{10,})?")  # Table 5.1
+EXAMPLE_6_8_LANGUAGES = "pt-BR,fr;q=0.8,en;q=0.5,pt;q=0.3"
+E4E_PT = "sid.inpe.br/mtc-m18@80/2009/08.25.19.43"
+
+
+class Archive:
+    """One `archive-service serve` process and how it joins and leaves the resolver."""
+
+    def __init__(self, bed: "Bed", name: str, collection: Path, service: str, key: str):
+        self.bed, self.name, self.collection = bed, name, collection
+        self.service, self.key = service, key
+        self.config = bed.base / f"{name}.yaml"
+        self.log = bed.base / f"{name}.log"
+        self.process: Process | None = None
+        self.address = ""
+
+    def start(self) -> None:
+        port = free_port()  # a new port on every start: the address may change (§5.2)
+        self.address = f"127.0.0.1:{port}"
+        self.config.write_text(yaml.safe_dump({
+            "collection": str(self.collection), "archiveaddress": self.address,
+            "archiveserviceibi": self.service, "platformsoftware": PLATFORM,
+            "archiveip": "127.0.0.1", "archiveadmemailaddress": "admin@archive.example",
+            "registrationkey": self.key, "bind": self.address, "workers": 1,
+            "state_dir": str(self.bed.base / f"state-{self.name}"),
+            "resolver": self.bed.service if SERVE_ANNOUNCES else "none"}))
+        self.config.chmod(0o600)
+        self.process = Process(["serve", "--config", str(self.config)], self.log)
+        self.process.start()
+        self.process.wait_answering(
+            f"http://{self.address}/{self.service}?servicesubject=inclusionConfirmationRequest")
+        self.join()
+
+    def announcement(self, subject: str) -> dict:
+        return {"servicesubject": subject, "archiveaddress": self.address,
+                "archiveserviceibi": self.service, "archiveip": "127.0.0.1",
+                "archiveprotocol": "HTTP", "archiveplatformversion": "archive-service-e2e",
+                "archiveadmemailaddress": "admin@archive.example", "registrationkey": self.key}
+
+    def record(self):
+        record, = [r for r in self.bed.registry.records() if r.serviceibi == self.service]
+        return record
+
+    def join(self) -> None:
+        if not SERVE_ANNOUNCES:
+            status, body = service_call(self.bed.service, **self.announcement("inclusionRequest"))
+            assert (status, body) == (200, "status.archive included\r\n"
+                                            "status.confirmation successful")
+        wait_until(lambda: self.record().included and self.record().address == self.address,
+                   what=f"Archive {self.name} to be included")
+
+    def stop(self) -> None:
+        assert self.process.stop(signal.SIGTERM) == 0
+        if not SERVE_ANNOUNCES:
+            status, body = service_call(self.bed.service,
+                                        **self.announcement("exclusionRequest"))
+            assert (status, body) == (200, "status.archive excluded")
+        wait_until(lambda: not self.record().included, what=f"Archive {self.name} excluded")
+
+    def received(self, subject: str | None = None):
+        return received(self.log.read_text(errors="replace"), subject)
+
+    def acks_from(self, ip: str):
+        return [(q, s) for q, s in self.received("acknowledgment")
+                if q["clientinformation.ipaddress"].split()[0] == ip]
+
+
+class Bed:
+    def __init__(self, base: Path):
+        self.base = base
+        self.state = base / "resolver-state"
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.service = f"{self.url}/{RESOLVER_IBI}"
+        a, b = build_collections(base)
+        self.a = Archive(self, "A", a, SERVICE_A, KEY_A)
+        self.b = Archive(self, "B", b, SERVICE_B, KEY_B)
+        for archive in (self.a, self.b):  # §5.1, through the contract command
+            done = subprocess.run(
+                [sys.executable, "-m", "archive_service.cli", "resolver", "register",
+                 "--state-dir", str(self.state), "--serviceibi", archive.service,
+                 "--key", archive.key], cwd=ROOT, capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr
+        self.registry = Registry(self.state)
+        self.resolver = Process(["resolver", "serve", "--state-dir", str(self.state),
+                                 "--bind", f"127.0.0.1:{port}", "--timeout", "3"],
+                                base / "resolver.log")
+
+    def start(self) -> None:
+        self.resolver.start()
+        self.resolver.wait_answering(self.url + "/")
+        self.a.start()
+        self.b.start()
+
+    def stop(self) -> None:
+        for process in (self.a.process, self.b.process, self.resolver):
+            if process is not None:
+                process.stop()
+
+    def archive(self, name: str) -> Archive:
+        return {"A": self.a, "B": self.b}[name]
+
+    def get(self, path: str, ip: str, **headers):
+        return http_get(self.url + path, {"X-Forwarded-For": ip, **headers})
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    bed = Bed(tmp_path_factory.mktemp("e2e"))
+    try:
+        bed.start()
+        yield bed
+    finally:
+        bed.stop()
+
+
+def test_both_archives_joined_with_confirmation(bed):
+    records = {r.serviceibi: r for r in bed.registry.records()}
+    for archive in (bed.a, bed.b):
+        record = records[archive.service]
+        assert record.included and record.confirmation == "successful"
+        assert record.address == archive.address
+        assert [q for q, s in archive.received("inclusionConfirmationRequest") if s == 200]
+
+
+# The seed's persistent URLs; the Archive expected to answer and its path of the target.
+EXAMPLES = [
+    ("6.1-E4E", "/8JMKD3MGP8W/35MME4E", {}, "A", f"/col/{E4E}/doc/CCSDS%20643.0-B-1.pdf"),
+    ("6.1-LL8", "/8JMKD3MGP8W/35MMLL8", {}, "A", f"/col/{LL8}/doc/CCSDS%20650.0-B-1.pdf"),
+    ("6.1-ibip", "/LK47B6W/362SFKH", {}, "A", f"/col/{BANON}/doc/@relatorio.pdf"),
+    ("6.1-rep", f"/{BANON}", {}, "A", f"/col/{BANON}/doc/@relatorio.pdf"),
+    ("6.2-free", "/8JMKD3MGP8W/35MME4E:", {}, "A", f"/col/{E4E}.47/doc/metadata.html"),
+    ("6.2-oai_dc", "/8JMKD3MGP8W/35MME4E:(oai_dc)", {}, "A", f"/col/{E4E}.47/doc/oai_dc.xml"),
+    ("6.3-en", "/8JMKD3MGP8W/35MME4E+", {"Accept-Language": "en"}, "A",
+     f"/col/{E4E}/doc/CCSDS%20643.0-B-1.pdf"),
+    ("6.3-pt", "/8JMKD3MGP8W/35MME4E+", {"Accept-Language": EXAMPLE_6_8_LANGUAGES}, "A",
+     f"/col/{E4E_PT}/doc/RTC-07.pdf"),
+    ("6.3-pt-param", "/8JMKD3MGP8W/35MME4E+(pt)", {"Accept-Language": "en"}, "A",
+     f"/col/{E4E_PT}/doc/RTC-07.pdf"),
+    ("6.4-last", "/8JMKD3MGP8W/35MMLL8!", {}, "B",
+     f"/col/{NEXT_EDITION}/doc/CCSDS%20650.0-M-2.pdf"),
+    ("6.4-last-oai_dc", "/8JMKD3MGP8W/35MMLL8!:(oai_dc)", {}, "B",
+     f"/col/{NEXT_METADATA}/doc/oai_dc.xml"),
+    ("6.5", "/8JMKD3MGP8W/35MMLL8?ibiurl.verblist=GetLastEdition+GetMetadata(oai_dc)", {}, "B",
+     f"/col/{NEXT_METADATA}/doc/oai_dc.xml"),
+    ("6.6", "/LK47B6W/362SFKH?ibiurl.verblist=GetFileList", {}, "A",
+     f"/{SERVICE_A}/filelist/{BANON}"),
+    ("6.7", "/LK47B6W/362SFKH/reference.bib", {}, "A", f"/col/{BANON}/doc/reference.bib"),
+]
+
+
+@pytest.mark.parametrize("number,name,path,headers,holder,target",
+                         [(i, *example) for i, example in enumerate(EXAMPLES)],
+                         ids=[e[0] for e in EXAMPLES])
+def test_examples_6_1_to_6_7_redirect_and_acknowledge(bed, number, name, path, headers, holder,
+                                                      target):
+    user = f"10.6.0.{number + 1}"  # tells this resolution's messages apart in the logs
+    status, response_headers, _ = bed.get(path, user, **headers)
+    archive, other = (bed.a, bed.b) if holder == "A" else (bed.b, bed.a)
+    location = response_headers["Location"]
+    assert (status, location) == (302, f"http://{archive.address}{target}")
+    # The Archive that gave the URL was thanked, once, and answered `notice` (HTTP 200);
+    # the other was not.
+    acks = wait_until(lambda: archive.acks_from(user), what="the acknowledgment")
+    (ack, ack_status), = acks
+    assert ack_status == 200
+    assert ack["url"] == location
+    assert ack["url.persistent"] == bed.url + path
+    assert ack["clientinformation.ipaddress"] == f"{user} 127.0.0.1"
+    assert URLKEY.fullmatch(ack["urlkey"])
+    assert other.acks_from(user) == []
+    # And the URL really serves the item.
+    status, _, body = http_get(location)
+    assert status == 200
+    if target.startswith("/col/"):
+        assert body == (archive.collection / unquote(target[len("/col/"):])).read_bytes()
+    else:
+        assert b"reference.bib" in body
+
+
+def test_example_8_1(bed):
+    user = "172.16.44.200"
+    status, headers, _ = bed.get("/8JMKD3MGP8W/35MMLL8", user)
+    url = f"http://{bed.a.address}/col/{LL8}/doc/CCSDS%20650.0-B-1.pdf"
+    assert (status, headers["Location"]) == (302, url)
+    ips = f"{user} 127.0.0.1"
+    for archive in (bed.a, bed.b):  # "Solicitar URL" to every included Archive
+        asked = [q for q, _ in archive.received("urlRequest")
+                 if q["clientinformation.ipaddress"] == ips]
+        assert asked == [{"servicesubject": "urlRequest", "clientinformation.ipaddress": ips,
+                          "parsedibiurl.ibi": "8JMKD3MGP8W/35MMLL8"}]
+    (ack, ack_status), = wait_until(lambda: bed.a.acks_from(user), what="the acknowledgment")
+    assert ack_status == 200
+    assert ack == {"servicesubject": "acknowledgment", "clientinformation.ipaddress": ips,
+                   "contenttype": "Data", "ibi": f"rep {LL8} ibip 8JMKD3MGP8W/35MMLL8",
+                   "state": "Original", "url": url,
+                   "url.persistent": f"{bed.url}/8JMKD3MGP8W/35MMLL8", "urlkey": ack["urlkey"]}
+    assert URLKEY.fullmatch(ack["urlkey"])
+
+
+def test_example_8_2_two_rounds(bed):
+    user = "172.16.44.201"
+    path = "/8JMKD3MGP8W/35MMLL8!:(oai_dc)"
+    status, headers, _ = bed.get(path, user, **{"Accept-Language": EXAMPLE_6_8_LANGUAGES})
+    url = f"http://{bed.b.address}/col/{NEXT_METADATA}/doc/oai_dc.xml"
+    assert (status, headers["Location"]) == (302, url)
+    ips = f"{user} 127.0.0.1"
+    verbs = "GetLastEdition GetMetadata(oai_dc)"
+    for archive in (bed.a, bed.b):  # both rounds went to both Archives
+        asked = [q for q, _ in archive.received("urlRequest")
+                 if q["clientinformation.ipaddress"] == ips]
+        assert asked == [
+            {"servicesubject": "urlRequest", "clientinformation.ipaddress": ips,
+             "parsedibiurl.ibi": ibi, "parsedibiurl.verblist": verbs}
+            for ibi in ("8JMKD3MGP8W/35MMLL8", NEXT_EDITION)]
+    (ack, ack_status), = wait_until(lambda: bed.b.acks_from(user), what="the acknowledgment")
+    assert bed.a.acks_from(user) == []
+    assert ack_status == 200
+    assert ack == {"servicesubject": "acknowledgment", "clientinformation.ipaddress": ips,
+                   "contenttype": "Metadata", "ibi": f"rep {NEXT_METADATA}",
+                   "state": "Original", "url": url, "url.persistent": bed.url + path,
+                   "urlkey": ack["urlkey"]}
+
+
+def test_urlkeys_are_fresh_and_every_acknowledgment_was_accepted(bed):
+    acks = bed.a.received("acknowledgment") + bed.b.received("acknowledgment")
+    assert len(acks) >= len(EXAMPLES) + 2
+    assert all(status == 200 and URLKEY.fullmatch(q["urlkey"]) for q, status in acks)
+    keys = [q["urlkey"] for q, _ in acks]
+    assert len(set(keys)) == len(keys)
+
+
+def test_original_claims(bed):
+    user = "10.8.0.1"
+    status, _, body = bed.get(f"/{DOUBLE}?ibiurl.requireditemstatus=Original", user)
+    assert status == 409
+    page = body.decode()
+    assert "Archives under suspicion" in page and "investigation" in page
+    for archive in (bed.a, bed.b):
+        assert f"{archive.address} (service {archive.service})" in page
+        assert archive.acks_from(user) == []
+    status, _, body = bed.get(f"/{COPY_ONLY}?ibiurl.requireditemstatus=Original", user)
+    assert status == 404 and "no Archive claims to hold the Original" in body.decode()
+    # A single Original claim next to a Copy is selected.
+    status, headers, _ = bed.get("/8JMKD3MGP8W/35MME4E?ibiurl.requireditemstatus=Original",
+                                 "10.8.0.2")
+    assert (status, urlsplit(headers["Location"]).netloc) == (302, bed.a.address)
+
+
+def test_deleted_unknown_and_malformed(bed):
+    status, _, body = bed.get(f"/{DELETED}", "10.9.0.1")
+    assert status == 404
+    assert f"{DELETED} was removed on 2015-03-02T09:15:00Z" in body.decode()
+    status, _, body = bed.get("/8JMKD3MGP8W/35MMLL9", "10.9.0.1")
+    assert status == 404 and "not known to any of the 2 included Archives" in body.decode()
+    status, _, body = bed.get("/8JMKD3MGP8W/35MMLL8!!", "10.9.0.1")
+    assert status == 400 and "is not one of Table 6.2" in body.decode()
+    for archive in (bed.a, bed.b):
+        assert archive.acks_from("10.9.0.1") == []
+
+
+def test_privacy_rule_in_what_the_archives_received(bed):
+    asked = bed.a.received("urlRequest") + bed.b.received("urlRequest")
+    assert len(asked) > 2 * len(EXAMPLES)
+    allowed = {"servicesubject", "clientinformation.ipaddress", "parsedibiurl.ibi",
+               "parsedibiurl.filepath", "parsedibiurl.verblist"}
+    for query, status in asked:
+        assert status == 200
+        assert set(query) <= allowed, query
+        assert "Original" not in query.values()
+    # A language reaches an Archive only when the persistent URL names it (+(pt)), never from
+    # the browser's Accept-Language.
+    languages = {q["parsedibiurl.verblist"] for q, _ in asked
+                 if "GetTranslation(" in q.get("parsedibiurl.verblist", "")}
+    assert languages == {"GetTranslation(pt)"}
+
+
+def test_stopping_an_archive_excludes_it_until_it_returns(bed):
+    old_address = bed.b.address
+    bed.b.stop()  # SIGTERM; the exclusion follows
+    try:
+        status, _, body = bed.get("/8JMKD3MGP8W/35MMLL8!", "10.10.0.1")
+        assert status == 404
+        assert (f"{NEXT_EDITION} (reached from 8JMKD3MGP8W/35MMLL8) is not known to any of the "
+                "1 included Archives") in body.decode()
+        status, headers, _ = bed.get("/8JMKD3MGP8W/35MME4E", "10.10.0.2")
+        assert (status, urlsplit(headers["Location"]).netloc) == (302, bed.a.address)
+        # The resolver did not try the stopped Archive: a refused connection would be logged
+        # as "Archive <address> (service …): no answer …".
+        assert f"Archive {old_address} (service" not in bed.resolver.text()
+    finally:
+        bed.b.start()  # back, at a new address, with the same registration
+    status, headers, _ = bed.get("/8JMKD3MGP8W/35MMLL8!", "10.10.0.3")
+    assert (status, headers["Location"]) == (
+        302, f"http://{bed.b.address}/col/{NEXT_EDITION}/doc/CCSDS%20650.0-M-2.pdf")
+
+
+def test_registration_keys_never_reach_a_log(bed):
+    for log in (bed.resolver.log, bed.a.log, bed.b.log):
+        text = log.read_text(errors="replace")
+        assert KEY_A not in text and KEY_B not in text, log.name
+    assert "registrationkey=<secret>" in bed.resolver.text()
