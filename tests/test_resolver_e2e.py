@@ -128,9 +128,9 @@ class Bed:
         self.b.start()
 
     def stop(self) -> None:
-        for process in (self.a.process, self.b.process, self.resolver):
-            if process is not None:
-                process.stop()
+        codes = [process.stop() for process in (self.a.process, self.b.process, self.resolver)
+                 if process is not None]
+        assert codes == [0] * len(codes), codes  # SIGTERM is a clean stop for every server
 
     def archive(self, name: str) -> Archive:
         return {"A": self.a, "B": self.b}[name]
