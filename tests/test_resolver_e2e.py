@@ -95,6 +95,10 @@ class Archive:
     def received(self, subject: str | None = None):
         return received(self.log.read_text(errors="replace"), subject)
 
+    def asked_by(self, ips: str) -> list[dict]:
+        return [q for q, _ in self.received("urlRequest")
+                if q["clientinformation.ipaddress"] == ips]
+
     def acks_from(self, ip: str):
         return [(q, s) for q, s in self.received("acknowledgment")
                 if q["clientinformation.ipaddress"].split()[0] == ip]
@@ -155,7 +159,8 @@ def test_both_archives_joined_with_confirmation(bed):
         record = records[archive.service]
         assert record.included and record.confirmation == "successful"
         assert record.address == archive.address
-        assert [q for q, s in archive.received("inclusionConfirmationRequest") if s == 200]
+        wait_until(lambda: [q for q, s in archive.received("inclusionConfirmationRequest")
+                            if s == 200], what="the confirmation in the Archive's log")
 
 
 # The seed's persistent URLs; the Archive expected to answer and its path of the target.
@@ -220,8 +225,7 @@ def test_example_8_1(bed):
     assert (status, headers["Location"]) == (302, url)
     ips = f"{user} 127.0.0.1"
     for archive in (bed.a, bed.b):  # "Solicitar URL" to every included Archive
-        asked = [q for q, _ in archive.received("urlRequest")
-                 if q["clientinformation.ipaddress"] == ips]
+        asked = wait_until(lambda: archive.asked_by(ips), what="the urlRequest in the log")
         assert asked == [{"servicesubject": "urlRequest", "clientinformation.ipaddress": ips,
                           "parsedibiurl.ibi": "8JMKD3MGP8W/35MMLL8"}]
     (ack, ack_status), = wait_until(lambda: bed.a.acks_from(user), what="the acknowledgment")
@@ -242,8 +246,8 @@ def test_example_8_2_two_rounds(bed):
     ips = f"{user} 127.0.0.1"
     verbs = "GetLastEdition GetMetadata(oai_dc)"
     for archive in (bed.a, bed.b):  # both rounds went to both Archives
-        asked = [q for q, _ in archive.received("urlRequest")
-                 if q["clientinformation.ipaddress"] == ips]
+        asked = wait_until(lambda: len(archive.asked_by(ips)) == 2 and archive.asked_by(ips),
+                           what="two urlRequests in the log")
         assert asked == [
             {"servicesubject": "urlRequest", "clientinformation.ipaddress": ips,
              "parsedibiurl.ibi": ibi, "parsedibiurl.verblist": verbs}
