@@ -215,6 +215,8 @@ def test_alerts_are_html_pages_with_the_reason(resolver, archives):
     include_both(resolver, archives)
     bad = resolver.get("/8JMKD3MGP8W/35MMLL8!!", status=400)
     assert bad.content_type == "text/html" and "is not one of Table 6.2" in bad.text
+    hostile = resolver.get("/<script>alert(1)</script>/x", status=400)
+    assert "<script>" not in hostile.text and "&lt;script&gt;" in hostile.text
     conflict = resolver.get(f"/{DOUBLE}?ibiurl.requireditemstatus=Original", status=409)
     assert "Archives under suspicion" in conflict.text
     for name, service in (("A", SERVICE_A), ("B", SERVICE_B)):
