@@ -3,7 +3,8 @@ real processes on loopback ports.
 
 Archive A holds the sample's originals but not the 2012 next edition of 8JMKD3MGP8W/35MMLL8;
 Archive B holds that edition and its metadata, Copy items of two of A's items and a second
-Original of one of them. Both join through inclusion; the persistent URLs of the seed's
+Original of one of them. Both join through serve's own inclusionRequest (and leave through
+its exclusionRequest on SIGTERM); the persistent URLs of the seed's
 Examples 6.1-6.7, 8.1 and 8.2 are resolved and their redirect targets, the urlRequests and
 the acknowledgments each Archive received (from its access log) are checked; then a double
 Original claim, a deleted and an unknown IBI, and an Archive stopped with SIGTERM.
@@ -25,13 +26,7 @@ from archive_service.resolver.registry import Registry
 from resolver_support import (BANON, COPY_ONLY, DELETED, DOUBLE, E4E, KEY_A, KEY_B, LL8,
                               NEXT_EDITION, NEXT_METADATA, PLATFORM, RESOLVER_IBI, ROOT,
                               SERVICE_A, SERVICE_B, Process, build_collections, free_port,
-                              http_get, received, service_call, wait_until)
-
-# Issue 3 (branch `announce`) makes `serve` send inclusionRequest once its socket answers and
-# exclusionRequest on SIGTERM. Until that is on main, this test sends both messages itself,
-# exactly as serve will. When it lands, set this to True: the Archives then get the resolver
-# in their config and the same checks run through serve's own announcing.
-SERVE_ANNOUNCES = False
+                              http_get, received, wait_until)
 
 URLKEY = re.compile(r"[0-9]{10,}(?:-[0-9]{10,})?")  # Table 5.1
 EXAMPLE_6_8_LANGUAGES = "pt-BR,fr;q=0.8,en;q=0.5,pt;q=0.3"
@@ -48,6 +43,7 @@ class Archive:
         self.log = bed.base / f"{name}.log"
         self.process: Process | None = None
         self.address = ""
+        self.log_start = 0
 
     def start(self) -> None:
         port = free_port()  # a new port on every start: the address may change (§5.2)
@@ -58,39 +54,36 @@ class Archive:
             "archiveip": "127.0.0.1", "archiveadmemailaddress": "admin@archive.example",
             "registrationkey": self.key, "bind": self.address, "workers": 1,
             "state_dir": str(self.bed.base / f"state-{self.name}"),
-            "resolver": self.bed.service if SERVE_ANNOUNCES else "none"}))
+            "resolver": self.bed.service}))
         self.config.chmod(0o600)
+        self.log_start = self.log.stat().st_size if self.log.exists() else 0
         self.process = Process(["serve", "--config", str(self.config)], self.log)
         self.process.start()
         self.process.wait_answering(
             f"http://{self.address}/{self.service}?servicesubject=inclusionConfirmationRequest")
         self.join()
 
-    def announcement(self, subject: str) -> dict:
-        return {"servicesubject": subject, "archiveaddress": self.address,
-                "archiveserviceibi": self.service, "archiveip": "127.0.0.1",
-                "archiveprotocol": "HTTP", "archiveplatformversion": "archive-service-e2e",
-                "archiveadmemailaddress": "admin@archive.example", "registrationkey": self.key}
-
     def record(self):
         record, = [r for r in self.bed.registry.records() if r.serviceibi == self.service]
         return record
 
     def join(self) -> None:
-        if not SERVE_ANNOUNCES:
-            status, body = service_call(self.bed.service, **self.announcement("inclusionRequest"))
-            assert (status, body) == (200, "status.archive included\r\n"
-                                            "status.confirmation successful")
+        """serve sends inclusionRequest once its socket answers (§5.2, issue 3)."""
         wait_until(lambda: self.record().included and self.record().address == self.address,
                    what=f"Archive {self.name} to be included")
+        # …and serve logs the resolver's status answer.
+        wait_until(lambda: "status.archive included status.confirmation successful"
+                   in self.this_run(), what=f"Archive {self.name} to log its inclusion")
 
     def stop(self) -> None:
+        """SIGTERM: serve sends exclusionRequest before it exits."""
         assert self.process.stop(signal.SIGTERM) == 0
-        if not SERVE_ANNOUNCES:
-            status, body = service_call(self.bed.service,
-                                        **self.announcement("exclusionRequest"))
-            assert (status, body) == (200, "status.archive excluded")
-        wait_until(lambda: not self.record().included, what=f"Archive {self.name} excluded")
+        assert not self.record().included  # the exclusion was answered before serve exited
+        assert "status.archive excluded" in self.this_run()
+
+    def this_run(self) -> str:
+        """What this start of serve logged (the log file is appended to on every start)."""
+        return self.log.read_bytes()[self.log_start:].decode(errors="replace")
 
     def received(self, subject: str | None = None):
         return received(self.log.read_text(errors="replace"), subject)
