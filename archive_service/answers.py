@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import secrets
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -19,9 +17,11 @@ from . import ibi as ibimod
 from . import pairs as pairsmod
 from .ibi import Forms, Ibi
 from .index import DOC, Catalog, Item
+from .urlkeys import UrlKeys
 
 ID_PAIRS = ("archiveaddress", "ibi", "ibi.archiveservice", "ibi.platformsoftware")
 RELATED_PREFIXES = ("contenttype", "ibi", "state", "timestamp", "url")
+ACK_DOMAINS = {"contenttype": ("Data", "Metadata"), "state": ("Original", "Copy")}  # Table 6.11
 _URLKEY_RE = re.compile(r"[0-9]{10,}(?:-[0-9]{10,})?")
 _VERB_RE = re.compile(
     r"(GetLastEdition)|GetTranslation(?:\(([a-z]{2}(?:-[A-Z]{2})?)\))?"
@@ -203,11 +203,23 @@ def check_acknowledgment(query: dict[str, str]) -> None:
     _client_ips(query["clientinformation.ipaddress"])
     if not _URLKEY_RE.fullmatch(query["urlkey"]):
         raise RequestError("urlkey must be digits with an optional dash, 10 or more each")
+    for name, allowed in ACK_DOMAINS.items():
+        if query[name] not in allowed:
+            raise RequestError(f"{name} must be {' or '.join(allowed)}")
 
 
-def new_urlkey() -> str:
-    """A fresh key for every answer (Table 5.1 shape: `digits-digits`, 10+ each)."""
-    return f"{int(time.time()):010d}-{secrets.randbelow(10 ** 16):016d}"
+_process_keys: UrlKeys | None = None
+
+
+def new_urlkey(urls: Iterable[str] = (), keys: UrlKeys | None = None) -> str:
+    """A fresh key for one answer vouching for its `urls` (urlkeys.py: Table 5.1 shape,
+    `digits-digits`, checkable later); without `keys`, a secret of this process only."""
+    global _process_keys
+    if keys is None:
+        if _process_keys is None:
+            _process_keys = UrlKeys.ephemeral()
+        keys = _process_keys
+    return keys.issue(urls)
 
 
 # ---------------------------------------------------------------------- the answer itself
@@ -227,8 +239,9 @@ class Archive:
     """One Archive's identity, collection and publishing place: everything an answer needs."""
 
     def __init__(self, catalog: Catalog, archiveaddress: str, archiveserviceibi: str,
-                 platformsoftware: str | None = None):
+                 platformsoftware: str | None = None, urlkeys: UrlKeys | None = None):
         self.catalog = catalog
+        self.urlkeys = urlkeys  # None: keys only this process can check (new_urlkey)
         self.archiveaddress = archiveaddress
         self.service = Forms.of(ibimod.parse(archiveserviceibi))
         self.platform = Forms.of(ibimod.parse(platformsoftware)) if platformsoftware else None
@@ -314,12 +327,27 @@ class Archive:
             return links.file(item, relpath), item, item.contenttype
         if node.fmt:
             relpath = item.formats.get(node.fmt)
-            if relpath is None:
+            if relpath is None or not self.file_exists(item, relpath):
                 return None
             return links.file(item, relpath), item, item.contenttype
         if item.target is None:
             return links.filelist(item), item, item.contenttype
+        # The index may be older than the disk: never hand out a URL that would 404.
+        if not self.file_exists(item, item.target):
+            return None
         return links.file(item, item.target), item, item.contenttype
+
+    def item_of_url(self, url: str, links: Links) -> Item | None:
+        """The item held here that a URL this Archive hands out belongs to, if any (the
+        statistics count acknowledgments by the item their URL names, not by what they claim)."""
+        for prefix in (links.files + "/", links.service + "/filelist/", links.service + "/metadata/"):
+            if url.startswith(prefix):
+                segments = url[len(prefix):].partition("?")[0].split("/")
+                for size in (4, 2):
+                    item = self.catalog.item_at("/".join(segments[:size]))
+                    if item is not None:
+                        return item
+        return None
 
     def file_exists(self, item: Item, relpath: str) -> bool:
         return resolve_file(self.catalog.root, item, relpath) is not None
@@ -374,7 +402,6 @@ class Archive:
         if item.nextedition is not None:
             answer.append(("ibi.nextedition", self.forms_for(
                 ".nextedition", self._held_or_ref(item.nextedition)).render()))
-        answer.append(("urlkey", new_urlkey()))
         seen = set()
         for relation in (self.relations if relations is None else relations):
             for qualifier, node in self.follow(item, relation):
@@ -382,7 +409,13 @@ class Archive:
                     continue
                 seen.add(qualifier)
                 answer += self.related_pairs(qualifier, node, request, links)
-        return answer
+        return self.with_urlkey(answer)
+
+    def with_urlkey(self, answer: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The answer with a fresh `urlkey` vouching for exactly its url pairs (urlkeys.py);
+        computed last, once the URLs are known."""
+        urls = [value for name, value in answer if _is_url_pair(name)]
+        return [p for p in answer if p[0] != "urlkey"] + [("urlkey", new_urlkey(urls, self.urlkeys))]
 
     def answer_url_request(self, request: UrlRequest, links: Links) -> list[tuple[str, str]]:
         """MontarListaDeURL then FiltrarListaDeURL. Only the item itself (for its `ibi` pair)
@@ -390,7 +423,13 @@ class Archive:
         relation, so the answer is the same at a cost that does not grow with the Archive."""
         relation = request.verbs.relation
         answer = self.montar_lista_de_url(request, links, [(), relation] if relation else [()])
-        return filtrar_lista_de_url(answer, request.verbs)
+        answer = filtrar_lista_de_url(answer, request.verbs)
+        # Re-key over the URLs the filter kept: the key vouches for no URL it dropped.
+        return self.with_urlkey(answer) if any(n == "urlkey" for n, _ in answer) else answer
+
+
+def _is_url_pair(name: str) -> bool:
+    return name == "url" or name.startswith("url.")
 
 
 def iso(item: Item) -> str:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import logging
 import sys
 import warnings
+from datetime import date
 from urllib.parse import quote, urlencode
 
 from . import __version__, index, settings, toolkit
@@ -92,6 +95,37 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (0: every item)")
+    return int(text)
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from . import stats
+
+    config = _config(args)
+    try:
+        report = stats.Store(config.state_dir).report(args.since, args.top or None)
+    except stats.StatsError as exc:
+        print(f"archive-service stats: {exc}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        print(json.dumps(report, indent=2))
+    elif args.format == "csv":
+        csv.writer(sys.stdout, lineterminator="\n").writerows(stats.rows(report))
+    else:
+        print(stats.table(report))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="archive-service",
@@ -123,6 +157,20 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
 
     toolkit.add_commands(sub, _add_settings, _config)  # mint, ibi, deposit, delete
+
+    report = sub.add_parser(
+        "stats", help="print access statistics counted from acknowledgments",
+        description="Print the acknowledgments this Archive counted (per item, per day, by "
+                    "contenttype and state) and those it refused. In JSON, `total` is the "
+                    "number counted and `rejected` the number refused.")
+    report.add_argument("--since", type=_day, metavar="DATE",
+                        help="count from this UTC day on (YYYY-MM-DD)")
+    report.add_argument("--top", type=_count, default=20, metavar="N",
+                        help="list the N most acknowledged items (default: 20; 0: all)")
+    report.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                        help="output format (default: table)")
+    _add_settings(report, names=("state_dir",))
+    report.set_defaults(func=cmd_stats)
 
     from .resolver.cli import add_parser as add_resolver_parser
 

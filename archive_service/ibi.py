@@ -153,7 +153,7 @@ def check_rep(text: str) -> str:
     second = fields[4] if len(fields) > 4 else 0
     try:
         datetime(int(year), month, day, hour, minute, second)
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:  # a year of 20 digits overflows a C long
         raise IbiError(f"repository name {text!r}: {when!r} is not a UTC date ({exc})") from None
     return text
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from gunicorn.app.base import BaseApplication
 
-from . import announce, settings
+from . import announce, limits, settings
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,10 @@ class ArchiveServer(BaseApplication):
         self.cfg.set("when_ready", self._when_ready)
         self.cfg.set("on_reload", self._on_reload)
         self.cfg.set("on_exit", self._on_exit)
+        # Oversized requests stop here (414/431); the app checks again for other servers.
+        self.cfg.set("limit_request_line", limits.MAX_REQUEST_LINE)
+        self.cfg.set("limit_request_field_size", limits.MAX_HEADER_FIELD)
+        self.cfg.set("limit_request_fields", limits.MAX_HEADER_FIELDS)
 
     def load(self):
         return self._build(self.config)

@@ -9,16 +9,23 @@ resolver are built from `archiveaddress`, never from the request's Host header.
 from __future__ import annotations
 
 import logging
+import mimetypes
 import os
+import stat
+import unicodedata
 import zlib
+from urllib.parse import quote
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from flask import Flask, Response, abort, render_template_string, request, send_file
+from flask import Flask, Response, abort, render_template_string, request
 from flask.logging import default_handler
+from werkzeug.exceptions import RequestedRangeNotSatisfiable
+from werkzeug.wsgi import wrap_file
 
-from . import __version__, answers, index, pairs, settings
+from . import __version__, answers, ibi as ibimod, index, limits, pairs, settings, stats, urlkeys
 from .answers import Archive, Links, RequestError
 from .sidecar import DC_ELEMENTS
 
@@ -61,12 +68,49 @@ def _error(reason: str, status: int = 400) -> Response:
     return Response(body, status=status, content_type=TEXT)
 
 
-def _send(path) -> Response:
-    """send_file with conditional GET and Range; names that are not UTF-8 keep their bytes."""
-    stat = path.stat()
-    # Werkzeug's own ETag encodes the path as UTF-8; file names here may be any bytes.
-    etag = f"{stat.st_mtime_ns:x}-{stat.st_size:x}-{zlib.adler32(os.fsencode(path)):x}"
-    return send_file(path, conditional=True, etag=etag, download_name=_displayable(path.name))
+def _filename_options(name: str) -> dict[str, str]:
+    # As send_file writes it: an ASCII filename, plus filename* (RFC 5987) when needed.
+    if name.isascii():
+        return {"filename": name}
+    simple = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    return {"filename": simple, "filename*": "UTF-8''" + quote(name, safe="!#$&+-.^_`|~")}
+
+
+def _send(path: Path) -> Response:
+    """The file at `path` with conditional GET and Range (what send_file does), but described
+    from the open file: a file replaced or removed meanwhile is served whole from one version,
+    or is a 404, never a length of one version with the bytes of another."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        abort(404)
+    stream = os.fdopen(fd, "rb")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            abort(404)
+        name = _displayable(path.name)
+        response = Response(wrap_file(request.environ, stream), direct_passthrough=True,
+                            mimetype=mimetypes.guess_type(name)[0] or "application/octet-stream")
+        response.content_length = st.st_size
+        response.last_modified = st.st_mtime
+        response.cache_control.no_cache = True
+        response.headers.set("Content-Disposition", "inline", **_filename_options(name))
+        # Werkzeug's own ETag encodes the path as UTF-8; file names here may be any bytes.
+        response.set_etag(f"{st.st_mtime_ns:x}-{st.st_size:x}-{zlib.adler32(os.fsencode(path)):x}")
+        return response.make_conditional(request.environ, accept_ranges=True,
+                                         complete_length=st.st_size)
+    except BaseException:
+        stream.close()
+        raise
+
+
+def _claimed_ibi(value: str) -> str:
+    """The first valid IBI in an acknowledgment's `ibi` (`rep X ibip Y`, braces optional)."""
+    for word in value.strip("{}").split():
+        if word not in ("rep", "ibip") and ibimod.is_valid(word):
+            return word
+    return "-"
 
 
 def oai_dc_xml(dc: Mapping[str, list[str]]) -> bytes:
@@ -114,9 +158,13 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     for problem in catalog.problems:
         log.warning("%s", problem)
     log.info("indexed %d items from %s", len(catalog.by_directory), config.collection)
+    # Both live in state_dir; an unusable one is logged and the service answers anyway.
+    keys = urlkeys.UrlKeys.from_state_dir(config.state_dir)
+    store = stats.Store(config.state_dir)
     archive = Archive(catalog, config.archiveaddress, config.archiveserviceibi,
-                      config.platformsoftware)
+                      config.platformsoftware, urlkeys=keys)
     app.extensions["archive"] = archive
+    app.extensions["stats"] = store
     service_path = "/" + config.archiveserviceibi
 
     def links() -> Links:
@@ -133,10 +181,25 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     def service() -> Response:
         try:
             query = pairs.parse_query(request.environ.get("QUERY_STRING", ""))
-            body = answers.monta_resposta(query, archive, links())
+            site = links()
+            body = answers.monta_resposta(query, archive, site)
         except (RequestError, pairs.PairsError) as exc:
             return _error(str(exc))
+        if query["servicesubject"] == "acknowledgment":
+            store.acknowledge(acknowledgment(query, site), keys)
         return Response(body, content_type=TEXT)
+
+    def acknowledgment(query: dict[str, str], site: Links) -> stats.Acknowledgment:
+        # Counted under the item its URL names; the claimed `ibi` only when that is unknown.
+        item = archive.item_of_url(query["url"], site)
+        return stats.Acknowledgment(
+            urlkey=query["urlkey"], url=query["url"], contenttype=query["contenttype"],
+            state=query["state"], ibi=item.name.text if item else _claimed_ibi(query.get("ibi", "")))
+
+    @app.before_request
+    def within_limits() -> Response | None:
+        problem = limits.problem(request.environ)
+        return _error(problem) if problem else None
 
     @app.get(service_path + "/filelist/<path:directory>", endpoint="filelist")
     def filelist(directory: str) -> Response:

@@ -1,0 +1,33 @@
+"""Size limits on requests, applied twice: by gunicorn (server.py) and by the app itself.
+
+gunicorn refuses oversized requests before the app sees them (414 for the request line,
+431 for header fields, with its own short text body). Under mod_wsgi, CGI or another WSGI
+server the app checks again and answers 400 with an `error {…}` pairs body. The app's
+query-string limit is below gunicorn's request-line limit, so under gunicorn too a long
+query string gets the pairs error. The longest legitimate request is an acknowledgment
+(two URLs and a urlkey): about 1 KB for the longest file names on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+MAX_QUERY_STRING = 4096  # bytes of QUERY_STRING; app: 400 `error {query string ...}`
+MAX_REQUEST_LINE = 8190  # gunicorn limit_request_line (its maximum): 414 beyond
+MAX_HEADER_FIELD = 8190  # gunicorn limit_request_field_size: 431 beyond; app: 400
+MAX_HEADER_FIELDS = 100  # gunicorn limit_request_fields: 431 beyond; app: 400
+
+
+def problem(environ: Mapping[str, Any]) -> str | None:
+    """Why a WSGI request breaks the limits, or None."""
+    query = environ.get("QUERY_STRING", "")
+    if len(query) > MAX_QUERY_STRING:
+        return f"query string longer than {MAX_QUERY_STRING} bytes"
+    headers = [(k, v) for k, v in environ.items() if k.startswith("HTTP_")]
+    if len(headers) > MAX_HEADER_FIELDS:
+        return f"more than {MAX_HEADER_FIELDS} header fields"
+    for name, value in headers:
+        if isinstance(value, str) and len(name) - 5 + len(value) + 2 > MAX_HEADER_FIELD:
+            return f"header field longer than {MAX_HEADER_FIELD} bytes"
+    return None

@@ -1,0 +1,260 @@
+"""Access statistics: acknowledgments (§6, Table 6.11) this Archive can vouch for, counted once.
+
+An acknowledgment counts when its `urlkey` is a key this Archive issued for its `url`
+(urlkeys.py) and that key was never counted before; anything else is refused, counted
+apart by reason (`malformed`, `future`, `expired`, `forged`, `replay`) and logged at INFO
+without the key. The answer to the resolver is `notice {acknowledgment received}` either way:
+the protocol fixes it, and a failing store must not turn it into an error, so every storage
+error is logged (at most once a minute per process) and swallowed here.
+
+Storage: SQLite in `<state_dir>/stats.sqlite3`, WAL, one short IMMEDIATE transaction per
+acknowledgment, so any number of workers (and `archive-service stats` reading) share it.
+Tables: `seen` (keys counted, with their issue time; rows older than the key lifetime are
+purged, since such keys are refused as expired before `seen` is consulted), `counts` (per UTC
+day, item, contenttype and state) and `rejected` (per UTC day and reason). No Flask here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .urlkeys import CLOCK_SKEW, UrlKeys
+
+log = logging.getLogger(__name__)
+
+DB_FILE = "stats.sqlite3"
+PURGE_EVERY = 3600  # seconds between purges of expired `seen` rows, per process
+BUSY_RETRIES = 8  # tries again when SQLite says "locked" without using its busy timeout
+ERROR_LOG_EVERY = 60  # seconds between two logs of a failing store, per process
+REASONS = ("malformed", "future", "expired", "forged", "replay")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS seen (
+    urlkey TEXT PRIMARY KEY, issued INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS seen_by_issue ON seen (issued);
+CREATE TABLE IF NOT EXISTS counts (
+    day TEXT NOT NULL, ibi TEXT NOT NULL, contenttype TEXT NOT NULL, state TEXT NOT NULL,
+    n INTEGER NOT NULL, PRIMARY KEY (day, ibi, contenttype, state)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rejected (
+    day TEXT NOT NULL, reason TEXT NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (day, reason)) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True)
+class Acknowledgment:
+    """One well-formed acknowledgment; `ibi` is the item it is counted under."""
+
+    urlkey: str
+    url: str
+    contenttype: str
+    state: str
+    ibi: str
+
+
+class StatsError(RuntimeError):
+    """The statistics cannot be read (for `archive-service stats`)."""
+
+
+def _day(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).date().isoformat()
+
+
+class Store:
+    """The statistics of one Archive; connects lazily, once per process (safe across fork)."""
+
+    def __init__(self, state_dir: str | os.PathLike, clock: Callable[[], float] = time.time):
+        self.path = Path(state_dir) / DB_FILE
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+        self._purged = 0.0
+        self._error_logged = 0.0
+
+    # -- writing (the service) ------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None or self._pid != os.getpid():
+            # A connection inherited through fork is never used: SQLite forbids it.
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=10, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.executescript(SCHEMA)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    def acknowledge(self, ack: Acknowledgment, keys: UrlKeys) -> str:
+        """Count `ack` or refuse it; returns 'counted', a refusal reason, or 'unrecorded'
+        when the store failed (logged). Never raises for a storage problem."""
+        verdict = keys.verify(ack.urlkey, ack.url)
+        now = self._clock()
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                with self._lock:
+                    outcome = self._record(ack, verdict.ok, verdict.reason, verdict.issued, now,
+                                           keys.lifetime)
+                break
+            except sqlite3.OperationalError as exc:
+                # SQLite answers "locked" without waiting in a few cases (a new database
+                # turning to WAL, WAL recovery): those are worth another try.
+                if "locked" in str(exc) and attempt < BUSY_RETRIES:
+                    time.sleep(0.01 * (attempt + 1) + random.random() * 0.01)
+                    continue
+                self._log_failure(exc)
+                return "unrecorded"
+            except (sqlite3.Error, OSError) as exc:
+                self._log_failure(exc)
+                return "unrecorded"
+        if outcome != "counted":
+            log.info("acknowledgment refused (%s): url=%r state=%s contenttype=%s",
+                     outcome, ack.url, ack.state, ack.contenttype)
+        return outcome
+
+    def _record(self, ack: Acknowledgment, ok: bool, reason: str, issued: int, now: float,
+                lifetime: int) -> str:
+        conn = self._connection()
+        day = _day(now)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if now - self._purged > PURGE_EVERY:
+                conn.execute("DELETE FROM seen WHERE issued < ?", (int(now) - lifetime - CLOCK_SKEW,))
+                self._purged = now
+            if ok:
+                fresh = conn.execute("INSERT INTO seen (urlkey, issued) VALUES (?, ?) "
+                                     "ON CONFLICT DO NOTHING", (ack.urlkey, issued)).rowcount
+                reason = "counted" if fresh else "replay"
+            if reason == "counted":
+                conn.execute(
+                    "INSERT INTO counts VALUES (?, ?, ?, ?, 1) ON CONFLICT DO UPDATE SET n = n + 1",
+                    (day, ack.ibi, ack.contenttype, ack.state))
+            else:
+                conn.execute("INSERT INTO rejected VALUES (?, ?, 1) ON CONFLICT DO UPDATE SET n = n + 1",
+                             (day, reason))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return reason
+
+    def _log_failure(self, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self._error_logged >= ERROR_LOG_EVERY or not self._error_logged:
+            self._error_logged = now
+            log.error("cannot record acknowledgment statistics in %s: %s (the answer is "
+                      "unaffected; further failures are logged at most once a minute)",
+                      self.path, exc)
+
+    def close(self) -> None:
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = None
+
+    # -- reading (`archive-service stats`) ------------------------------------------------
+
+    def report(self, since: date | None = None, top: int | None = None) -> dict[str, Any]:
+        """Counts from `since` (a UTC day, inclusive) on; `top` limits the item list."""
+        empty = {"since": since.isoformat() if since else None, "total": 0, "rejected": 0,
+                 "rejected_by_reason": {}, "by_contenttype": {}, "by_state": {}, "days": [],
+                 "items": []}
+        if not self.path.exists():
+            return empty
+        first = since.isoformat() if since else ""
+        try:
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
+            try:
+                counts = conn.execute("SELECT day, ibi, contenttype, state, n FROM counts "
+                                      "WHERE day >= ?", (first,)).fetchall()
+                rejected = conn.execute("SELECT day, reason, n FROM rejected WHERE day >= ?",
+                                        (first,)).fetchall()
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise StatsError(f"cannot read {self.path}: {exc}") from None
+        return build_report(counts, rejected, since, top)
+
+
+def build_report(counts, rejected, since: date | None, top: int | None) -> dict[str, Any]:
+    by_type: Counter = Counter()
+    by_state: Counter = Counter()
+    days: dict[str, Counter] = defaultdict(Counter)
+    items: dict[str, Counter] = defaultdict(Counter)
+    for day, ibi, contenttype, state, n in counts:
+        by_type[contenttype] += n
+        by_state[state] += n
+        days[day]["count"] += n
+        items[ibi]["count"] += n
+        items[ibi][contenttype] += n
+        items[ibi][state] += n
+    reasons: Counter = Counter()
+    for day, reason, n in rejected:
+        reasons[reason] += n
+        days[day]["rejected"] += n
+    ranked = sorted(items.items(), key=lambda kv: (-kv[1]["count"], kv[0]))
+    if top:
+        ranked = ranked[:top]
+    return {
+        "since": since.isoformat() if since else None,
+        "total": sum(by_type.values()),
+        "rejected": sum(reasons.values()),
+        "rejected_by_reason": dict(sorted(reasons.items())),
+        "by_contenttype": dict(sorted(by_type.items())),
+        "by_state": dict(sorted(by_state.items())),
+        "days": [{"day": d, "count": c["count"], "rejected": c["rejected"]}
+                 for d, c in sorted(days.items())],
+        "items": [{"ibi": ibi, "count": c["count"],
+                   "by_contenttype": {k: c[k] for k in ("Data", "Metadata") if c[k]},
+                   "by_state": {k: c[k] for k in ("Original", "Copy") if c[k]}}
+                  for ibi, c in ranked],
+    }
+
+
+def rows(report: dict[str, Any]) -> list[list[Any]]:
+    """The report as CSV rows: kind, key, count (a flat form spreadsheets read)."""
+    out: list[list[Any]] = [["section", "key", "count"],
+                            ["total", "", report["total"]], ["rejected", "", report["rejected"]]]
+    out += [["rejected_by_reason", k, v] for k, v in report["rejected_by_reason"].items()]
+    out += [["contenttype", k, v] for k, v in report["by_contenttype"].items()]
+    out += [["state", k, v] for k, v in report["by_state"].items()]
+    out += [["day", d["day"], d["count"]] for d in report["days"]]
+    out += [["item", i["ibi"], i["count"]] for i in report["items"]]
+    return out
+
+
+def table(report: dict[str, Any]) -> str:
+    """The report for people."""
+    lines = [f"acknowledgments counted: {report['total']}"
+             + (f" since {report['since']}" if report["since"] else "")]
+    reasons = ", ".join(f"{k} {v}" for k, v in report["rejected_by_reason"].items())
+    lines.append(f"refused: {report['rejected']}" + (f" ({reasons})" if reasons else ""))
+    for title, key in (("by contenttype", "by_contenttype"), ("by state", "by_state")):
+        if report[key]:
+            lines.append(f"{title}: " + ", ".join(f"{k} {v}" for k, v in report[key].items()))
+    if report["days"]:
+        lines += ["", f"{'day':<12}{'counted':>9}{'refused':>9}"]
+        lines += [f"{d['day']:<12}{d['count']:>9}{d['rejected']:>9}" for d in report["days"]]
+    if report["items"]:
+        lines += ["", f"{'counted':>8} {'Data':>6} {'Meta':>6} {'Orig':>6} {'Copy':>6}  item"]
+        for i in report["items"]:
+            t, s = i["by_contenttype"], i["by_state"]
+            lines.append(f"{i['count']:>8} {t.get('Data', 0):>6} {t.get('Metadata', 0):>6} "
+                         f"{s.get('Original', 0):>6} {s.get('Copy', 0):>6}  {i['ibi']}")
+    return "\n".join(lines)

@@ -1,0 +1,165 @@
+"""URL keys (`urlkey`, §7 Algorithm 2 line 19) that this Archive can check when acknowledged.
+
+The seed says the key "may be used by the Archive, on receiving the acknowledgment, to
+authorise incrementing the access statistics" and "should change on every answer". A key
+here is a Table 5.1 key (`digits "-" digits`, 10+ digits each) that proves, without any
+per-answer storage, that this Archive answered a given URL at a given time:
+
+    <issued: 10 digits, POSIX seconds><nonce: 8 digits> "-" <tag: 20 digits> [<tag> ...]
+
+- `issued` and `nonce` make every key new; `issued` also lets a key expire (`LIFETIME`).
+- One tag per distinct URL of the answer: the first 20 decimal digits (about 66 bits) of
+  HMAC-SHA256(secret, "urlkey/1" NUL issued+nonce NUL canonical URL). An answer may carry
+  several URLs under one key (GetTranslation without a language gives one `url.translation(xx)`
+  per language; a full MontarListaDeURL one per relation), and the resolver acknowledges
+  whichever one it chose: an acknowledgment verifies when the tag of *its* `url` is among the
+  key's tags. The key is computed last, over the URLs the answer really carries after
+  FiltrarListaDeURL, so it vouches for no URL the answer did not give. Tags are sorted, so
+  the key says nothing about which URL is which; an answer with no URL gets one tag of the
+  empty URL, which no acknowledgment can present (`url` is required).
+- Canonical URL: the bytes of the URL with `+` read as a space and every `%xx` decoded. The
+  seed's own resolver sends `url=…/Relat%f3rio%20Final.pdf` unescaped inside the query (so
+  the query decoding already turned `%f3` into a byte), a careful one sends it escaped
+  (`%25f3`); both give the same canonical bytes as the answer's `Relat%f3rio%20Final.pdf`.
+- The secret (32 random bytes) lives in `<state_dir>/urlkey.secret`, mode 0600, created once
+  atomically (written to a private temporary file, then hard-linked into place, which fails
+  if another process got there first; everyone then reads the one file back). Every worker
+  and every restart shares it, so any worker can check any key. If the state directory cannot
+  hold it, the service logs an error and signs with a per-process secret: answers continue,
+  and acknowledgments verify until the next restart.
+
+A key proves the URL came from this Archive; counting it once (replays) is the statistics
+store's job (stats.py). Anyone may send a urlRequest, so a key is not proof that a person
+followed the link: it bounds the counts to one per answer this Archive really gave.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote_to_bytes
+
+log = logging.getLogger(__name__)
+
+SECRET_FILE = "urlkey.secret"
+SECRET_BYTES = 32
+ISSUED_DIGITS = 10
+NONCE_DIGITS = 8
+TAG_DIGITS = 20
+LIFETIME = 2 * 24 * 3600  # seconds a key stays acknowledgeable; resolvers acknowledge at once
+CLOCK_SKEW = 300  # seconds a key may seem to come from the future (clock steps between hosts)
+_DOMAIN = b"urlkey/1"
+_KEY_RE = re.compile(rf"([0-9]{{{ISSUED_DIGITS}}})([0-9]{{{NONCE_DIGITS}}})-((?:[0-9]{{{TAG_DIGITS}}})+)")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a key says about an acknowledged URL: `ok`, or `reason` it is refused."""
+
+    ok: bool
+    reason: str  # 'valid', 'malformed', 'expired', 'future' or 'forged'
+    issued: int = 0
+
+
+def canonical_url(url: str) -> bytes:
+    raw = url.encode("utf-8", "surrogateescape").replace(b"+", b" ")
+    return unquote_to_bytes(raw)
+
+
+class UrlKeys:
+    """Issues and checks URL keys with one secret."""
+
+    def __init__(self, secret: bytes, clock: Callable[[], float] = time.time,
+                 lifetime: int = LIFETIME):
+        if len(secret) < 16:
+            raise ValueError("a URL-key secret needs 16 bytes or more")
+        self._secret = secret
+        self._clock = clock
+        self.lifetime = lifetime
+
+    @classmethod
+    def ephemeral(cls) -> "UrlKeys":
+        """Keys only this process (and its forks) can check: for tools and tests."""
+        return cls(secrets.token_bytes(SECRET_BYTES))
+
+    @classmethod
+    def from_state_dir(cls, state_dir: str | os.PathLike) -> "UrlKeys":
+        """The Archive's keys; an unusable state directory is logged, never fatal."""
+        try:
+            return cls(load_secret(state_dir))
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            log.error("cannot keep the URL-key secret in %s (%s): using a secret of this "
+                      "process only; acknowledgments verify until the next restart", state_dir, why)
+            return cls.ephemeral()
+
+    def _tag(self, head: str, url: bytes) -> str:
+        mac = hmac.new(self._secret, _DOMAIN + b"\0" + head.encode() + b"\0" + url, hashlib.sha256)
+        return f"{int.from_bytes(mac.digest(), 'big') % 10 ** TAG_DIGITS:0{TAG_DIGITS}d}"
+
+    def issue(self, urls: Iterable[str]) -> str:
+        """A new key vouching for each of `urls` (the url pairs of one answer)."""
+        head = f"{int(self._clock()):0{ISSUED_DIGITS}d}{secrets.randbelow(10 ** NONCE_DIGITS):0{NONCE_DIGITS}d}"
+        canon = {canonical_url(u) for u in urls} or {b""}
+        return head + "-" + "".join(sorted(self._tag(head, c) for c in canon))
+
+    def verify(self, key: str, url: str) -> Verdict:
+        match = _KEY_RE.fullmatch(key)
+        if not match:
+            return Verdict(False, "malformed")
+        issued = int(match.group(1))
+        now = self._clock()
+        if issued > now + CLOCK_SKEW:
+            return Verdict(False, "future", issued)
+        if issued < now - self.lifetime:
+            return Verdict(False, "expired", issued)
+        mine = self._tag(match.group(1) + match.group(2), canonical_url(url))
+        tags = match.group(3)
+        found = False
+        for i in range(0, len(tags), TAG_DIGITS):  # every tag compared: no early exit to time
+            found |= hmac.compare_digest(tags[i:i + TAG_DIGITS], mine)
+        return Verdict(True, "valid", issued) if found else Verdict(False, "forged", issued)
+
+
+def load_secret(state_dir: str | os.PathLike) -> bytes:
+    """Read `<state_dir>/urlkey.secret`, creating it (0600, atomically) on first use."""
+    directory = Path(state_dir)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = directory / SECRET_FILE
+    if not path.exists():
+        _create_secret(path)
+    with open(path, "rb") as stream:
+        secret = stream.read(4096)
+    if len(secret) < SECRET_BYTES:
+        raise ValueError(f"{path} holds {len(secret)} bytes, not {SECRET_BYTES}: remove it to make a new one")
+    return secret
+
+
+def _create_secret(path: Path) -> None:
+    # A reader must never see a half-written secret, and two workers starting together must
+    # end up with the same one: write a private file, then link it in; the loser of the race
+    # gets EEXIST and reads the winner's.
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(secrets.token_bytes(SECRET_BYTES))
+            stream.flush()
+            os.fsync(stream.fileno())
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass
+    finally:
+        try:
+            os.unlink(temporary)
+        except FileNotFoundError:
+            pass
