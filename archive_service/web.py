@@ -150,6 +150,8 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     config.require("collection", "archiveaddress", "archiveserviceibi")
 
     app = Flask(__name__)
+    # Werkzeug would answer `//` with a redirect to a URL built from the Host header.
+    app.url_map.merge_slashes = False
     # Log through the root logger (gunicorn's or the CLI's), not into wsgi.errors.
     app.logger.removeHandler(default_handler)
     app.config["ARCHIVE_SERVICE"] = config
