@@ -7,6 +7,7 @@ Plain protocol logic: no web framework here. The web layer hands in the decoded 
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -327,13 +328,13 @@ class Archive:
             return links.file(item, relpath), item, item.contenttype
         if node.fmt:
             relpath = item.formats.get(node.fmt)
-            if relpath is None or not self.file_exists(item, relpath):
+            if relpath is None or not self.still_on_disk(item, relpath):
                 return None
             return links.file(item, relpath), item, item.contenttype
         if item.target is None:
             return links.filelist(item), item, item.contenttype
         # The index may be older than the disk: never hand out a URL that would 404.
-        if not self.file_exists(item, item.target):
+        if not self.still_on_disk(item, item.target):
             return None
         return links.file(item, item.target), item, item.contenttype
 
@@ -351,6 +352,11 @@ class Archive:
 
     def file_exists(self, item: Item, relpath: str) -> bool:
         return resolve_file(self.catalog.root, item, relpath) is not None
+
+    def still_on_disk(self, item: Item, relpath: str) -> bool:
+        """One stat: the index may be older than the disk (a vanished file gets no URL).
+        Not a safety check: /col/ resolves every path it serves (resolve_file)."""
+        return os.path.isfile(os.path.join(self.catalog.root, item.directory, DOC, relpath))
 
     @staticmethod
     def _client_allowed(item: Item, request: UrlRequest) -> bool:
@@ -386,8 +392,10 @@ class Archive:
         return out
 
     def montar_lista_de_url(self, request: UrlRequest, links: Links,
-                            relations: Iterable[Relation] | None = None) -> list[tuple[str, str]]:
-        """Algorithm 2 over `relations` (default: this Archive's whole relation subset)."""
+                            relations: Iterable[Relation] | None = None,
+                            urlkey: bool = True) -> list[tuple[str, str]]:
+        """Algorithm 2 over `relations` (default: this Archive's whole relation subset);
+        `urlkey=False` leaves the key to the caller (who filters first)."""
         item = self.catalog.lookup(request.ibi)
         if item is None:
             return []
@@ -409,7 +417,7 @@ class Archive:
                     continue
                 seen.add(qualifier)
                 answer += self.related_pairs(qualifier, node, request, links)
-        return self.with_urlkey(answer)
+        return self.with_urlkey(answer) if urlkey else answer
 
     def with_urlkey(self, answer: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The answer with a fresh `urlkey` vouching for exactly its url pairs (urlkeys.py);
@@ -422,10 +430,11 @@ class Archive:
         and the relation the verbs name are built: the filter would drop every other
         relation, so the answer is the same at a cost that does not grow with the Archive."""
         relation = request.verbs.relation
-        answer = self.montar_lista_de_url(request, links, [(), relation] if relation else [()])
+        answer = self.montar_lista_de_url(request, links, [(), relation] if relation else [()],
+                                          urlkey=False)
         answer = filtrar_lista_de_url(answer, request.verbs)
-        # Re-key over the URLs the filter kept: the key vouches for no URL it dropped.
-        return self.with_urlkey(answer) if any(n == "urlkey" for n, _ in answer) else answer
+        # Keyed after the filter: the key vouches for the URLs kept, none it dropped.
+        return self.with_urlkey(answer) if any(_is_url_pair(n) for n, _ in answer) else answer
 
 
 def _is_url_pair(name: str) -> bool:
