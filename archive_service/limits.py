@@ -1,11 +1,11 @@
 """Size limits on requests, applied twice: by gunicorn (server.py) and by the app itself.
 
 gunicorn refuses oversized requests before the app sees them (414 for the request line,
-431 for header fields, with its own short text body). Under mod_wsgi, CGI or another WSGI
+431 for header fields, with its own small HTML page). Under mod_wsgi, CGI or another WSGI
 server the app checks again and answers 400 with an `error {…}` pairs body. The app's
 query-string limit is below gunicorn's request-line limit, so under gunicorn too a long
 query string gets the pairs error. The longest legitimate request is an acknowledgment
-(two URLs and a urlkey): about 1 KB for the longest file names on disk.
+(two URLs and a urlkey): 1-2 KB with 255-byte file names, percent-encoded.
 """
 
 from __future__ import annotations

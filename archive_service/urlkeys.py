@@ -150,6 +150,10 @@ def _create_secret(path: Path) -> None:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
+        owner = path.parent.stat()
+        if os.geteuid() == 0 and owner.st_uid != 0:
+            # root running `archive-service query` first must not lock the service out.
+            os.fchown(fd, owner.st_uid, owner.st_gid)
         with os.fdopen(fd, "wb") as stream:
             stream.write(secrets.token_bytes(SECRET_BYTES))
             stream.flush()

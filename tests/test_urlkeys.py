@@ -143,3 +143,13 @@ def test_a_truncated_secret_is_reported_not_used(tmp_path: Path, caplog):
     with caplog.at_level(logging.ERROR):
         UrlKeys.from_state_dir(tmp_path)
     assert "remove it" in caplog.text and "short" not in caplog.text
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can create a file for another user")
+def test_root_creating_the_secret_gives_it_to_the_state_dirs_owner(tmp_path: Path):
+    state = tmp_path / "state"
+    state.mkdir()
+    os.chown(state, 65534, 65534)
+    urlkeys.load_secret(state)
+    secret = (state / urlkeys.SECRET_FILE).stat()
+    assert (secret.st_uid, secret.st_gid, stat.S_IMODE(secret.st_mode)) == (65534, 65534, 0o600)
