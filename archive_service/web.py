@@ -22,7 +22,6 @@ from typing import Any
 
 from flask import Flask, Response, abort, render_template_string, request
 from flask.logging import default_handler
-from werkzeug.exceptions import RequestedRangeNotSatisfiable
 from werkzeug.wsgi import wrap_file
 
 from . import __version__, answers, ibi as ibimod, index, limits, pairs, settings, stats, urlkeys

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import os
 import string
-from pathlib import Path
 
 import pytest
 import webtest

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import webtest
 
 from archive_service import pairs, stats
 from archive_service.web import create_app

@@ -9,21 +9,78 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 
 from archive_service import limits, pairs
 from conftest import ROOT, SAMPLE, SERVICE
-from serving import Server
+from serve_process import Serve
 
 BIG_DIR = "iconet.com.br/banon/2009/09.09.22.01"
 BIG = 32 * 1024 * 1024  # more than loopback socket buffers hold: the worker is still sending
 OAIS = "8JMKD3MGP8W/35MMLL8"
+
+
+class Server(Serve):
+    """The real serve with two workers, and what these tests need to poke it."""
+
+    def __init__(self, tmp_path: Path, collection: Path):
+        super().__init__(tmp_path, "--collection", str(collection), "--state-dir",
+                         str(tmp_path / "state"), "--workers", "2", "--resolver", "none")
+        self.wait_answering()
+        self.wait_workers(2)
+
+    def connection(self) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+
+    def fetch(self, path: str) -> tuple[int, bytes]:
+        conn = self.connection()
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    def service(self, **params: str) -> tuple[int, bytes]:
+        return self.fetch(f"/{SERVICE}?" + urlencode(params))
+
+    def wait_workers(self, count: int, exclude: frozenset[int] | set[int] = frozenset(),
+                     timeout: float = 20) -> set[int]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pids = set(self.workers())
+            if len(pids) == count and not pids & exclude:
+                return pids
+            time.sleep(0.05)
+        raise AssertionError(f"workers are {self.workers()}, wanted {count} new ones")
+
+    def worker_serving(self, client: socket.socket) -> int:
+        """The worker holding the server side of `client`'s connection (/proc/net/tcp inode)."""
+        local_port = client.getsockname()[1]
+        inode = None
+        with open("/proc/net/tcp") as table:
+            for line in table.readlines()[1:]:
+                fields = line.split()
+                if (int(fields[1].split(":")[1], 16) == self.port
+                        and int(fields[2].split(":")[1], 16) == local_port):
+                    inode = fields[9]
+        assert inode, "no server socket for this connection"
+        for pid in self.workers():
+            try:
+                links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+            except OSError:
+                continue
+            if f"socket:[{inode}]" in links:
+                return pid
+        raise AssertionError("no worker holds the connection")
 
 
 @pytest.fixture
@@ -32,9 +89,9 @@ def server(tmp_path: Path):
     shutil.copytree(SAMPLE, collection, symlinks=True)
     with open(collection / BIG_DIR / "doc" / "big.bin", "wb") as stream:
         stream.truncate(BIG)
-    running = Server(collection, tmp_path / "state")
+    running = Server(tmp_path, collection)
     yield running
-    assert running.stop() == 0, running.log.read_text()
+    assert running.stop() == 0, running.log()
 
 
 def url_request(server: Server, ibi: str) -> dict[str, str]:
@@ -75,7 +132,7 @@ def test_a_worker_killed_mid_download_is_replaced_and_nothing_is_answered_wrongl
         assert response.status == 200 and response.length == BIG
         head = response.read(1 << 16)
         victim = server.worker_serving(sock)
-        before = server.workers()
+        before = set(server.workers())
         os.kill(victim, signal.SIGKILL)
         received = len(head)
         try:
@@ -94,7 +151,7 @@ def test_a_worker_killed_mid_download_is_replaced_and_nothing_is_answered_wrongl
         asker.join()
     assert failures == [] and answered[0] > 0
     # The replacement serves the whole file, byte for byte.
-    status, body = server.get(f"/col/{BIG_DIR}/doc/big.bin")
+    status, body = server.fetch(f"/col/{BIG_DIR}/doc/big.bin")
     assert status == 200 and hashlib.sha256(body).digest() == hashlib.sha256(bytes(BIG)).digest()
 
 
@@ -110,7 +167,7 @@ def test_acknowledgments_count_across_workers_and_a_killed_one(server, tmp_path)
             assert (status, body) == (200, b"notice {acknowledgment received}")
             sent += 1
         if round_ == 0:
-            victims = server.workers()
+            victims = set(server.workers())
             os.kill(min(victims), signal.SIGKILL)
             server.wait_workers(2, exclude={min(victims)})
     report = subprocess.run(
@@ -122,7 +179,6 @@ def test_acknowledgments_count_across_workers_and_a_killed_one(server, tmp_path)
 
 
 def raw_request(server: Server, head: bytes) -> tuple[int, bytes]:
-    import socket
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(head)
         data = b""
@@ -152,4 +208,4 @@ def test_gunicorn_and_the_app_enforce_the_documented_limits(server):
                                        " HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
                                        .encode("latin-1"))
     assert status == 400 and b"evil" not in body, "gunicorn refuses raw bytes in the request line"
-    assert server.get(path)[0] == 200, "still serving"
+    assert server.fetch(path)[0] == 200, "still serving"

@@ -8,16 +8,14 @@ import json
 import logging
 import multiprocessing
 import sqlite3
-from datetime import date
 from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-import webtest
 
 from archive_service import cli, pairs, stats
 from archive_service.web import create_app
-from conftest import ADDRESS, SERVICE, Client
+from conftest import SERVICE, Client
 
 NOTICE = "notice {acknowledgment received}"
 RELATORIO = "8JMKD3MGP7W/3EPGUE5"  # sid.inpe.br/mtc-m19/2013/09.04.12.27.57
