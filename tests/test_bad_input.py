@@ -276,7 +276,7 @@ QUERIES = st.one_of(
 )
 
 
-@hsettings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(query=QUERIES)
 def test_random_query_strings_never_break_the_contract(hostile: Client, query: str):
     response = raw(hostile, f"/{SERVICE}", query)
@@ -296,7 +296,7 @@ SEGMENTS = st.one_of(st.sampled_from(["", ".", "..", "doc", "col", "iconet.com.b
                      st.text(st.characters(min_codepoint=0, max_codepoint=255), max_size=8))
 
 
-@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hsettings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(segments=st.lists(SEGMENTS, max_size=9))
 def test_random_col_paths_serve_only_the_items_files(hostile: Client, segments):
     path = "/col/" + "/".join(segments)
