@@ -103,7 +103,7 @@ def served(tmp_path):
     yield base, process, log
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
+        process.wait(timeout=60)
     log.close()
 
 
@@ -117,8 +117,14 @@ def test_serve_runs_gunicorn_and_answers_over_http(served):
     status, pdf = _get(got["url"])
     assert status == 200 and pdf.startswith(b"%PDF")
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=30) == 0
+    try:
+        # gunicorn gives busy workers graceful_timeout (30 s) before killing them.
+        code = process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        log.seek(0)
+        pytest.fail("serve did not stop within 60 s of SIGTERM:\n" + log.read())
     log.seek(0)
     text = log.read()
+    assert code == 0, text
     assert "Starting gunicorn" in text and "Booting worker" in text
     assert "Traceback" not in text
