@@ -246,7 +246,11 @@ class Archive:
         self.archiveaddress = archiveaddress
         self.service = Forms.of(ibimod.parse(archiveserviceibi))
         self.platform = Forms.of(ibimod.parse(platformsoftware)) if platformsoftware else None
-        self.relations = default_relations(catalog)
+
+    @property
+    def relations(self) -> list[Relation]:
+        # Computed when asked: the languages held change as the collection does.
+        return default_relations(self.catalog)
 
     # -- relation steps ----------------------------------------------------------------
 

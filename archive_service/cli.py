@@ -123,6 +123,23 @@ def cmd_stats(args: argparse.Namespace) -> int:
         csv.writer(sys.stdout, lineterminator="\n").writerows(stats.rows(report))
     else:
         print(stats.table(report))
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from .watch import LiveIndex, run_indexer
+
+    config = _config(args, "collection")
+    live = LiveIndex(config)
+    if args.watch:
+        return run_indexer(live.store, config, lock_fd=args.lock_fd, owner_fd=args.owner_fd)
+    result = live.refresh()
+    try:
+        count, problems = live.catalog.count(), live.catalog.problems
+    finally:
+        live.catalog.close()
+    print(f"{config.collection}: {count} items served; {result}; index {live.store.path}")
+    if problems:
+        print(f"{len(problems)} problem(s): archive-service check {config.collection} lists them")
     return 0
 
 
@@ -155,6 +172,18 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("directory", nargs="?", help="the collection (or give --collection)")
     _add_settings(check, names=("collection",))
     check.set_defaults(func=cmd_check)
+
+    index = sub.add_parser(
+        "index", help="build or refresh the collection's index (for cron jobs and checking)",
+        description="Bring the persistent index up to date with the collection, re-reading only "
+                    "what changed; with --watch, keep it current until stopped.")
+    index.add_argument("--watch", action="store_true",
+                       help="keep the index current (as serve's indexer does) until SIGTERM")
+    index.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # handed over by serve
+    index.add_argument("--owner-fd", type=int, help=argparse.SUPPRESS)  # EOF: serve is gone
+    _add_settings(index, names=("collection", "state_dir", "index_watch", "rescan_interval",
+                                "consistency_interval"))
+    index.set_defaults(func=cmd_index)
 
     toolkit.add_commands(sub, _add_settings, _config)  # mint, ibi, deposit, delete
 

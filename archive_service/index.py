@@ -118,8 +118,11 @@ def iter_item_dirs(root: Path):
                         yield four, ibimod.parse(four)
 
 
-def load_item(root: Path, directory: str, name: Ibi) -> tuple[Item, list[Problem]]:
-    """Build one item from its directory; raise SidecarError if its sidecar is unusable."""
+def load_item(root: Path, directory: str, name: Ibi,
+              files: list[tuple[str, os.stat_result]] | None = None) -> tuple[Item, list[Problem]]:
+    """Build one item from its directory; raise SidecarError if its sidecar is unusable.
+
+    `files` is the item's `_files_under(doc/)` listing when the caller has just made it."""
     path = root / directory
     problems: list[Problem] = []
     sidecar_path = path / sidecarmod.SIDECAR
@@ -136,7 +139,8 @@ def load_item(root: Path, directory: str, name: Ibi) -> tuple[Item, list[Problem
     if name.kind == "ibip" and side.ibip and ibimod.key(side.ibip) != name.key:
         problems.append(Problem(directory, f"ibip {side.ibip} differs from the directory name"))
 
-    files = _files_under(path / DOC)
+    if files is None:
+        files = _files_under(path / DOC)
     timestamp = side.timestamp
     if timestamp is None:
         times = [st.st_mtime for _, st in files]

@@ -41,6 +41,7 @@ class ArchiveServer(BaseApplication):
         self.cfg.set("limit_request_line", limits.MAX_REQUEST_LINE)
         self.cfg.set("limit_request_field_size", limits.MAX_HEADER_FIELD)
         self.cfg.set("limit_request_fields", limits.MAX_HEADER_FIELDS)
+        self.cfg.set("post_worker_init", _follow_collection)
 
     def load(self):
         return self._build(self.config)
@@ -72,6 +73,14 @@ class ArchiveServer(BaseApplication):
 
     def _on_exit(self, arbiter) -> None:
         self.lifecycle.leave(handing_over=bool(arbiter.reexec_pid))
+
+
+def _follow_collection(worker) -> None:
+    """After the fork, in every worker: keep the collection's indexer process running (the
+    first worker to take the index's lock starts it; the others stand by to replace it)."""
+    live = getattr(worker.wsgi, "extensions", {}).get("archive_index")
+    if live is not None:  # None: the app failed to load, and gunicorn serves its error page
+        live.follow()
 
 
 def run(config: settings.Config, reload_config: Callable[[], settings.Config] | None = None) -> int:

@@ -116,6 +116,28 @@ def _seconds(value: Any) -> float:
     return number
 
 
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value not in options:
+            raise ValueError(f"must be one of {', '.join(options)}")
+        return value
+    return parse
+
+
+def _interval(value: Any) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not number >= 0.1 or number == float("inf"):
+        raise ValueError("must be a number of seconds, 0.1 or more")
+    return number
+
+
+def _interval_or_off(value: Any) -> float:
+    return 0.0 if str(value).strip() in ("0", "0.0") else _interval(value)
+
+
 def _path(value: str) -> str:
     if not str(value).strip():
         raise ValueError("must be a path")
@@ -181,6 +203,15 @@ SETTINGS: tuple[Setting, ...] = (
             "systemd, else ~/.local/share/archive-service", _path, path=True),
     Setting("bind", "127.0.0.1:8080", "address serve listens on: HOST:PORT or unix:PATH", _bind),
     Setting("workers", 2, "number of gunicorn worker processes for serve", _positive_int),
+    Setting("index_watch", "auto",
+            "how serve follows changes to the collection: auto (inotify where it works, else "
+            "periodic rescans), poll (periodic rescans only) or off (read at start only)",
+            _choice("auto", "poll", "off")),
+    Setting("rescan_interval", 60.0,
+            "seconds between rescans of the collection when it is not watched", _interval),
+    Setting("consistency_interval", 3600.0,
+            "seconds between full rescans while the collection is watched, repairing changes "
+            "the kernel dropped; 0 turns them off", _interval_or_off),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 

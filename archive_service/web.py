@@ -27,6 +27,7 @@ from werkzeug.wsgi import wrap_file
 from . import __version__, answers, ibi as ibimod, index, limits, pairs, settings, stats, urlkeys
 from .answers import Archive, Links, RequestError
 from .sidecar import DC_ELEMENTS
+from .watch import LiveIndex
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +156,16 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     app.logger.removeHandler(default_handler)
     app.config["ARCHIVE_SERVICE"] = config
 
-    catalog = index.scan(config.collection)
+    # The persistent index: re-read what changed since it was last brought up to date.
+    # Following later changes starts after forking (serve's workers, create_app_from_env),
+    # or when the embedding code calls app.extensions["archive_index"].follow().
+    live = LiveIndex(config)
+    live.refresh()
+    catalog = live.catalog
     for problem in catalog.problems:
         log.warning("%s", problem)
-    log.info("indexed %d items from %s", len(catalog.by_directory), config.collection)
+    log.info("indexed %d items from %s", catalog.count(), config.collection)
+    catalog.close()  # nothing open in this process if it forks workers next
     # Both live in state_dir; an unusable one is logged and the service answers anyway.
     keys = urlkeys.UrlKeys.from_state_dir(config.state_dir)
     store = stats.Store(config.state_dir)
@@ -166,6 +173,10 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                       config.platformsoftware, urlkeys=keys)
     app.extensions["archive"] = archive
     app.extensions["stats"] = store
+    app.extensions["archive_index"] = live
+    # Each request reads one snapshot of the index: never half of an indexer's commit.
+    app.before_request(catalog.begin)
+    app.teardown_request(lambda exc: catalog.end())
     service_path = "/" + config.archiveserviceibi
 
     def links() -> Links:
@@ -264,5 +275,10 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
 
 
 def create_app_from_env() -> Flask:
-    """For gunicorn and mod_wsgi: settings from ARCHIVE_SERVICE_CONFIG and the environment."""
-    return create_app(settings.load(os.environ.get("ARCHIVE_SERVICE_CONFIG")))
+    """For gunicorn and mod_wsgi: settings from ARCHIVE_SERVICE_CONFIG and the environment.
+
+    The serving process follows the collection from its first request on (with gunicorn's
+    --preload the app is made in the master, where no thread may start before the fork)."""
+    app = create_app(settings.load(os.environ.get("ARCHIVE_SERVICE_CONFIG")))
+    app.before_request(app.extensions["archive_index"].follow)
+    return app

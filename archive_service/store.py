@@ -1,0 +1,789 @@
+"""The persistent index: one SQLite database (WAL mode) per collection, in the state directory.
+
+One writer at a time (a file lock) keeps it equal to the collection; every worker reads it
+with cheap indexed look-ups, so a worker's memory does not grow with the collection. The
+collection stays the source of truth. Each item row carries a fingerprint of what the item is
+built from (size and modification time of `item.yaml` and of every file under `doc/`); a
+refresh walks the collection in the database's key order beside the stored rows and re-reads
+only items whose fingerprint changed. So an unchanged collection costs a directory walk, an
+interrupted build resumes where it stopped, and nothing a crash leaves behind is trusted
+beyond what the next walk confirms.
+
+What spans items is resolved when read, not when written, so one item's change never has to
+rewrite others: which of two directories claiming one IBI is served (the first in collection
+order, as `index.scan` decides), and translations declared only on the other side.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import ipaddress
+import json
+import logging
+import os
+import re
+import sqlite3
+import stat
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from . import ibi as ibimod
+from . import index
+from . import sidecar as sidecarmod
+from .ibi import Forms, Ibi
+from .index import DOC, Item, Problem
+
+log = logging.getLogger(__name__)
+
+# Bump when a record's shape or what index.load_item derives changes: old indexes are rebuilt.
+SCHEMA = "1"
+SEP = "\x01"  # sorts below every character of a directory name: key order = walk order
+NO_LANGUAGE = "-"  # the language-set row counting items that declare no language
+BATCH_ITEMS = 1000
+BATCH_SECONDS = 1.0
+PROGRESS_SECONDS = 5.0
+
+_TABLES = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+-- One row per item directory. record is the Item as JSON (NULL: its sidecar is unusable);
+-- keys/refs/langs repeat what the side tables hold for it, so a rewrite can undo them.
+CREATE TABLE items (
+    sortkey TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    record TEXT,
+    problems TEXT,
+    keys TEXT NOT NULL DEFAULT '',
+    refs TEXT NOT NULL DEFAULT '',
+    langs TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX items_with_problems ON items(sortkey) WHERE problems IS NOT NULL;
+-- Both IBI forms of every readable item, lower-cased (several rows for one key: a conflict).
+CREATE TABLE keys (key TEXT NOT NULL, sortkey TEXT NOT NULL, PRIMARY KEY (key, sortkey)) WITHOUT ROWID;
+-- Translations each item declares, by the key of the IBI they name (for the reverse side).
+CREATE TABLE refs (ref TEXT NOT NULL, sortkey TEXT NOT NULL, PRIMARY KEY (ref, sortkey)) WITHOUT ROWID;
+-- How many items hold or declare each language: the Archive's relation set (§7.2).
+CREATE TABLE langs (lang TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+"""
+
+
+def sortkey(directory: str) -> str:
+    return directory.replace("/", SEP)
+
+
+def directory_of(key: str) -> str:
+    return key.replace(SEP, "/")
+
+
+# ------------------------------------------------------------------------------ records
+
+
+def _ibi(text: str) -> Ibi:
+    # Stored IBIs were validated when read from the sidecar: only the kind is rebuilt.
+    return Ibi("rep" if text.count("/") == 3 else "ibip", text)
+
+
+def encode(item: Item) -> str:
+    record = {
+        "name": item.name.text, "rep": item.forms.rep, "ibip": item.forms.ibip,
+        "state": item.state, "contenttype": item.contenttype, "language": item.language,
+        "timestamp": item.timestamp.isoformat(), "target": item.target,
+        "nextedition": item.nextedition.text if item.nextedition else None,
+        "translations": {lang: ref.text for lang, ref in item.translations.items()},
+        "metadata": item.metadata.text if item.metadata else None,
+        "formats": item.formats, "dc": item.dc,
+        "filelist_public": item.filelist_public,
+        "networks": [str(net) for net in item.networks],
+    }
+    return json.dumps({k: v for k, v in record.items() if v not in (None, {}, [])},
+                      separators=(",", ":"), ensure_ascii=False)
+
+
+def decode(directory: str, text: str) -> Item:
+    r = json.loads(text)
+    return Item(
+        directory=directory,
+        name=_ibi(r["name"]),
+        forms=Forms(rep=r.get("rep"), ibip=r.get("ibip")),
+        state=r["state"],
+        contenttype=r["contenttype"],
+        language=r.get("language"),
+        timestamp=datetime.fromisoformat(r["timestamp"]),
+        target=r.get("target"),
+        nextedition=_ibi(r["nextedition"]) if "nextedition" in r else None,
+        translations={lang: _ibi(ref) for lang, ref in r.get("translations", {}).items()},
+        metadata=_ibi(r["metadata"]) if "metadata" in r else None,
+        formats=r.get("formats", {}),
+        dc=r.get("dc"),
+        filelist_public=r.get("filelist_public", True),
+        networks=tuple(ipaddress.ip_network(n) for n in r.get("networks", ())),
+    )
+
+
+# -------------------------------------------------------------------------------- walk
+
+
+@dataclass
+class Found:
+    """An item directory as a walk finds it, with what its fingerprint is made of."""
+
+    directory: str
+    name: Ibi
+    fingerprint: str
+    files: list[tuple[str, os.stat_result]]
+
+    @property
+    def sortkey(self) -> str:
+        return sortkey(self.directory)
+
+
+def _is_real_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+class Walk:
+    """The item directories of a collection (the rules of `index.iter_item_dirs`), in key order.
+
+    `dirs` counts the directories visited: a lower bound of the inotify watches that
+    watching the collection needs."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = os.fspath(root)
+        self.dirs = 0
+
+    def _subdirs(self, path: str) -> list[str]:
+        self.dirs += 1
+        try:
+            with os.scandir(path) as entries:
+                return sorted(e.name for e in entries
+                              if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                log.warning("cannot read %s: %s", path, exc.strerror)
+            return []
+
+    def _is_two_item(self, two: str) -> bool:
+        path = os.path.join(self.root, two)
+        return ibimod.is_valid(two) and (os.path.isdir(os.path.join(path, DOC))
+                                         or os.path.isfile(os.path.join(path, sidecarmod.SIDECAR)))
+
+    def files_under(self, directory: str) -> list[tuple[str, os.stat_result]]:
+        """`index._files_under`, counting directories."""
+        found = []
+        stack = [(directory, "")]
+        while stack:
+            path, prefix = stack.pop()
+            try:
+                entries = list(os.scandir(path))
+            except OSError:
+                continue
+            self.dirs += 1
+            for entry in entries:
+                rel = prefix + entry.name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append((entry.path, rel + "/"))
+                    elif entry.is_file(follow_symlinks=False):
+                        found.append((rel, entry.stat(follow_symlinks=False)))
+                except OSError:
+                    continue
+        found.sort()
+        return found
+
+    def found(self, directory: str, name: Ibi) -> Found:
+        path = os.path.join(self.root, directory)
+        digest = hashlib.blake2b(digest_size=16)
+        try:
+            st = os.stat(os.path.join(path, sidecarmod.SIDECAR))
+            has_sidecar = stat.S_ISREG(st.st_mode)
+        except OSError:
+            has_sidecar = False
+        if has_sidecar:
+            digest.update(b"y%d.%d\n" % (st.st_size, st.st_mtime_ns))
+        files = self.files_under(os.path.join(path, DOC))
+        for rel, st in files:
+            digest.update(rel.encode("utf-8", "surrogateescape"))
+            digest.update(b"\0%d.%d\n" % (st.st_size, st.st_mtime_ns))
+        if not has_sidecar and not files:  # the directory's own time is the item's timestamp
+            try:
+                digest.update(b"d%d" % os.stat(path).st_mtime_ns)
+            except OSError:
+                pass
+        return Found(directory, name, digest.hexdigest(), files)
+
+    def items(self, scope: str = "") -> Iterator[Found]:
+        """Items at or below `scope` (a directory path of 0 to 4 segments), in key order."""
+        segs = scope.split("/") if scope else []
+        if len(segs) > 4:
+            return
+        for i, name in enumerate(segs):
+            if name.startswith(".") or not _is_real_dir(os.path.join(self.root, *segs[:i + 1])):
+                return
+        if len(segs) >= 3 and self._is_two_item("/".join(segs[:2])):
+            return  # a two-segment item holds no four-segment items
+        root = self.root
+        for a in segs[:1] or self._subdirs(root):
+            for b in segs[1:2] or self._subdirs(os.path.join(root, a)):
+                two = f"{a}/{b}"
+                if len(segs) < 3 and self._is_two_item(two):
+                    yield self.found(two, ibimod.parse(two))
+                    continue
+                for c in segs[2:3] or self._subdirs(os.path.join(root, two)):
+                    for d in segs[3:4] or self._subdirs(os.path.join(root, two, c)):
+                        four = f"{two}/{c}/{d}"
+                        if ibimod.is_valid(four):
+                            self.dirs += 1
+                            yield self.found(four, ibimod.parse(four))
+
+
+def estimate_items(root: str | os.PathLike) -> int:
+    """Roughly how many items a collection holds, from its upper levels only (for progress)."""
+    walk = Walk(root)
+    count = 0
+    for a in walk._subdirs(walk.root):
+        for b in walk._subdirs(os.path.join(walk.root, a)):
+            if ibimod.is_valid(f"{a}/{b}"):
+                count += 1
+                continue
+            for c in walk._subdirs(os.path.join(walk.root, a, b)):
+                count += len(walk._subdirs(os.path.join(walk.root, a, b, c)))
+    return count
+
+
+def scope_of(parts: list[str], is_directory: bool) -> str | None:
+    """The smallest part of the collection a change at `parts` (path segments below the
+    root) can affect, as a scope for `Walk.items`; None when it affects no item."""
+    n = len(parts)
+    if n == 0:
+        return ""
+    if any(p.startswith(".") for p in parts[:2]):
+        return None
+    if n <= 2:
+        return "/".join(parts) if is_directory else None
+    two = f"{parts[0]}/{parts[1]}"
+    if parts[2] in (DOC, sidecarmod.SIDECAR):  # the inside of a two-segment item
+        return two if ibimod.is_valid(two) else None
+    if parts[2].startswith("."):
+        return None
+    if n == 3:
+        return "/".join(parts) if is_directory else None
+    if parts[3].startswith("."):
+        return None
+    four = "/".join(parts[:4])
+    if not ibimod.is_valid(four):
+        return None
+    if n == 4:
+        return four if is_directory else None
+    if parts[4] == sidecarmod.SIDECAR or parts[4] == DOC:
+        return four
+    return None
+
+
+def cover(scopes: Iterable[str]) -> list[str]:
+    """The scopes without those inside another, in key order."""
+    kept: list[str] = []
+    for scope in sorted(set(scopes), key=lambda s: s.split("/") if s else []):
+        if scope == "":
+            return [""]
+        if kept and scope.startswith(kept[-1] + "/"):
+            continue
+        kept.append(scope)
+    return kept
+
+
+# ------------------------------------------------------------------------------- store
+
+
+class Store:
+    """Where one collection's index lives: `<state_dir>/index/<name>-<hash>.sqlite3`, keyed
+    by the collection's real path, with the two lock files beside it."""
+
+    def __init__(self, collection: str | os.PathLike, state_dir: str | os.PathLike):
+        self.root = Path(os.path.abspath(collection))
+        self.real_root = os.path.realpath(self.root)
+        digest = hashlib.sha256(os.fsencode(self.real_root)).hexdigest()[:16]
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", self.root.name or "root")[:40]
+        self.state_dir = Path(os.path.abspath(state_dir))
+        self.path = self.state_dir / "index" / f"{name}-{digest}.sqlite3"
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.root)!r} -> {str(self.path)!r})"
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+    def connect(self, *, readonly: bool = False) -> sqlite3.Connection:
+        """A connection in autocommit mode (transactions are explicit)."""
+        if not readonly:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+        if readonly:
+            conn.execute("PRAGMA query_only = 1")
+        else:
+            # WAL: readers never wait for the writer and see only committed transactions.
+            # NORMAL loses at most the last transactions on power loss; a walk repairs them.
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    def _lock_path(self, which: str) -> str:
+        return f"{self.path}.{which}.lock"
+
+    @contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """Only one refresh at a time, across processes (a flock, released if we die)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._lock_path("write"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the last descriptor releases the lock
+
+    def try_watch_lock(self) -> int | None:
+        """The lock that makes one process the indexer: its descriptor, or None if taken."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._lock_path("watch"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        return fd
+
+    def meta(self) -> dict[str, str]:
+        """The index's own facts (schema, complete, dirs, ...); {} when there is none."""
+        if not self.exists():
+            return {}
+        conn = self.connect(readonly=True)
+        try:
+            return dict(conn.execute("SELECT key, value FROM meta"))
+        except sqlite3.Error:
+            return {}
+        finally:
+            conn.close()
+
+    def is_complete(self) -> bool:
+        """A full walk has finished at least once (the index holds the whole collection)."""
+        meta = self.meta()
+        return meta.get("schema") == SCHEMA and meta.get("complete") == "1"
+
+
+# ------------------------------------------------------------------------------ writer
+
+
+@dataclass
+class Refreshed:
+    """What one refresh did."""
+
+    walked: int = 0
+    read: int = 0
+    removed: int = 0
+    dirs: int = 0
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        return (f"{self.walked} items walked, {self.read} read, {self.removed} removed "
+                f"in {self.seconds:.2f} s")
+
+
+class Progress:
+    """A log line every few seconds while a long refresh runs: items done, rate, time left."""
+
+    def __init__(self, root: Path, total: int, enabled: bool):
+        self.root, self.total, self.enabled = root, total, enabled
+        self.started = self.last = time.monotonic()
+
+    def step(self, done: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.last < PROGRESS_SECONDS:
+            return
+        self.last = now
+        rate = done / max(now - self.started, 1e-9)
+        total = max(self.total, done)
+        left = (total - done) / rate if rate else 0
+        log.info("indexing %s: %d of about %d items (%.0f items/s, about %s left)",
+                 self.root, done, total, rate, _duration(left))
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds + 0.5)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+class Writer:
+    """Brings the index in line with the collection: everything, or some scopes of it."""
+
+    def __init__(self, store: Store, *, log_problems: bool = False):
+        self.store = store
+        self.log_problems = log_problems
+
+    def refresh(self, scopes: Iterable[str] | None = None, *, progress: bool = False) -> Refreshed:
+        """Walk `scopes` (default: the whole collection) and rewrite what changed.
+
+        Changes are committed in batches, each item's rows in one transaction with it."""
+        full = scopes is None
+        scopes = [""] if full else cover(scopes)
+        result = Refreshed()
+        if not scopes:
+            return result
+        if not os.path.isdir(self.store.root):
+            raise FileNotFoundError(f"collection {self.store.root} is not a directory")
+        started = time.monotonic()
+        with self.store.write_lock():
+            conn = self.store.connect()
+            try:
+                cold = self._prepare(conn)
+                total = 0
+                if progress:
+                    total = (estimate_items(self.store.root) if cold else
+                             conn.execute("SELECT count(*) FROM items").fetchone()[0])
+                meter = Progress(self.store.root, total, progress)
+                batch = _Batch(conn)
+                walk = Walk(self.store.root)
+                for scope in scopes:
+                    self._merge(conn, batch, walk, scope, result, meter)
+                result.dirs = walk.dirs
+                if full:
+                    batch.begin().executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
+                        ("complete", "1"), ("dirs", str(walk.dirs)),
+                        ("walked", str(time.time()))])
+                batch.commit()
+            finally:
+                conn.close()
+        result.seconds = time.monotonic() - started
+        return result
+
+    def _prepare(self, conn: sqlite3.Connection) -> bool:
+        """Create (or recreate, when made by another schema) the tables; True if empty."""
+        try:
+            meta = dict(conn.execute("SELECT key, value FROM meta"))
+        except sqlite3.OperationalError:
+            meta = {}
+        if meta.get("schema") == SCHEMA and meta.get("collection") == self.store.real_root:
+            return meta.get("complete") != "1"
+        if meta:
+            log.info("rebuilding the index %s (made by another version)", self.store.path)
+        conn.execute("BEGIN IMMEDIATE")
+        for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            conn.execute(f'DROP TABLE "{name}"')
+        for statement in _TABLES.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.executemany("INSERT INTO meta VALUES (?, ?)", [
+            ("schema", SCHEMA), ("collection", self.store.real_root), ("complete", "0")])
+        conn.execute("COMMIT")
+        return True
+
+    @staticmethod
+    def _stored(conn: sqlite3.Connection, scope: str) -> Iterator[tuple[str, str]]:
+        """(sortkey, fingerprint) of the stored items in `scope`, in key order, page by page
+        (rows are only ever written at or behind the walk, so paging stays consistent)."""
+        if scope:
+            low = sortkey(scope)
+            where, args = "(sortkey = ? OR (sortkey > ? AND sortkey < ?))", [low, low + SEP, low + "\x02"]
+        else:
+            where, args = "1", []
+        last = ""
+        while True:
+            rows = conn.execute(
+                f"SELECT sortkey, fingerprint FROM items WHERE {where} AND sortkey > ? "
+                "ORDER BY sortkey LIMIT 1000", args + [last]).fetchall()
+            if not rows:
+                return
+            yield from rows
+            last = rows[-1][0]
+
+    def _merge(self, conn, batch, walk: Walk, scope: str, result: Refreshed, meter: Progress):
+        disk = walk.items(scope)
+        stored = self._stored(conn, scope)
+        found = next(disk, None)
+        row = next(stored, None)
+        while found is not None or row is not None:
+            if row is None or (found is not None and found.sortkey < row[0]):
+                self._put(batch, found)
+                result.read += 1
+            elif found is None or found.sortkey > row[0]:
+                self._remove(batch, row[0])
+                result.removed += 1
+                row = next(stored, None)
+                continue
+            else:
+                if found.fingerprint != row[1]:
+                    self._put(batch, found)
+                    result.read += 1
+                row = next(stored, None)
+            result.walked += 1
+            meter.step(result.walked)
+            found = next(disk, None)
+
+    def _undo(self, conn: sqlite3.Connection, key: str) -> None:
+        old = conn.execute("SELECT keys, refs, langs FROM items WHERE sortkey = ?", (key,)).fetchone()
+        if old is None:
+            return
+        keys, refs, langs = (x.split(" ") if x else [] for x in old)
+        conn.executemany("DELETE FROM keys WHERE key = ? AND sortkey = ?", [(k, key) for k in keys])
+        conn.executemany("DELETE FROM refs WHERE ref = ? AND sortkey = ?", [(r, key) for r in refs])
+        conn.executemany("UPDATE langs SET n = n - 1 WHERE lang = ?", [(lang,) for lang in langs])
+        if langs:
+            conn.execute("DELETE FROM langs WHERE n <= 0")
+
+    def _remove(self, batch: _Batch, key: str) -> None:
+        conn = batch.begin()
+        self._undo(conn, key)
+        conn.execute("DELETE FROM items WHERE sortkey = ?", (key,))
+        batch.done()
+
+    def _put(self, batch: _Batch, found: Found) -> None:
+        directory = found.directory
+        item = None
+        try:
+            item, problems = index.load_item(self.store.root, directory, found.name, found.files)
+        except sidecarmod.SidecarError as exc:
+            problems = [Problem(f"{directory}/{sidecarmod.SIDECAR}", p) for p in exc.problems]
+        except OSError as exc:
+            problems = [Problem(directory, f"cannot read: {exc.strerror}")]
+        if self.log_problems:
+            for problem in problems:
+                log.warning("%s", problem)
+        key = found.sortkey
+        keys = refs = langs = []
+        record = None
+        if item is not None:
+            record = encode(item)
+            keys = item.keys()
+            refs = sorted({ibimod.key(ref.text) for ref in item.translations.values()})
+            langs = sorted({item.language or NO_LANGUAGE, *item.translations})
+        conn = batch.begin()
+        self._undo(conn, key)
+        conn.execute(
+            "INSERT OR REPLACE INTO items (sortkey, fingerprint, record, problems, keys, refs, langs) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (key, found.fingerprint, record,
+             json.dumps([[p.where, p.message, p.severity] for p in problems]) if problems else None,
+             " ".join(keys), " ".join(refs), " ".join(langs)))
+        conn.executemany("INSERT OR IGNORE INTO keys VALUES (?, ?)", [(k, key) for k in keys])
+        conn.executemany("INSERT OR IGNORE INTO refs VALUES (?, ?)", [(r, key) for r in refs])
+        conn.executemany("INSERT INTO langs VALUES (?, 1) ON CONFLICT (lang) DO UPDATE SET n = n + 1",
+                         [(lang,) for lang in langs])
+        batch.done()
+
+
+class _Batch:
+    """One write transaction spanning many items, committed every so many items or seconds."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+        self.count = 0
+        self.opened = 0.0
+
+    def begin(self) -> sqlite3.Connection:
+        if not self.conn.in_transaction:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.count, self.opened = 0, time.monotonic()
+        return self.conn
+
+    def done(self) -> None:
+        self.count += 1
+        if self.count >= BATCH_ITEMS or time.monotonic() - self.opened >= BATCH_SECONDS:
+            self.commit()
+
+    def commit(self) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("COMMIT")
+
+
+# ------------------------------------------------------------------------------ reader
+
+
+_INHERITED: list = []
+
+
+class _Reader:
+    """One process's and thread's connection, and what it has read at one data version."""
+
+    CACHE = 4096
+
+    def __init__(self, store: Store):
+        self.pid = os.getpid()
+        self.conn = store.connect(readonly=True)
+        self.version = -1
+        self.snapshot = False
+        self.clear()
+
+    def clear(self) -> None:
+        self.items: dict[str, Item | None] = {}
+        self.served: dict[str, bool] = {}
+        self.found: dict[str, str | None] = {}
+        self.summary: tuple[set[str], bool] | None = None
+
+    def check(self) -> None:
+        """Forget what was read if the indexer committed since (PRAGMA data_version)."""
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self.version or len(self.items) > self.CACHE:
+            self.clear()
+            self.version = version
+
+
+class StoreCatalog:
+    """The `index.Catalog` interface answers.py uses, read from the store on demand.
+
+    Look-ups between `begin()` and `end()` (one web request) read one snapshot, so an answer
+    never mixes two states of the index; outside them each call sees the latest commit."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.root = store.root
+        self._local = threading.local()
+
+    def _reader(self) -> _Reader:
+        reader = getattr(self._local, "reader", None)
+        if reader is None or reader.pid != os.getpid():
+            if reader is not None:
+                # A connection must not cross fork(): this process opens its own and leaves
+                # the parent's alone (not even closed, which would act on the parent's files).
+                _INHERITED.append(reader)
+            reader = self._local.reader = _Reader(self.store)
+        if not reader.snapshot:
+            reader.check()
+        return reader
+
+    def begin(self) -> None:
+        reader = self._reader()
+        if reader.snapshot:
+            return
+        reader.conn.execute("BEGIN")
+        reader.conn.execute("SELECT 1 FROM meta LIMIT 1")  # the snapshot starts here
+        reader.check()
+        reader.snapshot = True
+
+    def end(self) -> None:
+        reader = getattr(self._local, "reader", None)
+        if reader is not None and reader.pid == os.getpid() and reader.snapshot:
+            reader.snapshot = False
+            reader.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close this thread's connection (before a fork, or when done)."""
+        reader = getattr(self._local, "reader", None)
+        if reader is not None and reader.pid == os.getpid():
+            reader.conn.close()
+        self._local.reader = None
+
+    # -- the Catalog interface ---------------------------------------------------------
+
+    def lookup(self, text: str | Ibi) -> Item | None:
+        reader = self._reader()
+        k = ibimod.key(str(text))
+        if k not in reader.found:
+            reader.found[k] = next((key for (key,) in reader.conn.execute(
+                "SELECT sortkey FROM keys WHERE key = ? ORDER BY sortkey", (k,))
+                if self._served(reader, key)), None)
+        key = reader.found[k]
+        return self._item(reader, key) if key is not None else None
+
+    def item_at(self, directory: str) -> Item | None:
+        reader = self._reader()
+        key = sortkey(directory)
+        return self._item(reader, key) if self._served(reader, key) else None
+
+    @property
+    def languages(self) -> set[str]:
+        return self._summary()[0]
+
+    @property
+    def has_unlanguaged(self) -> bool:
+        return self._summary()[1]
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Every item's problems, then the IBIs claimed by more than one directory."""
+        reader = self._reader()
+        found = []
+        for (text,) in reader.conn.execute(
+                "SELECT problems FROM items WHERE problems IS NOT NULL ORDER BY sortkey"):
+            found += [Problem(*p) for p in json.loads(text)]
+        for k, claimants in reader.conn.execute(
+                "SELECT key, group_concat(sortkey, ' ') FROM keys GROUP BY key HAVING count(*) > 1"):
+            served = self.lookup(k)
+            if served is None:
+                continue
+            for key in sorted(claimants.split(" ")):
+                if key != sortkey(served.directory):
+                    found.append(Problem(directory_of(key), f"IBI {k} is also claimed by "
+                                         f"{served.directory}; {served.directory} is served"))
+        return found
+
+    def count(self) -> int:
+        """How many items are served."""
+        reader = self._reader()
+        return reader.conn.execute("SELECT count(*) FROM items WHERE record IS NOT NULL").fetchone()[0] - sum(
+            1 for (k,) in reader.conn.execute(
+                "SELECT DISTINCT k2.sortkey FROM keys k1 JOIN keys k2 ON k1.key = k2.key "
+                "AND k1.sortkey < k2.sortkey") if not self._served(reader, k))
+
+    # -- resolution --------------------------------------------------------------------
+
+    def _summary(self) -> tuple[set[str], bool]:
+        reader = self._reader()
+        if reader.summary is None:
+            langs = {lang for (lang,) in reader.conn.execute("SELECT lang FROM langs WHERE n > 0")}
+            reader.summary = (langs - {NO_LANGUAGE}, NO_LANGUAGE in langs)
+        return reader.summary
+
+    def _row(self, reader: _Reader, key: str) -> tuple[str, str] | None:
+        return reader.conn.execute(
+            "SELECT record, keys FROM items WHERE sortkey = ? AND record IS NOT NULL",
+            (key,)).fetchone()
+
+    def _served(self, reader: _Reader, key: str) -> bool:
+        """Whether the item at `key` is served: as `index.Catalog.add` decides in collection
+        order, an item is served unless an earlier served item claims one of its IBIs."""
+        if key in reader.served:
+            return reader.served[key]
+        reader.served[key] = False  # a claim cycle cannot be served
+        row = self._row(reader, key)
+        served = row is not None and not any(
+            self._served(reader, other)
+            for k in row[1].split(" ") if k
+            for (other,) in reader.conn.execute(
+                "SELECT sortkey FROM keys WHERE key = ? AND sortkey < ? ORDER BY sortkey", (k, key)))
+        reader.served[key] = served
+        return served
+
+    def _item(self, reader: _Reader, key: str) -> Item | None:
+        if key in reader.items:
+            return reader.items[key]
+        row = self._row(reader, key)
+        item = decode(directory_of(key), row[0]) if row else None
+        if item is not None:
+            # A translation declared on one side is a translation on both sides (Catalog.finish).
+            keys = item.keys()
+            declared = reader.conn.execute(
+                f"SELECT DISTINCT sortkey FROM refs WHERE ref IN ({','.join('?' * len(keys))}) "
+                "ORDER BY sortkey", keys).fetchall()
+            for (other,) in declared:
+                if other == key or not self._served(reader, other):
+                    continue
+                source = self._row(reader, other)
+                language = json.loads(source[0]).get("language")
+                if language:
+                    item.translations.setdefault(language, _ibi(json.loads(source[0])["name"]))
+        reader.items[key] = item
+        return item

@@ -1,0 +1,542 @@
+"""Following the collection while the service runs: one indexer process per collection.
+
+Serving processes never watch. Each one runs a small `Follower` thread (started after
+gunicorn forks) that makes sure one indexer process runs: the first to take the store's watch
+lock starts `archive-service index --watch` and hands it the lock, so exactly one process
+writes however many workers there are, and a dead indexer is replaced within a second. The
+indexer exits when the process that started it does (it holds the read end of a pipe whose
+write end only that process has). Keeping the watches (one per directory) and the parsing in
+their own process keeps the workers' memory flat at any collection size.
+
+The indexer (`Indexer`) turns inotify events into scopes (the item, or the part of the tree,
+an event can affect), lets watchdog's EventDebouncer coalesce bursts, and refreshes the
+scopes in waves: an rsync of 10,000 items is a few waves, each one walk and one batch of
+transactions. Where watching is impossible (a network file system, too few inotify
+watches) it rescans every `rescan_interval` seconds instead and says why, once. While
+watching it still rescans everything every `consistency_interval` seconds, and at once after
+an inotify queue overflow: watchdog drops events then, and skips directories it could not
+watch without a word.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Iterable
+
+from . import settings
+from .store import Store, StoreCatalog, Writer, cover, scope_of
+
+log = logging.getLogger(__name__)
+
+DEBOUNCE_SECONDS = 0.2  # events within this of each other make one wave (and the delay added)
+FOLLOW_SECONDS = 1.0  # how often a serving process checks that the indexer runs
+# File systems whose changes, made elsewhere, inotify never hears of.
+NETWORK_FILE_SYSTEMS = {
+    "nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "9p", "ceph", "glusterfs", "lustre",
+    "gpfs", "beegfs", "ocfs2", "gfs2", "virtiofs", "vboxsf", "fuse.sshfs", "fuse.glusterfs",
+    "fuse.s3fs", "fuse.rclone", "fuse.davfs2", "davfs", "fuse.cephfs", "fuse.gcsfuse",
+}
+
+
+# --------------------------------------------------------------------- the environment
+
+
+def file_system_type(path: str) -> str | None:
+    """The type of the file system holding `path` (Linux /proc/self/mountinfo), or None."""
+    real = os.path.realpath(path)
+    best, kind = "", None
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                fields, _, rest = line.partition(" - ")
+                parts = fields.split()
+                if len(parts) < 5 or not rest:
+                    continue
+                mount = parts[4].replace("\\040", " ")
+                inside = real == mount or real.startswith(mount.rstrip("/") + "/")
+                if inside and len(mount) >= len(best):
+                    best, kind = mount, rest.split()[0]
+    except OSError:
+        return None
+    return kind
+
+
+def max_user_watches() -> int | None:
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", encoding="ascii") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def inotify_watches() -> dict[int, int]:
+    """This process's inotify descriptors and how many watches each holds (/proc fdinfo)."""
+    found = {}
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return found
+    for name in fds:
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") != "anon_inode:inotify":
+                continue
+            with open(f"/proc/self/fdinfo/{name}", "rb") as info:
+                found[int(name)] = info.read().count(b"inotify wd:")
+        except OSError:
+            continue
+    return found
+
+
+# -------------------------------------------------------------------------- the indexer
+
+
+def _real_changes() -> list:
+    from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent,
+                                 FileAttribEvent, FileClosedEvent, FileCreatedEvent,
+                                 FileDeletedEvent, FileModifiedEvent, FileMovedEvent)
+
+    # Not opened / closed_no_write (our own reads), nor the parent-directory "modified"
+    # echoes of every change. Attrib: `touch` moves a file's time, and times are timestamps.
+    # Closed (after writing): a copy's last word on a file whose writes we may have missed.
+    return [FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, FileAttribEvent,
+            FileDeletedEvent, DirDeletedEvent, FileMovedEvent, DirMovedEvent, FileClosedEvent]
+
+
+class _OverflowAlarm(logging.Handler):
+    """watchdog reports an inotify queue overflow only in its log; hear it there."""
+
+    def __init__(self, indexer: Indexer):
+        super().__init__(logging.WARNING)
+        self.indexer = indexer
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if str(record.msg).startswith("Inotify queue overflowed"):
+            self.indexer.request_rescan("the inotify queue overflowed")
+
+
+class Indexer:
+    """Keeps one store equal to its collection until `stop` is set: watching, or polling."""
+
+    def __init__(self, store: Store, *, mode: str = "auto", rescan_interval: float = 60,
+                 consistency_interval: float = 3600, stop: threading.Event | None = None):
+        self.store = store
+        self.writer = Writer(store, log_problems=True)
+        self.mode = mode
+        self.rescan_interval = rescan_interval
+        self.consistency_interval = consistency_interval
+        self.stop = stop or threading.Event()
+        self.waves = 0
+        self._cond = threading.Condition()
+        self._pending: set[str] = set()
+        self._rescan_reason: str | None = None
+        self._observer = None
+        self._debouncer = None
+        self._alarm = _OverflowAlarm(self)
+        self._root_id: tuple[int, int] | None = None
+        self._said: set[str] = set()
+        self._inotify_fd: int | None = None
+        self.real_root = store.real_root
+
+    # -- events ------------------------------------------------------------------------
+
+    def _scope(self, path: str | bytes, is_directory: bool) -> str | None:
+        path = os.fsdecode(path)
+        if path == self.real_root:
+            return ""
+        if not path.startswith(self.real_root + os.sep):
+            return None
+        return scope_of(path[len(self.real_root) + 1:].split(os.sep), is_directory)
+
+    def _take(self, events: list) -> None:
+        """EventDebouncer's callback, run under its lock: only hand the scopes over."""
+        scopes = set()
+        for event in events:
+            for path in (event.src_path, getattr(event, "dest_path", "")):
+                if path:
+                    scope = self._scope(path, event.is_directory)
+                    if scope is not None:
+                        scopes.add(scope)
+        if scopes:
+            with self._cond:
+                self._pending |= scopes
+                self._cond.notify()
+
+    def request_rescan(self, reason: str) -> None:
+        with self._cond:
+            self._rescan_reason = self._rescan_reason or reason
+            self._cond.notify()
+
+    # -- watching ----------------------------------------------------------------------
+
+    def _say_once(self, reason: str) -> None:
+        if reason not in self._said:
+            self._said.add(reason)
+            log.warning("not watching %s: %s; rescanning it every %s s instead",
+                        self.store.root, reason, f"{self.rescan_interval:g}")
+
+    def _why_not_watch(self) -> str | None:
+        if self.mode == "poll":
+            return "index_watch is poll"
+        kind = file_system_type(self.real_root)
+        if kind in NETWORK_FILE_SYSTEMS:
+            return f"it is on a {kind} file system, whose changes made elsewhere inotify never reports"
+        dirs = int(self.store.meta().get("dirs", "0"))
+        limit = max_user_watches()
+        if limit is not None and dirs >= limit:
+            return (f"it has {dirs} directories and fs.inotify.max_user_watches is {limit} "
+                    f"(raise it: sysctl fs.inotify.max_user_watches={2 * dirs})")
+        return None
+
+    def _start_watching(self) -> bool:
+        from watchdog.events import FileSystemEventHandler
+        from watchdog.observers import Observer
+        from watchdog.utils.event_debouncer import EventDebouncer
+
+        reason = self._why_not_watch()
+        if reason is None:
+            # A copied tree reaches watchdog twice (the kernel's events and its own walk of
+            # the new directory), and it warns, harmlessly, each time it re-adds a watch.
+            warnings.filterwarnings("ignore", r"Callback with id '\d+' (already exists|does "
+                                    r"not exist) for watch", RuntimeWarning, r"watchdog\.")
+            before = inotify_watches()
+            debouncer = EventDebouncer(DEBOUNCE_SECONDS, self._take)
+            handler = FileSystemEventHandler()
+            handler.on_any_event = debouncer.handle_event
+            observer = None
+            try:
+                observer = Observer()
+                observer.schedule(handler, self.real_root, recursive=True,
+                                  event_filter=_real_changes())
+                debouncer.start()
+                observer.start()
+            except OSError as exc:
+                reason = f"inotify failed ({exc.strerror or exc})"
+                self._stop_observer(observer, debouncer)
+            else:
+                self._observer, self._debouncer = observer, debouncer
+                logging.getLogger("watchdog.observers.inotify_c").addHandler(self._alarm)
+                new = {fd: n for fd, n in inotify_watches().items() if fd not in before}
+                reason = self._check_watches(new)
+                if reason is not None:
+                    self._stop_watching()
+        if reason is not None:
+            self._say_once(reason)
+            return False
+        self._root_id = self._identity()
+        log.info("watching %s for changes", self.store.root)
+        return True
+
+    def _check_watches(self, new: dict[int, int] | None = None) -> str | None:
+        """watchdog skips subdirectories it cannot watch silently: count what it watches."""
+        if new is not None:
+            # Ours is the one inotify descriptor that starting the observer added.
+            self._inotify_fd = next(iter(new)) if len(new) == 1 else None
+        if self._inotify_fd is None:
+            return None  # not Linux, or not ours alone to count
+        watches = inotify_watches().get(self._inotify_fd)
+        dirs = int(self.store.meta().get("dirs", "0"))
+        if watches is not None and watches < dirs:
+            return (f"only {watches} of its {dirs} directories could be watched "
+                    f"(fs.inotify.max_user_watches is {max_user_watches()}, shared by every "
+                    "program of this user)")
+        return None
+
+    @staticmethod
+    def _stop_observer(observer, debouncer) -> None:
+        for thread in (observer, debouncer):
+            if thread is None:
+                continue
+            try:
+                thread.stop()
+                if thread.is_alive():
+                    thread.join(timeout=5)
+            except (OSError, RuntimeError):
+                pass
+
+    def _stop_watching(self) -> None:
+        logging.getLogger("watchdog.observers.inotify_c").removeHandler(self._alarm)
+        self._stop_observer(self._observer, self._debouncer)
+        self._observer = self._debouncer = None
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.real_root)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _watching_well(self) -> bool:
+        """The observer runs and still watches the directory now at the collection's path."""
+        observer = self._observer
+        return (observer is not None and observer.is_alive()
+                and all(e.is_alive() for e in observer.emitters)
+                and self._identity() == self._root_id)
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def _refresh(self, scopes: Iterable[str] | None, why: str) -> None:
+        try:
+            result = self.writer.refresh(scopes, progress=scopes is None)
+        except FileNotFoundError as exc:
+            log.error("%s; keeping the index as it is", exc)
+            return
+        self.waves += 1
+        if result.read or result.removed or scopes is None:
+            log.info("%s: %s", why, result)
+
+    def _set_state(self, state: str) -> None:
+        """Say in the index who keeps it and how (for `index` and for whoever checks)."""
+        with self.store.write_lock():
+            conn = self.store.connect()
+            try:
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('indexer', ?)",
+                             (f"{os.getpid()} {state} {time.time():.0f}",))
+            finally:
+                conn.close()
+
+    def run(self) -> None:
+        """Index until `stop` is set (the caller holds the watch lock)."""
+        try:
+            if not self.store.is_complete():
+                self._refresh(None, "first build")
+            watching = self.mode != "off" and self._start_watching()
+            # Whatever changed before the observer started is found by a walk after it.
+            self._refresh(None, "consistency rescan at start")
+            self._set_state("watching" if watching else "polling")
+            interval = self.consistency_interval if watching else self.rescan_interval
+            next_full = time.monotonic() + interval if interval else float("inf")
+            while not self.stop.is_set():
+                with self._cond:
+                    wait = min(1.0, max(0.0, next_full - time.monotonic()))
+                    self._cond.wait_for(
+                        lambda: self._pending or self._rescan_reason or self.stop.is_set(), wait)
+                    scopes, self._pending = self._pending, set()
+                    why, self._rescan_reason = self._rescan_reason, None
+                if self.stop.is_set():
+                    break
+                if watching and not self._watching_well():
+                    log.warning("the watch on %s stopped (the directory was moved, removed or "
+                                "remounted); watching it again", self.store.root)
+                    self._stop_watching()
+                    watching = self._start_watching()
+                    why = why or "the watch was restarted"
+                    interval = self.consistency_interval if watching else self.rescan_interval
+                if why is None and time.monotonic() >= next_full:
+                    why = "consistency rescan" if watching else "periodic rescan"
+                if why is not None:
+                    self._refresh(None, why)
+                    next_full = time.monotonic() + interval if interval else float("inf")
+                    if watching and (reason := self._check_watches()) is not None:
+                        self._say_once(reason)
+                        self._stop_watching()
+                        watching, interval = False, self.rescan_interval
+                        next_full = time.monotonic() + interval
+                    self._set_state("watching" if watching else "polling")
+                elif scopes:
+                    self._refresh(scopes, f"{len(cover(scopes))} changed place(s)")
+        finally:
+            self._stop_watching()
+
+
+def run_indexer(store: Store, config: settings.Config, *, lock_fd: int | None = None,
+                owner_fd: int | None = None) -> int:
+    """`archive-service index --watch`: be this collection's indexer until told to stop."""
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+        raise SystemExit(0)  # leave a refresh at once: its open transaction is rolled back
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    if owner_fd is not None:
+        def watch_owner() -> None:
+            while True:
+                try:
+                    if not os.read(owner_fd, 4096):
+                        break
+                except InterruptedError:
+                    continue
+                except OSError:
+                    break
+            log.info("the serving process that started the indexer of %s stopped; stopping too",
+                     store.root)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=watch_owner, name="owner", daemon=True).start()
+    if lock_fd is None:
+        lock_fd = store.try_watch_lock()
+        if lock_fd is None:
+            log.info("another indexer keeps %s current; standing by", store.root)
+            while lock_fd is None:
+                time.sleep(FOLLOW_SECONDS)
+                lock_fd = store.try_watch_lock()
+    try:
+        Indexer(store, mode=config.index_watch if config.index_watch != "off" else "poll",
+                rescan_interval=config.rescan_interval,
+                consistency_interval=config.consistency_interval, stop=stop).run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        os.close(lock_fd)
+    return 0
+
+
+# ---------------------------------------------------------------- the serving side
+
+
+class Follower:
+    """In a serving process: make sure this collection's indexer process runs."""
+
+    def __init__(self, store: Store, config: settings.Config):
+        self.store = store
+        self.config = config
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._stop = threading.Event()
+        self._proc: subprocess.Popen | None = None
+        self._owner: int | None = None
+
+    def start(self) -> None:
+        """Start following (once per process; call it after gunicorn forks, never before)."""
+        if self._pid not in (None, os.getpid()):
+            self._lock = threading.Lock()  # forked: the parent's threads (and locks) stayed there
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            self._pid = os.getpid()
+            self._stop = threading.Event()
+            self._proc, self._owner = None, None  # a parent's, if we were forked
+            thread = threading.Thread(target=self._run, name="archive-service-follower",
+                                      daemon=True)
+            thread.start()
+            atexit.register(self.stop)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop following and stop the indexer this process started, if any."""
+        if self._pid != os.getpid():
+            return
+        self._stop.set()
+        with self._lock:
+            proc, self._proc = self._proc, None
+            self._close_owner()
+        if proc is not None:
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    @property
+    def indexer_pid(self) -> int | None:
+        proc = self._proc
+        return proc.pid if proc is not None else None
+
+    def _close_owner(self) -> None:
+        if self._owner is not None:
+            os.close(self._owner)  # the indexer reads end-of-file and stops
+            self._owner = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with self._lock:
+                    if not self._stop.is_set():
+                        self._tend()
+            except Exception:  # keep trying: the service answers from the index meanwhile
+                log.exception("could not start the indexer of %s", self.store.root)
+            self._stop.wait(FOLLOW_SECONDS)
+
+    def _tend(self) -> None:
+        if self._proc is not None:
+            code = self._proc.poll()
+            if code is None:
+                return
+            (log.warning if code else log.info)(
+                "the indexer of %s (pid %d) exited with status %d",
+                self.store.root, self._proc.pid, code)
+            self._proc = None
+            self._close_owner()
+        fd = self.store.try_watch_lock()
+        if fd is None:
+            return  # another process's indexer runs
+        try:
+            self._spawn(fd)
+        finally:
+            os.close(fd)  # the indexer holds the lock now (the same open file)
+
+    def _spawn(self, lock_fd: int) -> None:
+        read_end, write_end = os.pipe()
+        config = self.config
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+        command = [
+            sys.executable, "-m", "archive_service.cli", "index", "--watch",
+            "--collection", str(self.store.root), "--state-dir", str(self.store.state_dir),
+            "--index-watch", config.index_watch,
+            "--rescan-interval", f"{config.rescan_interval:g}",
+            "--consistency-interval", f"{config.consistency_interval:g}",
+            "--lock-fd", str(lock_fd), "--owner-fd", str(read_end),
+        ]
+        try:
+            self._proc = subprocess.Popen(command, pass_fds=(lock_fd, read_end),
+                                          stdin=subprocess.DEVNULL, env=env)
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        self._owner = write_end
+        log.info("started the indexer of %s (pid %d)", self.store.root, self._proc.pid)
+
+
+# ------------------------------------------------------------------ what an app holds
+
+
+def usable_state_dir(state_dir: str) -> str:
+    """`state_dir`, or a private temporary one (with a warning) if it cannot be written."""
+    try:
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        if os.access(state_dir, os.W_OK | os.X_OK):
+            return state_dir
+        problem = "not writable"
+    except OSError as exc:
+        problem = exc.strerror or str(exc)
+    fallback = os.path.join(tempfile.gettempdir(), f"archive-service-{os.getuid()}")
+    os.makedirs(fallback, mode=0o700, exist_ok=True)
+    log.warning("state_dir %s cannot be used (%s); keeping the index in %s instead",
+                state_dir, problem, fallback)
+    return fallback
+
+
+class LiveIndex:
+    """The index one app serves from: brought up to date when the app is made, then kept
+    current by the collection's indexer once `follow()` is called after forking."""
+
+    def __init__(self, config: settings.Config):
+        self.config = config
+        self.store = Store(config.collection, usable_state_dir(config.state_dir))
+        self.catalog = StoreCatalog(self.store)
+        self.follower = Follower(self.store, config)
+
+    def refresh(self):
+        """Re-read what changed (everything, the first time), logging progress if long."""
+        return Writer(self.store).refresh(progress=True)
+
+    def follow(self) -> None:
+        if self.config.index_watch != "off":
+            self.follower.start()
+
+    def close(self) -> None:
+        self.follower.stop()
+        self.catalog.close()

@@ -1,0 +1,120 @@
+"""The real `archive-service serve` with 2 gunicorn workers: one indexer process for both, and
+a changed sidecar answered by both workers within a second."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import urlencode
+
+from archive_service.store import Store
+from archive_service.testing import wait_until
+
+from test_store import SAMPLE, SERVICE, pairs_of
+
+LATENCY = 1.0
+REP = "iconet.com.br/banon/2009/09.09.22.01"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(b")", 1)[1].split()[1]) == pid:
+                found.append(int(name))
+    return found
+
+
+def cmdline(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def writes(pid: int) -> int:
+    """How many write system calls a process has made (/proc/PID/io): a worker that answers
+    a request writes its response (and its access-log line)."""
+    with open(f"/proc/{pid}/io", encoding="ascii") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("syscw:"))
+
+
+def test_both_workers_answer_a_changed_sidecar_within_a_second(tmp_path: Path) -> None:
+    collection = tmp_path / "col"
+    shutil.copytree(SAMPLE, collection)
+    port = free_port()
+    log = open(tmp_path / "serve.log", "wb")
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "archive_service.cli", "serve", "--collection", str(collection),
+         "--state-dir", str(tmp_path / "state"), "--archiveaddress", "archive.example.org",
+         "--archiveserviceibi", SERVICE, "--resolver", "none", "--bind", f"127.0.0.1:{port}",
+         "--workers", "2"], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/{SERVICE}?" + urlencode({
+        "servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
+        "parsedibiurl.ibi": REP})
+
+    def answer(_=None) -> dict[str, str]:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return pairs_of(response.read().decode("ascii"))
+
+    def answered() -> bool:
+        try:
+            return "url" in answer()
+        except OSError:
+            return False
+
+    indexers: list[int] = []
+    try:
+        assert wait_until(answered, timeout=60, interval=0.1), (tmp_path / "serve.log").read_text()
+        st = Store(collection, tmp_path / "state")
+        assert wait_until(lambda: "watching" in st.meta().get("indexer", ""), timeout=30)
+        workers = children(serve.pid)
+        assert len(workers) == 2
+        indexers = [p for w in workers for p in children(w) if b"--watch" in cmdline(p)]
+        assert len(indexers) == 1, "one indexer process for all workers"
+        assert answer()["url"].endswith("/doc/@relatorio.pdf")
+
+        (collection / REP / "item.yaml").write_text("ibip: LK47B6W/362SFKH\ntarget: reference.bib\n")
+        changed = time.monotonic()
+        new = lambda pairs: pairs.get("url", "").endswith("/doc/reference.bib")  # noqa: E731
+        with ThreadPoolExecutor(8) as pool:
+            assert wait_until(lambda: all(map(new, pool.map(answer, range(8)))), timeout=LATENCY)
+            seen = time.monotonic() - changed
+            # Then a batch that reaches both workers (each one's writes show it answered).
+            for _ in range(5):
+                before = [writes(w) for w in workers]
+                batch = list(pool.map(answer, range(40)))
+                served_by = [writes(w) - b for w, b in zip(workers, before)]
+                if all(served_by):
+                    break
+            assert all(served_by), "the batch did not reach both workers"
+            assert all(map(new, batch))
+        assert seen <= LATENCY
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+        log.close()
+    assert serve.returncode == 0
+    # The indexer goes with the service.
+    assert wait_until(lambda: not any(os.path.exists(f"/proc/{p}") and b"--watch" in cmdline(p)
+                                      for p in indexers), timeout=10)

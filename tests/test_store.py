@@ -1,0 +1,259 @@
+"""The persistent index (store.py): the same answers as a fresh scan, incremental refreshes,
+one-IBI-two-directories and translations resolved across changes, and crash recovery."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import webtest
+
+from archive_service import answers, index, settings, store
+from archive_service.testing import dump, make_collection, wait_until
+from archive_service.web import create_app
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_collection"
+SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
+VERBS = ("", "GetLastEdition", "GetTranslation", "GetTranslation(pt-BR)", "GetTranslation(en)",
+         "GetMetadata", "GetMetadata(oai_dc)", "GetFileList", "GetLastEdition GetMetadata(oai_dc)",
+         "GetMetadata GetTranslation")
+
+
+def settings_for(collection: Path, state: Path, **more) -> dict:
+    return {"collection": str(collection), "archiveaddress": "archive.example.org",
+            "archiveserviceibi": SERVICE, "state_dir": str(state), **more}
+
+
+def url_request(app: webtest.TestApp, ibi: str, verbs: str = "", filepath: str = "") -> str:
+    query = {"servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
+             "parsedibiurl.ibi": ibi}
+    if verbs:
+        query["parsedibiurl.verblist"] = verbs
+    if filepath:
+        query["parsedibiurl.filepath"] = filepath
+    body = app.get("/" + SERVICE, params=query).text
+    return re.sub(r"urlkey [0-9-]+(\r\n)?", "", body)
+
+
+def pairs_of(body: str) -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in body.split("\r\n") if line)
+
+
+@pytest.fixture
+def collection(tmp_path: Path) -> Path:
+    path = tmp_path / "col"
+    shutil.copytree(SAMPLE, path)
+    return path
+
+
+def test_answers_equal_a_fresh_scan(collection: Path, tmp_path: Path) -> None:
+    config = settings.load(options=settings_for(collection, tmp_path / "state"), environ={})
+    app = webtest.TestApp(create_app(config))
+    scanned = index.scan(collection)
+    reference = answers.Archive(scanned, config.archiveaddress, SERVICE)
+    links = answers.Links("http://archive.example.org", "/" + SERVICE)
+    compared = 0
+    for item in scanned.by_directory.values():
+        for key in item.keys():
+            for verbs in VERBS:
+                query = {"servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
+                         "parsedibiurl.ibi": key.upper(), "parsedibiurl.verblist": verbs}
+                expected = re.sub(r"urlkey [0-9-]+(\r\n)?", "",
+                                  answers.monta_resposta(query, reference, links))
+                assert url_request(app, key.upper(), verbs) == expected, (key, verbs)
+                compared += 1
+    assert compared > 100
+    catalog = app.app.extensions["archive"].catalog
+    assert catalog.languages == scanned.languages
+    assert catalog.has_unlanguaged == scanned.has_unlanguaged
+    assert catalog.count() == len(scanned.by_directory)
+
+
+def test_three_settings_are_enough(collection: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("STATE_DIRECTORY", raising=False)
+    config = settings_for(collection, tmp_path)
+    del config["state_dir"]
+    app = webtest.TestApp(create_app(config))
+    assert "url http://" in url_request(app, "8JMKD3MGP8W/35MME4E")
+    assert list((tmp_path / "data" / "archive-service" / "index").glob("col-*.sqlite3"))
+
+
+def test_refresh_rereads_only_what_changed(tmp_path: Path) -> None:
+    made = make_collection(tmp_path / "col", 60)
+    writer = store.Writer(store.Store(tmp_path / "col", tmp_path / "state"))
+    first = writer.refresh()
+    assert (first.walked, first.read, first.removed) == (60, 60, 0)
+    assert writer.refresh().read == 0
+
+    one, two, three, four = (tmp_path / "col" / m.directory for m in made[1:5])
+    (one / "item.yaml").write_text("state: Copy\n")
+    os.utime(two / "doc" / "part-0.txt", ns=(10**18, 10**18))  # `touch`: a new timestamp
+    shutil.rmtree(three)
+    (four / "doc" / "new.txt").write_text("added\n")
+    again = writer.refresh()
+    assert (again.walked, again.read, again.removed) == (59, 3, 1)
+    assert dump(writer.store) == dump(_clean_build(tmp_path / "col", tmp_path / "clean"))
+
+
+def _clean_build(collection: Path, state: Path) -> store.Store:
+    clean = store.Store(collection, state)
+    store.Writer(clean).refresh()
+    return clean
+
+
+def test_one_ibi_claimed_twice_follows_changes(collection: Path, tmp_path: Path) -> None:
+    # An IBIp directory whose sidecar names a repository name already held: both claim it.
+    twin = collection / "8JMKD3MGP8W" / "2222222"
+    (twin / "doc").mkdir(parents=True)
+    (twin / "doc" / "twin.txt").write_text("twin\n")
+    (twin / "item.yaml").write_text("rep: iconet.com.br/banon/2009/09.09.22.01\n")
+    config = settings_for(collection, tmp_path / "state")
+    app = webtest.TestApp(create_app(config))
+    scanned = index.scan(collection)
+    served = scanned.lookup("iconet.com.br/banon/2009/09.09.22.01").directory
+    catalog = app.app.extensions["archive"].catalog
+    assert catalog.lookup("iconet.com.br/banon/2009/09.09.22.01").directory == served
+    assert {str(p) for p in catalog.problems} == {str(p) for p in scanned.problems}
+    assert served == "8JMKD3MGP8W/2222222"  # first in collection order
+    assert scanned.problems and catalog.item_at("iconet.com.br/banon/2009/09.09.22.01") is None
+    assert "9.09.22.01/doc/twin.txt" not in url_request(app, "LK47B6W/362SFKH")
+
+    # The directory served goes: the other claimant is served from the next refresh on.
+    shutil.rmtree(collection / served)
+    store.Writer(catalog.store).refresh()
+    assert catalog.lookup("iconet.com.br/banon/2009/09.09.22.01").directory == \
+        "iconet.com.br/banon/2009/09.09.22.01"
+    assert "url http://archive.example.org/col/iconet.com.br" in url_request(app, "LK47B6W/362SFKH")
+    assert catalog.problems == []
+
+
+def test_translations_and_languages_follow_changes(collection: Path, tmp_path: Path) -> None:
+    app = webtest.TestApp(create_app(settings_for(collection, tmp_path / "state")))
+    catalog = app.app.extensions["archive"].catalog
+    writer = store.Writer(catalog.store)
+    english = "sid.inpe.br/mtc-m18@80/2009/07.21.13.23"
+    portuguese = "sid.inpe.br/mtc-m18@80/2009/08.25.19.43"
+    assert "url.translation(en)" in pairs_of(url_request(app, portuguese, "GetTranslation"))
+
+    # A new item in a language nobody held: it joins the relation set and the reverse side.
+    new = collection / "sid.inpe.br" / "mtc-m18@80" / "2009" / "12.01.00.00"
+    (new / "doc").mkdir(parents=True)
+    (new / "doc" / "de.pdf").write_bytes(b"%PDF-1.4\n")
+    (new / "item.yaml").write_text(f"language: de\ntranslations:\n  en: {english}\n")
+    writer.refresh()
+    assert "de" in catalog.languages
+    assert "url.translation(de)" in pairs_of(url_request(app, english, "GetTranslation(de)"))
+    full = app.app.extensions["archive"].relations
+    assert any(answers.relation_name(r) == ".translation(de)" for r in full)
+
+    # It stops declaring it: the reverse side and the language go with it.
+    (new / "item.yaml").write_text("language: en\n")
+    writer.refresh()
+    assert "de" not in catalog.languages
+    assert pairs_of(url_request(app, english, "GetTranslation(de)")).keys() <= {
+        "archiveaddress", "ibi", "ibi.archiveservice", "ibi.platformsoftware"}
+
+
+def test_a_request_reads_one_snapshot(collection: Path, tmp_path: Path) -> None:
+    app = create_app(settings_for(collection, tmp_path / "state"))
+    catalog = app.extensions["archive"].catalog
+    writer = store.Writer(catalog.store)
+    sidecar = collection / "iconet.com.br/banon/2009/09.09.22.01/item.yaml"
+    catalog.begin()
+    before = catalog.item_at("iconet.com.br/banon/2009/09.09.22.01")
+    sidecar.write_text(sidecar.read_text() + "state: Copy\n")
+    writer.refresh()
+    # Inside the snapshot the commit is invisible, even to a look-up never made before.
+    assert catalog.item_at("iconet.com.br/banon/2009/09.09.22.01").state == before.state
+    assert catalog.lookup("LK47B6W/362SFKH").state == before.state
+    catalog.end()
+    assert catalog.item_at("iconet.com.br/banon/2009/09.09.22.01").state == "Copy"
+
+
+def test_an_index_of_another_schema_is_rebuilt(collection: Path, tmp_path: Path) -> None:
+    st = _clean_build(collection, tmp_path / "state")
+    expected = dump(st)
+    conn = sqlite3.connect(st.path)
+    conn.execute("UPDATE meta SET value = 'old' WHERE key = 'schema'")
+    conn.execute("UPDATE items SET record = NULL")
+    conn.commit()
+    conn.close()
+    assert not st.is_complete()
+    assert store.Writer(st).refresh().read == len(expected["items"])
+    assert dump(st) == expected
+
+
+def test_killed_mid_build_then_restarted_equals_a_clean_build(tmp_path: Path) -> None:
+    make_collection(tmp_path / "col", 3000)
+    command = [sys.executable, "-m", "archive_service.cli", "index",
+               "--collection", str(tmp_path / "col"), "--state-dir", str(tmp_path / "state")]
+    st = store.Store(tmp_path / "col", tmp_path / "state")
+
+    def committed() -> int:
+        if not st.exists():
+            return 0
+        try:
+            conn = sqlite3.connect(f"file:{st.path}?mode=ro", uri=True)
+            try:
+                return conn.execute("SELECT count(*) FROM items").fetchone()[0]
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            return 0
+
+    build = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: committed() > 0, timeout=60, interval=0.005)
+        build.send_signal(signal.SIGKILL)
+    finally:
+        build.wait()
+    assert build.returncode == -signal.SIGKILL
+    partial = committed()
+    assert 0 < partial < 3000 and not st.is_complete()  # it really died in the middle
+
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert st.is_complete()
+    assert dump(st) == dump(_clean_build(tmp_path / "col", tmp_path / "clean"))
+
+
+def test_index_command_reports_and_refreshes(collection: Path, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "archive_service.cli", "index",
+               "--collection", str(collection), "--state-dir", str(tmp_path / "state")]
+    first = subprocess.run(command, check=True, capture_output=True, text=True)
+    assert re.search(r"\b15 items served; 15 items walked, 15 read, 0 removed", first.stdout)
+    shutil.rmtree(collection / "iconet.com.br")
+    again = subprocess.run(command, check=True, capture_output=True, text=True)
+    assert re.search(r"\b\d+ items served; \d+ items walked, 0 read, [1-9]\d* removed", again.stdout)
+
+
+@pytest.mark.parametrize("parts, is_directory, scope", [
+    ([], True, ""),
+    (["sid.inpe.br"], True, "sid.inpe.br"),
+    (["sid.inpe.br"], False, None),
+    ([".git", "x"], True, None),
+    (["8JMKD3MGP8W", "35MME4E", "item.yaml"], False, "8JMKD3MGP8W/35MME4E"),
+    (["8JMKD3MGP8W", "35MME4E", "doc", "a", "b.pdf"], False, "8JMKD3MGP8W/35MME4E"),
+    (["sid.inpe.br", "mtc-m18", "2012"], True, "sid.inpe.br/mtc-m18/2012"),
+    (["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08"], True, "sid.inpe.br/mtc-m18/2012/07.12.18.08"),
+    (["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08", "item.yaml"], False,
+     "sid.inpe.br/mtc-m18/2012/07.12.18.08"),
+    (["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08", "doc", "x.pdf"], False,
+     "sid.inpe.br/mtc-m18/2012/07.12.18.08"),
+    (["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08", "notes.txt"], False, None),
+    (["sid.inpe.br", "mtc-m18", "2012", "not-a-time", "item.yaml"], False, None),
+])
+def test_a_change_maps_to_the_place_it_can_affect(parts, is_directory, scope) -> None:
+    assert store.scope_of(parts, is_directory) == scope
+
+
+def test_cover_keeps_outermost_scopes() -> None:
+    assert store.cover(["a/b/c/d", "a/b", "a/bc", "x", "a/b/c"]) == ["a/b", "a/bc", "x"]
+    assert store.cover(["a", ""]) == [""]

@@ -1,0 +1,224 @@
+"""The live index: a real inotify observer in the real indexer process keeps the WSGI app's
+answers current within a second of each kind of change; bursts end consistent in few waves;
+where watching is impossible, periodic rescans take over and say why."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import webtest
+
+from archive_service import store, watch
+from archive_service.testing import dump, make_collection, wait_until
+from archive_service.web import create_app
+
+from test_store import SAMPLE, pairs_of, settings_for, url_request
+
+LATENCY = 1.0  # seconds from a change on disk to the answers that show it (the issue's bound)
+REP = "iconet.com.br/banon/2009/09.09.22.01"
+NEW = "iconet.com.br/banon/2009/05.06.07.08"
+
+
+@pytest.fixture
+def collection(tmp_path: Path) -> Path:
+    path = tmp_path / "col"
+    shutil.copytree(SAMPLE, path)
+    return path
+
+
+@pytest.fixture
+def live_app(collection: Path, tmp_path: Path) -> Iterator[webtest.TestApp]:
+    """The app with its indexer process running and watching (as serve's workers have it)."""
+    app = create_app(settings_for(collection, tmp_path / "state"))
+    live = app.extensions["archive_index"]
+    live.follow()
+    try:
+        assert wait_until(lambda: "watching" in live.store.meta().get("indexer", ""), timeout=30)
+        yield webtest.TestApp(app)
+    finally:
+        live.close()
+    assert live.follower.indexer_pid is None
+
+
+def seen_within(app: webtest.TestApp, ibi: str, check, verbs: str = "", filepath: str = "") -> bool:
+    return wait_until(lambda: check(pairs_of(url_request(app, ibi, verbs, filepath))), LATENCY)
+
+
+def _new_item(collection: Path) -> None:
+    path = collection / NEW
+    (path / "doc").mkdir(parents=True)
+    (path / "doc" / "new.pdf").write_bytes(b"%PDF-1.4\n")
+    (path / "item.yaml").write_text("language: en\ntimestamp: 2024-05-06T07:08:00Z\n")
+
+
+CHANGES = {
+    "new item directory": (
+        _new_item, NEW, "", lambda p: p.get("url", "").endswith(f"/col/{NEW}/doc/new.pdf")),
+    "changed item.yaml": (
+        lambda c: (c / REP / "item.yaml").write_text(
+            "ibip: LK47B6W/362SFKH\ntarget: reference.bib\ntimestamp: 2030-01-02T03:04:05Z\n"),
+        REP, "", lambda p: p.get("url", "").endswith("/doc/reference.bib")
+        and p.get("timestamp") == "2030-01-02T03:04:05Z"),
+    "removed item.yaml": (
+        lambda c: (c / REP / "item.yaml").unlink(),
+        REP, "", lambda p: "LK47B6W/362SFKH" not in p.get("ibi", "x")
+        and p.get("url", "").endswith(f"/filelist/{REP}")),
+    "renamed item": (
+        lambda c: os.rename(c / REP, c / NEW),
+        NEW, "", lambda p: p.get("url", "").endswith(f"/col/{NEW}/doc/@relatorio.pdf")),
+    "renamed item, old name": (
+        lambda c: os.rename(c / REP, c / NEW),
+        REP, "", lambda p: p == {}),
+    "removed item": (
+        lambda c: shutil.rmtree(c / REP),
+        "LK47B6W/362SFKH", "", lambda p: p == {}),
+    "file added to doc/": (
+        lambda c: (c / REP / "doc" / "added.txt").write_text("new\n"),
+        REP, "/added.txt", lambda p: p.get("url", "").endswith("/doc/added.txt")),
+}
+
+
+@pytest.mark.parametrize("kind", CHANGES)
+def test_each_kind_of_change_is_answered_within_a_second(kind, live_app, collection) -> None:
+    change, ibi, filepath, shows = CHANGES[kind]
+    assert not shows(pairs_of(url_request(live_app, ibi, filepath=filepath)))  # not yet
+    change(collection)
+    assert seen_within(live_app, ibi, shows, filepath=filepath), kind
+
+
+def test_an_ibip_item_appears_and_its_files_follow(live_app, collection) -> None:
+    item = collection / "8JMKD3MGP8W" / "2222222"
+    (item / "doc").mkdir(parents=True)
+    (item / "doc" / "a.txt").write_text("a\n")
+    assert seen_within(live_app, "8jmkd3mgp8w/2222222",
+                       lambda p: p.get("url", "").endswith("/col/8JMKD3MGP8W/2222222/doc/a.txt"))
+    (item / "doc" / "index.html").write_text("<p>b</p>\n")  # now the default target
+    assert seen_within(live_app, "8JMKD3MGP8W/2222222",
+                       lambda p: p.get("url", "").endswith("/doc/index.html"))
+
+
+def test_timestamp_follows_a_touched_file(live_app, collection) -> None:
+    # The item's timestamp comes from its files' times (its sidecar gives none).
+    item = collection / "sid.inpe.br/mtc-m18@80/2009/08.25.19.43"
+    (item / "item.yaml").write_text("language: pt\ntranslations:\n"
+                                    "  en: sid.inpe.br/mtc-m18@80/2009/07.21.13.23\n")
+    assert seen_within(live_app, "sid.inpe.br/mtc-m18@80/2009/08.25.19.43",
+                       lambda p: p.get("timestamp", "").startswith("20"))
+    moment = 2_000_000_000  # 2033-05-18T03:33:20Z
+    for file in (item / "doc").iterdir():
+        os.utime(file, (moment, moment))
+    assert seen_within(live_app, "sid.inpe.br/mtc-m18@80/2009/08.25.19.43",
+                       lambda p: p.get("timestamp") == "2033-05-18T03:33:20Z")
+
+
+def test_a_replaced_indexer_follows_on(live_app, collection) -> None:
+    live = live_app.app.extensions["archive_index"]
+    first = live.follower.indexer_pid
+    os.kill(first, 9)
+    assert wait_until(lambda: live.follower.indexer_pid not in (None, first)
+                      and "watching" in live.store.meta().get("indexer", "")
+                      and str(live.follower.indexer_pid) in live.store.meta()["indexer"], timeout=30)
+    _new_item(collection)
+    assert seen_within(live_app, NEW, lambda p: "url" in p)
+
+
+class InThread:
+    """The indexer's work in a thread of the test, to look at how it went."""
+
+    def __init__(self, st: store.Store, **options):
+        self.indexer = watch.Indexer(st, **options)
+        self.thread = threading.Thread(target=self.indexer.run)
+
+    def __enter__(self) -> watch.Indexer:
+        self.thread.start()
+        return self.indexer
+
+    def __exit__(self, *exc) -> None:
+        self.indexer.stop.set()
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive()
+
+
+def test_a_burst_of_2000_new_items_ends_consistent_in_few_waves(tmp_path: Path) -> None:
+    make_collection(tmp_path / "col", 50)
+    make_collection(tmp_path / "incoming", 2000, start=50)
+    st = store.Store(tmp_path / "col", tmp_path / "state")
+    store.Writer(st).refresh()
+    with InThread(st) as indexer:
+        assert wait_until(lambda: "watching" in st.meta().get("indexer", ""), timeout=30)
+        waves = indexer.waves
+        started = time.monotonic()
+        # Like rsync: whole trees arrive at once (watchdog reports them twice, with no
+        # "modified" for files written before their directory was watched).
+        for host in sorted(os.listdir(tmp_path / "incoming")):
+            shutil.copytree(tmp_path / "incoming" / host, tmp_path / "col" / host,
+                            dirs_exist_ok=True)
+        copying = time.monotonic() - started
+        expected = dump(_clean(tmp_path / "col", tmp_path / "clean"))
+        assert wait_until(lambda: dump(st)["items"] == expected["items"], timeout=60, interval=0.2)
+        # At most one wave per debounce interval while the copy lasts (and one after):
+        # the number of waves follows the burst's duration, not its 2,000 items.
+        waves = indexer.waves - waves
+        assert waves <= copying / watch.DEBOUNCE_SECONDS + 3, (waves, copying)
+    assert {k: v for k, v in dump(st).items() if k != "meta"} == \
+        {k: v for k, v in expected.items() if k != "meta"}
+
+
+def _clean(collection: Path, state: Path) -> store.Store:
+    clean = store.Store(collection, state)
+    store.Writer(clean).refresh()
+    return clean
+
+
+def test_polling_when_asked_says_why_once(collection: Path, tmp_path: Path, caplog) -> None:
+    caplog.set_level(logging.INFO, "archive_service")
+    app = webtest.TestApp(create_app(settings_for(collection, tmp_path / "state")))
+    st = app.app.extensions["archive_index"].store
+    with InThread(st, mode="poll", rescan_interval=0.2):
+        _new_item(collection)
+        assert wait_until(lambda: "url" in pairs_of(url_request(app, NEW)), timeout=5)
+        passes = lambda: sum("periodic rescan" in r.message for r in caplog.records)  # noqa: E731
+        assert wait_until(lambda: passes() >= 2, timeout=5)
+    said = [r.message for r in caplog.records if r.message.startswith("not watching")]
+    assert said == [f"not watching {collection}: index_watch is poll; "
+                    "rescanning it every 0.2 s instead"]
+
+
+def test_too_few_inotify_watches_means_polling(collection: Path, tmp_path: Path, caplog,
+                                               monkeypatch) -> None:
+    # The kernel's fs.inotify.max_user_watches, as if set below this collection's size.
+    monkeypatch.setattr(watch, "max_user_watches", lambda: 10)
+    caplog.set_level(logging.INFO, "archive_service")
+    app = webtest.TestApp(create_app(settings_for(collection, tmp_path / "state")))
+    st = app.app.extensions["archive_index"].store
+    with InThread(st, rescan_interval=0.2):
+        assert wait_until(lambda: "polling" in st.meta().get("indexer", ""), timeout=10)
+        _new_item(collection)
+        assert wait_until(lambda: "url" in pairs_of(url_request(app, NEW)), timeout=5)
+    said = [r.message for r in caplog.records if r.message.startswith("not watching")]
+    assert len(said) == 1 and "fs.inotify.max_user_watches is 10" in said[0]
+
+
+def test_an_overflow_rescans_everything(collection: Path, tmp_path: Path, caplog) -> None:
+    caplog.set_level(logging.INFO, "archive_service")
+    st = store.Store(collection, tmp_path / "state")
+    store.Writer(st).refresh()
+    with InThread(st):
+        assert wait_until(lambda: "watching" in st.meta().get("indexer", ""), timeout=30)
+        # What watchdog logs (and only logs) when the kernel's event queue overflowed.
+        logging.getLogger("watchdog.observers.inotify_c").warning(
+            "Inotify queue overflowed; filesystem events were lost")
+        assert wait_until(lambda: any(r.message.startswith("the inotify queue overflowed: ")
+                                      for r in caplog.records), timeout=5)
+
+
+def test_the_file_system_type_is_read_from_the_kernel(tmp_path: Path) -> None:
+    assert watch.file_system_type("/proc/self") == "proc"
+    assert watch.file_system_type(str(tmp_path)) not in (None, "proc")
