@@ -43,7 +43,7 @@ from .index import DOC, Item, Problem
 log = logging.getLogger(__name__)
 
 # Bump when a record's shape or what index.load_item derives changes: old indexes are rebuilt.
-SCHEMA = "1"
+SCHEMA = "2"
 SEP = "\x01"  # sorts below every character of a directory name: key order = walk order
 NO_LANGUAGE = "-"  # the language-set row counting items that declare no language
 BATCH_ITEMS = 1000
@@ -64,8 +64,9 @@ CREATE TABLE items (
     langs TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX items_with_problems ON items(sortkey) WHERE problems IS NOT NULL;
--- Both IBI forms of every readable item, lower-cased (several rows for one key: a conflict).
-CREATE TABLE keys (key TEXT NOT NULL, sortkey TEXT NOT NULL, PRIMARY KEY (key, sortkey)) WITHOUT ROWID;
+-- Both IBI forms of every readable item, lower-cased (several rows for one key: a conflict);
+-- claim orders the claimants as index.Catalog.add decides which is served (see claim()).
+CREATE TABLE keys (key TEXT NOT NULL, claim TEXT NOT NULL, PRIMARY KEY (key, claim)) WITHOUT ROWID;
 -- Translations each item declares, by the key of the IBI they name (for the reverse side).
 CREATE TABLE refs (ref TEXT NOT NULL, sortkey TEXT NOT NULL, PRIMARY KEY (ref, sortkey)) WITHOUT ROWID;
 -- How many items hold or declare each language: the Archive's relation set (§7.2).
@@ -79,6 +80,16 @@ def sortkey(directory: str) -> str:
 
 def directory_of(key: str) -> str:
     return key.replace(SEP, "/")
+
+
+def claim(key: str) -> str:
+    """The precedence of an item's claim to its IBIs: a directory named by the repository
+    name (where the standard files an item) before an IBIp directory, then collection order."""
+    return ("0" if key.count(SEP) == 3 else "1") + key
+
+
+def claimant(text: str) -> str:
+    return text[1:]
 
 
 # ------------------------------------------------------------------------------ records
@@ -102,7 +113,7 @@ def encode(item: Item) -> str:
         "networks": [str(net) for net in item.networks],
     }
     return json.dumps({k: v for k, v in record.items() if v not in (None, {}, [])},
-                      separators=(",", ":"), ensure_ascii=False)
+                      separators=(",", ":"))  # ASCII: file names may hold surrogates
 
 
 def decode(directory: str, text: str) -> Item:
@@ -538,7 +549,8 @@ class Writer:
         if old is None:
             return
         keys, refs, langs = (x.split(" ") if x else [] for x in old)
-        conn.executemany("DELETE FROM keys WHERE key = ? AND sortkey = ?", [(k, key) for k in keys])
+        conn.executemany("DELETE FROM keys WHERE key = ? AND claim = ?",
+                         [(k, claim(key)) for k in keys])
         conn.executemany("DELETE FROM refs WHERE ref = ? AND sortkey = ?", [(r, key) for r in refs])
         conn.executemany("UPDATE langs SET n = n - 1 WHERE lang = ?", [(lang,) for lang in langs])
         if langs:
@@ -578,7 +590,8 @@ class Writer:
             (key, found.fingerprint, record,
              json.dumps([[p.where, p.message, p.severity] for p in problems]) if problems else None,
              " ".join(keys), " ".join(refs), " ".join(langs)))
-        conn.executemany("INSERT OR IGNORE INTO keys VALUES (?, ?)", [(k, key) for k in keys])
+        conn.executemany("INSERT OR IGNORE INTO keys VALUES (?, ?)",
+                         [(k, claim(key)) for k in keys])
         conn.executemany("INSERT OR IGNORE INTO refs VALUES (?, ?)", [(r, key) for r in refs])
         conn.executemany("INSERT INTO langs VALUES (?, 1) ON CONFLICT (lang) DO UPDATE SET n = n + 1",
                          [(lang,) for lang in langs])
@@ -632,6 +645,7 @@ class _Reader:
         self.served: dict[str, bool] = {}
         self.found: dict[str, str | None] = {}
         self.summary: tuple[set[str], bool] | None = None
+        self.count: int | None = None
 
     def check(self) -> None:
         """Forget what was read if the indexer committed since (PRAGMA data_version)."""
@@ -692,9 +706,9 @@ class StoreCatalog:
         reader = self._reader()
         k = ibimod.key(str(text))
         if k not in reader.found:
-            reader.found[k] = next((key for (key,) in reader.conn.execute(
-                "SELECT sortkey FROM keys WHERE key = ? ORDER BY sortkey", (k,))
-                if self._served(reader, key)), None)
+            reader.found[k] = next((claimant(c) for (c,) in reader.conn.execute(
+                "SELECT claim FROM keys WHERE key = ? ORDER BY claim", (k,))
+                if self._served(reader, claimant(c))), None)
         key = reader.found[k]
         return self._item(reader, key) if key is not None else None
 
@@ -720,23 +734,29 @@ class StoreCatalog:
                 "SELECT problems FROM items WHERE problems IS NOT NULL ORDER BY sortkey"):
             found += [Problem(*p) for p in json.loads(text)]
         for k, claimants in reader.conn.execute(
-                "SELECT key, group_concat(sortkey, ' ') FROM keys GROUP BY key HAVING count(*) > 1"):
+                "SELECT key, group_concat(claim, ' ') FROM keys GROUP BY key HAVING count(*) > 1"):
             served = self.lookup(k)
             if served is None:
                 continue
-            for key in sorted(claimants.split(" ")):
+            for key in sorted(map(claimant, claimants.split(" "))):
                 if key != sortkey(served.directory):
                     found.append(Problem(directory_of(key), f"IBI {k} is also claimed by "
                                          f"{served.directory}; {served.directory} is served"))
         return found
 
     def count(self) -> int:
-        """How many items are served."""
+        """How many items are served (read once per state of the index)."""
         reader = self._reader()
-        return reader.conn.execute("SELECT count(*) FROM items WHERE record IS NOT NULL").fetchone()[0] - sum(
-            1 for (k,) in reader.conn.execute(
-                "SELECT DISTINCT k2.sortkey FROM keys k1 JOIN keys k2 ON k1.key = k2.key "
-                "AND k1.sortkey < k2.sortkey") if not self._served(reader, k))
+        if reader.count is None:
+            readable = reader.conn.execute(
+                "SELECT count(*) FROM items WHERE record IS NOT NULL").fetchone()[0]
+            # Items that lose every claim to an earlier directory are not served.
+            later = reader.conn.execute(
+                "SELECT DISTINCT k2.claim FROM keys k1 JOIN keys k2 ON k1.key = k2.key "
+                "AND k1.claim < k2.claim").fetchall()
+            reader.count = readable - sum(1 for (c,) in later
+                                          if not self._served(reader, claimant(c)))
+        return reader.count
 
     # -- resolution --------------------------------------------------------------------
 
@@ -753,8 +773,8 @@ class StoreCatalog:
             (key,)).fetchone()
 
     def _served(self, reader: _Reader, key: str) -> bool:
-        """Whether the item at `key` is served: as `index.Catalog.add` decides in collection
-        order, an item is served unless an earlier served item claims one of its IBIs."""
+        """Whether the item at `key` is served: as `index.Catalog.add` decides, an item is
+        served unless a served item with an earlier claim (see claim()) claims one of its IBIs."""
         if key in reader.served:
             return reader.served[key]
         reader.served[key] = False  # a claim cycle cannot be served
@@ -763,7 +783,8 @@ class StoreCatalog:
             self._served(reader, other)
             for k in row[1].split(" ") if k
             for (other,) in reader.conn.execute(
-                "SELECT sortkey FROM keys WHERE key = ? AND sortkey < ? ORDER BY sortkey", (k, key)))
+                "SELECT substr(claim, 2) FROM keys WHERE key = ? AND claim < ? ORDER BY claim",
+                (k, claim(key))))
         reader.served[key] = served
         return served
 

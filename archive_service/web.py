@@ -259,7 +259,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     def root() -> Response:
         site = links()
         text = (f"archive-service {__version__}: the Archive service of {config.archiveserviceibi}\n"
-                f"service: {site.service}\nitems: {len(catalog.by_directory)}\n")
+                f"service: {site.service}\nitems: {catalog.count()}\n")
         return Response(text, content_type="text/plain; charset=utf-8")
 
     @app.errorhandler(Exception)

@@ -122,16 +122,18 @@ def test_one_ibi_claimed_twice_follows_changes(collection: Path, tmp_path: Path)
     catalog = app.app.extensions["archive"].catalog
     assert catalog.lookup("iconet.com.br/banon/2009/09.09.22.01").directory == served
     assert {str(p) for p in catalog.problems} == {str(p) for p in scanned.problems}
-    assert served == "8JMKD3MGP8W/2222222"  # first in collection order
-    assert scanned.problems and catalog.item_at("iconet.com.br/banon/2009/09.09.22.01") is None
-    assert "9.09.22.01/doc/twin.txt" not in url_request(app, "LK47B6W/362SFKH")
+    # The directory named by the repository name wins, though the other comes first.
+    assert served == "iconet.com.br/banon/2009/09.09.22.01"
+    assert scanned.problems and catalog.item_at("8JMKD3MGP8W/2222222") is None
+    assert "/doc/twin.txt" not in url_request(app, "LK47B6W/362SFKH")
 
     # The directory served goes: the other claimant is served from the next refresh on.
     shutil.rmtree(collection / served)
     store.Writer(catalog.store).refresh()
     assert catalog.lookup("iconet.com.br/banon/2009/09.09.22.01").directory == \
-        "iconet.com.br/banon/2009/09.09.22.01"
-    assert "url http://archive.example.org/col/iconet.com.br" in url_request(app, "LK47B6W/362SFKH")
+        "8JMKD3MGP8W/2222222"
+    assert "/col/8JMKD3MGP8W/2222222/doc/twin.txt" in url_request(
+        app, "iconet.com.br/banon/2009/09.09.22.01")
     assert catalog.problems == []
 
 
