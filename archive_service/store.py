@@ -16,6 +16,7 @@ order, as `index.scan` decides), and translations declared only on the other sid
 
 from __future__ import annotations
 
+import collections
 import errno
 import fcntl
 import hashlib
@@ -23,9 +24,12 @@ import ipaddress
 import json
 import logging
 import os
+import pickle
 import re
 import sqlite3
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -33,6 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from . import ibi as ibimod
 from . import index
@@ -49,6 +54,7 @@ NO_LANGUAGE = "-"  # the language-set row counting items that declare no languag
 BATCH_ITEMS = 1000
 BATCH_SECONDS = 1.0
 PROGRESS_SECONDS = 5.0
+PARALLEL_ITEMS = 2000  # a first build of at least this many items reads in several processes
 
 _TABLES = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
@@ -140,18 +146,29 @@ def decode(directory: str, text: str) -> Item:
 # -------------------------------------------------------------------------------- walk
 
 
-@dataclass
+@dataclass(slots=True)
 class Found:
-    """An item directory as a walk finds it, with what its fingerprint is made of."""
+    """An item directory as a walk finds it, with what its fingerprint is made of.
+
+    A four-segment name is checked against the IBI rules only when the index does not hold
+    it already (a stored name passed them): `name` is None until then."""
 
     directory: str
-    name: Ibi
+    name: Ibi | None
     fingerprint: str
     files: list[tuple[str, os.stat_result]]
+    sortkey: str = ""
 
-    @property
-    def sortkey(self) -> str:
-        return sortkey(self.directory)
+    def __post_init__(self) -> None:
+        self.sortkey = sortkey(self.directory)
+
+    def valid(self) -> bool:
+        if self.name is None:
+            try:
+                self.name = ibimod.parse(self.directory)
+            except ibimod.IbiError:
+                return False
+        return True
 
 
 def _is_real_dir(path: str) -> bool:
@@ -183,9 +200,9 @@ class Walk:
             return []
 
     def _is_two_item(self, two: str) -> bool:
-        path = os.path.join(self.root, two)
-        return ibimod.is_valid(two) and (os.path.isdir(os.path.join(path, DOC))
-                                         or os.path.isfile(os.path.join(path, sidecarmod.SIDECAR)))
+        path = f"{self.root}/{two}"
+        return ibimod.is_valid(two) and (os.path.isdir(f"{path}/{DOC}")
+                                         or os.path.isfile(f"{path}/{sidecarmod.SIDECAR}"))
 
     def files_under(self, directory: str) -> list[tuple[str, os.stat_result]]:
         """`index._files_under`, counting directories."""
@@ -194,45 +211,46 @@ class Walk:
         while stack:
             path, prefix = stack.pop()
             try:
-                entries = list(os.scandir(path))
+                entries = os.scandir(path)
             except OSError:
                 continue
             self.dirs += 1
-            for entry in entries:
-                rel = prefix + entry.name
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append((entry.path, rel + "/"))
-                    elif entry.is_file(follow_symlinks=False):
-                        found.append((rel, entry.stat(follow_symlinks=False)))
-                except OSError:
-                    continue
+            with entries:
+                for entry in entries:
+                    try:
+                        if entry.is_file(follow_symlinks=False):
+                            found.append((prefix + entry.name, entry.stat(follow_symlinks=False)))
+                        elif entry.is_dir(follow_symlinks=False):
+                            stack.append((entry.path, f"{prefix}{entry.name}/"))
+                    except OSError:
+                        continue
         found.sort()
         return found
 
-    def found(self, directory: str, name: Ibi) -> Found:
-        path = os.path.join(self.root, directory)
-        digest = hashlib.blake2b(digest_size=16)
+    def found(self, directory: str, name: Ibi | None = None) -> Found:
+        path = f"{self.root}/{directory}"
+        parts = []
         try:
-            st = os.stat(os.path.join(path, sidecarmod.SIDECAR))
-            has_sidecar = stat.S_ISREG(st.st_mode)
+            st = os.stat(f"{path}/{sidecarmod.SIDECAR}")
+            if stat.S_ISREG(st.st_mode):
+                parts.append(b"y%d.%d" % (st.st_size, st.st_mtime_ns))
         except OSError:
-            has_sidecar = False
-        if has_sidecar:
-            digest.update(b"y%d.%d\n" % (st.st_size, st.st_mtime_ns))
-        files = self.files_under(os.path.join(path, DOC))
+            pass
+        files = self.files_under(f"{path}/{DOC}")
         for rel, st in files:
-            digest.update(rel.encode("utf-8", "surrogateescape"))
-            digest.update(b"\0%d.%d\n" % (st.st_size, st.st_mtime_ns))
-        if not has_sidecar and not files:  # the directory's own time is the item's timestamp
+            parts.append(b"%s\0%d.%d" % (rel.encode("utf-8", "surrogateescape"),
+                                         st.st_size, st.st_mtime_ns))
+        if not parts:  # no sidecar, no files: the directory's own time is the item's timestamp
             try:
-                digest.update(b"d%d" % os.stat(path).st_mtime_ns)
+                parts.append(b"d%d" % os.stat(path).st_mtime_ns)
             except OSError:
                 pass
-        return Found(directory, name, digest.hexdigest(), files)
+        digest = hashlib.blake2b(b"\n".join(parts), digest_size=16).hexdigest()
+        return Found(directory, name, digest, files)
 
     def items(self, scope: str = "") -> Iterator[Found]:
-        """Items at or below `scope` (a directory path of 0 to 4 segments), in key order."""
+        """Item directories at or below `scope` (a directory path of 0 to 4 segments), in
+        key order; a four-segment one still has to pass `Found.valid()`."""
         segs = scope.split("/") if scope else []
         if len(segs) > 4:
             return
@@ -243,17 +261,15 @@ class Walk:
             return  # a two-segment item holds no four-segment items
         root = self.root
         for a in segs[:1] or self._subdirs(root):
-            for b in segs[1:2] or self._subdirs(os.path.join(root, a)):
+            for b in segs[1:2] or self._subdirs(f"{root}/{a}"):
                 two = f"{a}/{b}"
                 if len(segs) < 3 and self._is_two_item(two):
                     yield self.found(two, ibimod.parse(two))
                     continue
-                for c in segs[2:3] or self._subdirs(os.path.join(root, two)):
-                    for d in segs[3:4] or self._subdirs(os.path.join(root, two, c)):
-                        four = f"{two}/{c}/{d}"
-                        if ibimod.is_valid(four):
-                            self.dirs += 1
-                            yield self.found(four, ibimod.parse(four))
+                for c in segs[2:3] or self._subdirs(f"{root}/{two}"):
+                    for d in segs[3:4] or self._subdirs(f"{root}/{two}/{c}"):
+                        self.dirs += 1
+                        yield self.found(f"{two}/{c}/{d}")
 
 
 def estimate_items(root: str | os.PathLike) -> int:
@@ -467,8 +483,16 @@ class Writer:
                 meter = Progress(self.store.root, total, progress)
                 batch = _Batch(conn)
                 walk = Walk(self.store.root)
-                for scope in scopes:
-                    self._merge(conn, batch, walk, scope, result, meter)
+                # A first build of a big collection parses its sidecars in other processes.
+                big = cold and (total or estimate_items(self.store.root)) >= PARALLEL_ITEMS
+                readers = _Readers(self.store.root, _cpus() if big else 1)
+                try:
+                    for scope in scopes:
+                        self._merge(conn, batch, walk, scope, result, meter, readers)
+                    for ready, new in readers.drain():
+                        self._write(batch, ready, new=new)
+                finally:
+                    readers.close()
                 result.dirs = walk.dirs
                 if full:
                     batch.begin().executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
@@ -521,14 +545,19 @@ class Writer:
             yield from rows
             last = rows[-1][0]
 
-    def _merge(self, conn, batch, walk: Walk, scope: str, result: Refreshed, meter: Progress):
+    def _merge(self, conn, batch: _Batch, walk: Walk, scope: str, result: Refreshed,
+               meter: Progress, readers: _Readers) -> None:
         disk = walk.items(scope)
         stored = self._stored(conn, scope)
         found = next(disk, None)
         row = next(stored, None)
         while found is not None or row is not None:
             if row is None or (found is not None and found.sortkey < row[0]):
-                self._put(batch, found)
+                if not found.valid():  # not an item after all
+                    found = next(disk, None)
+                    continue
+                for ready, new in readers.read(found, new=True):
+                    self._write(batch, ready, new=new)
                 result.read += 1
             elif found is None or found.sortkey > row[0]:
                 self._remove(batch, row[0])
@@ -536,15 +565,19 @@ class Writer:
                 row = next(stored, None)
                 continue
             else:
-                if found.fingerprint != row[1]:
-                    self._put(batch, found)
+                if found.fingerprint != row[1] and found.valid():
+                    for ready, new in readers.read(found, new=False):
+                        self._write(batch, ready, new=new)
                     result.read += 1
                 row = next(stored, None)
             result.walked += 1
             meter.step(result.walked)
             found = next(disk, None)
 
-    def _undo(self, conn: sqlite3.Connection, key: str) -> None:
+    @staticmethod
+    def _undo(batch: _Batch, key: str) -> None:
+        """Take back what the stored row of `key` put in the side tables."""
+        conn = batch.conn
         old = conn.execute("SELECT keys, refs, langs FROM items WHERE sortkey = ?", (key,)).fetchone()
         if old is None:
             return
@@ -552,59 +585,204 @@ class Writer:
         conn.executemany("DELETE FROM keys WHERE key = ? AND claim = ?",
                          [(k, claim(key)) for k in keys])
         conn.executemany("DELETE FROM refs WHERE ref = ? AND sortkey = ?", [(r, key) for r in refs])
-        conn.executemany("UPDATE langs SET n = n - 1 WHERE lang = ?", [(lang,) for lang in langs])
-        if langs:
-            conn.execute("DELETE FROM langs WHERE n <= 0")
+        for lang in langs:
+            batch.langs[lang] = batch.langs.get(lang, 0) - 1
 
     def _remove(self, batch: _Batch, key: str) -> None:
-        conn = batch.begin()
-        self._undo(conn, key)
-        conn.execute("DELETE FROM items WHERE sortkey = ?", (key,))
+        batch.begin()
+        self._undo(batch, key)
+        batch.conn.execute("DELETE FROM items WHERE sortkey = ?", (key,))
         batch.done()
 
-    def _put(self, batch: _Batch, found: Found) -> None:
-        directory = found.directory
-        item = None
-        try:
-            item, problems = index.load_item(self.store.root, directory, found.name, found.files)
-        except sidecarmod.SidecarError as exc:
-            problems = [Problem(f"{directory}/{sidecarmod.SIDECAR}", p) for p in exc.problems]
-        except OSError as exc:
-            problems = [Problem(directory, f"cannot read: {exc.strerror}")]
+    def _write(self, batch: _Batch, row: _Row, *, new: bool) -> None:
         if self.log_problems:
-            for problem in problems:
+            for problem in row.problems:
                 log.warning("%s", problem)
-        key = found.sortkey
-        keys = refs = langs = []
-        record = None
-        if item is not None:
-            record = encode(item)
-            keys = item.keys()
-            refs = sorted({ibimod.key(ref.text) for ref in item.translations.values()})
-            langs = sorted({item.language or NO_LANGUAGE, *item.translations})
-        conn = batch.begin()
-        self._undo(conn, key)
-        conn.execute(
-            "INSERT OR REPLACE INTO items (sortkey, fingerprint, record, problems, keys, refs, langs) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (key, found.fingerprint, record,
-             json.dumps([[p.where, p.message, p.severity] for p in problems]) if problems else None,
-             " ".join(keys), " ".join(refs), " ".join(langs)))
-        conn.executemany("INSERT OR IGNORE INTO keys VALUES (?, ?)",
-                         [(k, claim(key)) for k in keys])
-        conn.executemany("INSERT OR IGNORE INTO refs VALUES (?, ?)", [(r, key) for r in refs])
-        conn.executemany("INSERT INTO langs VALUES (?, 1) ON CONFLICT (lang) DO UPDATE SET n = n + 1",
-                         [(lang,) for lang in langs])
+        key = row.sortkey
+        batch.begin()
+        if not new:
+            self._undo(batch, key)
+        batch.items.append((key, row.fingerprint, row.record, row.problems_json,
+                            " ".join(row.keys), " ".join(row.refs), " ".join(row.langs)))
+        batch.keys += [(k, claim(key)) for k in row.keys]
+        batch.refs += [(r, key) for r in row.refs]
+        for lang in row.langs:
+            batch.langs[lang] = batch.langs.get(lang, 0) + 1
         batch.done()
+
+
+class _Row(NamedTuple):
+    """What reading one item directory gives the store."""
+
+    sortkey: str
+    fingerprint: str
+    record: str | None
+    problems_json: str | None
+    keys: list[str]
+    refs: list[str]
+    langs: list[str]
+    problems: list[Problem]
+
+
+def read_item(root: Path, found: Found) -> _Row:
+    directory = found.directory
+    item = None
+    try:
+        item, problems = index.load_item(root, directory, found.name, found.files)
+    except sidecarmod.SidecarError as exc:
+        problems = [Problem(f"{directory}/{sidecarmod.SIDECAR}", p) for p in exc.problems]
+    except OSError as exc:
+        problems = [Problem(directory, f"cannot read: {exc.strerror}")]
+    keys = refs = langs = []
+    record = None
+    if item is not None:
+        record = encode(item)
+        keys = item.keys()
+        refs = sorted({ibimod.key(ref.text) for ref in item.translations.values()})
+        langs = sorted({item.language or NO_LANGUAGE, *item.translations})
+    problems_json = (json.dumps([[p.where, p.message, p.severity] for p in problems])
+                     if problems else None)
+    return _Row(found.sortkey, found.fingerprint, record, problems_json, keys, refs, langs,
+                problems)
+
+
+def child_environment() -> dict[str, str]:
+    """The environment for a Python process of ours: this package importable as it is here."""
+    env = dict(os.environ)
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (parent, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _send(stream, message) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(len(data).to_bytes(8, "big") + data)
+    stream.flush()
+
+
+def _receive(stream):
+    """The next message, or None at end of file."""
+    head = stream.read(8)
+    if len(head) < 8:
+        return None
+    size = int.from_bytes(head, "big")
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    return pickle.loads(data)
+
+
+def reading_process() -> None:
+    """A reading process: (root, [Found]) on stdin, [_Row] on stdout, until end of file
+    (which also comes when the build that started it dies)."""
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write into the results
+    while (message := _receive(stdin)) is not None:
+        root, chunk = message
+        _send(stdout, [read_item(Path(root), found) for found in chunk])
+
+
+def _cpus() -> int:
+    try:
+        return min(len(os.sched_getaffinity(0)), 8)
+    except AttributeError:  # not Linux
+        return min(os.cpu_count() or 1, 8)
+
+
+class _Readers:
+    """Reads the items a refresh finds new or changed: in this process, or, for a first
+    build of a big collection, in `workers` processes of their own (sidecar parsing is most
+    of a build's time), each given one chunk at a time and answered in order."""
+
+    CHUNK = 250
+
+    def __init__(self, root: Path, workers: int):
+        self.root = root
+        self.procs: list[subprocess.Popen] = []
+        self.idle: list[subprocess.Popen] = []
+        self.flying: collections.deque = collections.deque()
+        self.pending: list[tuple[Found, bool]] = []
+        if workers > 1:
+            command = [sys.executable, "-c",
+                       "from archive_service.store import reading_process; reading_process()"]
+            for _ in range(workers):
+                proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        env=child_environment())
+                self.procs.append(proc)
+                self.idle.append(proc)
+
+    def read(self, found: Found, *, new: bool) -> list[tuple[_Row, bool]]:
+        """Read `found` (or queue it); return what has been read, ready to write."""
+        if not self.procs:
+            return [(read_item(self.root, found), new)]
+        self.pending.append((found, new))
+        return self._submit() if len(self.pending) >= self.CHUNK else []
+
+    def drain(self) -> list[tuple[_Row, bool]]:
+        ready = self._submit() if self.pending else []
+        while self.flying:
+            ready += self._collect()
+        return ready
+
+    def _submit(self) -> list[tuple[_Row, bool]]:
+        ready = [] if self.idle else self._collect()
+        chunk, self.pending = self.pending, []
+        if not self.idle:  # every reading process died: read here
+            return ready + [(read_item(self.root, found), new) for found, new in chunk]
+        proc = self.idle.pop()
+        try:
+            _send(proc.stdin, (str(self.root), [found for found, _ in chunk]))
+        except OSError:
+            return ready + self._lost(proc, chunk)
+        self.flying.append((proc, chunk))
+        return ready
+
+    def _collect(self) -> list[tuple[_Row, bool]]:
+        proc, chunk = self.flying.popleft()
+        rows = _receive(proc.stdout)
+        if rows is None:
+            return self._lost(proc, chunk)
+        self.idle.append(proc)
+        return list(zip(rows, (new for _, new in chunk)))
+
+    def _lost(self, proc: subprocess.Popen, chunk) -> list[tuple[_Row, bool]]:
+        log.warning("a reading process (pid %d) died; reading its items here", proc.pid)
+        self.procs.remove(proc)
+        self._stop(proc)
+        return [(read_item(self.root, found), new) for found, new in chunk]
+
+    @staticmethod
+    def _stop(proc: subprocess.Popen) -> None:
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def close(self) -> None:
+        for proc in self.procs:
+            self._stop(proc)
+        self.procs = self.idle = []
 
 
 class _Batch:
-    """One write transaction spanning many items, committed every so many items or seconds."""
+    """One write transaction spanning many items, committed every so many items or seconds.
+
+    New rows wait here and go in with one statement per table at commit."""
 
     def __init__(self, conn: sqlite3.Connection):
         self.conn = conn
         self.count = 0
         self.opened = 0.0
+        self.items: list[tuple] = []
+        self.keys: list[tuple[str, str]] = []
+        self.refs: list[tuple[str, str]] = []
+        self.langs: dict[str, int] = {}
 
     def begin(self) -> sqlite3.Connection:
         if not self.conn.in_transaction:
@@ -618,8 +796,20 @@ class _Batch:
             self.commit()
 
     def commit(self) -> None:
-        if self.conn.in_transaction:
-            self.conn.execute("COMMIT")
+        if not self.conn.in_transaction:
+            return
+        conn = self.conn
+        conn.executemany(
+            "INSERT OR REPLACE INTO items (sortkey, fingerprint, record, problems, keys, refs, "
+            "langs) VALUES (?, ?, ?, ?, ?, ?, ?)", self.items)
+        conn.executemany("INSERT OR IGNORE INTO keys VALUES (?, ?)", self.keys)
+        conn.executemany("INSERT OR IGNORE INTO refs VALUES (?, ?)", self.refs)
+        conn.executemany("INSERT INTO langs VALUES (?, ?) ON CONFLICT (lang) DO UPDATE "
+                         "SET n = n + excluded.n", [kv for kv in self.langs.items() if kv[1]])
+        if any(n < 0 for n in self.langs.values()):
+            conn.execute("DELETE FROM langs WHERE n <= 0")
+        self.items, self.keys, self.refs, self.langs = [], [], [], {}
+        conn.execute("COMMIT")
 
 
 # ------------------------------------------------------------------------------ reader

@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Iterable
 
 from . import settings
-from .store import Store, StoreCatalog, Writer, cover, scope_of
+from .store import Store, StoreCatalog, Writer, child_environment, cover, scope_of
 
 log = logging.getLogger(__name__)
 
@@ -477,9 +477,6 @@ class Follower:
     def _spawn(self, lock_fd: int) -> None:
         read_end, write_end = os.pipe()
         config = self.config
-        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
         command = [
             sys.executable, "-m", "archive_service.cli", "index", "--watch",
             "--collection", str(self.store.root), "--state-dir", str(self.store.state_dir),
@@ -490,7 +487,7 @@ class Follower:
         ]
         try:
             self._proc = subprocess.Popen(command, pass_fds=(lock_fd, read_end),
-                                          stdin=subprocess.DEVNULL, env=env)
+                                          stdin=subprocess.DEVNULL, env=child_environment())
         except BaseException:
             os.close(write_end)
             raise
