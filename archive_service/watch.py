@@ -144,6 +144,7 @@ class Indexer:
         self._root_id: tuple[int, int] | None = None
         self._said: set[str] = set()
         self._inotify_fd: int | None = None
+        self._retry = False
         self.real_root = store.real_root
 
     # -- events ------------------------------------------------------------------------
@@ -219,32 +220,31 @@ class Indexer:
                 debouncer.start()
                 observer.start()
             except OSError as exc:
+                # Perhaps passing (the directory is being replaced): try again at each rescan.
                 reason = f"inotify failed ({exc.strerror or exc})"
                 self._stop_observer(observer, debouncer)
+                self._retry = True
             else:
                 self._observer, self._debouncer = observer, debouncer
                 logging.getLogger("watchdog.observers.inotify_c").addHandler(self._alarm)
-                new = {fd: n for fd, n in inotify_watches().items() if fd not in before}
-                reason = self._check_watches(new)
-                if reason is not None:
-                    self._stop_watching()
+                # Ours is the one inotify descriptor that starting the observer added.
+                new = [fd for fd in inotify_watches() if fd not in before]
+                self._inotify_fd = new[0] if len(new) == 1 else None
         if reason is not None:
             self._say_once(reason)
             return False
+        self._retry = False
         self._root_id = self._identity()
         log.info("watching %s for changes", self.store.root)
         return True
 
-    def _check_watches(self, new: dict[int, int] | None = None) -> str | None:
-        """watchdog skips subdirectories it cannot watch silently: count what it watches."""
-        if new is not None:
-            # Ours is the one inotify descriptor that starting the observer added.
-            self._inotify_fd = next(iter(new)) if len(new) == 1 else None
+    def _check_watches(self, dirs: int) -> str | None:
+        """watchdog skips subdirectories it cannot watch without a word: count its watches
+        against the directories a walk just counted (a few may come and go meanwhile)."""
         if self._inotify_fd is None:
             return None  # not Linux, or not ours alone to count
         watches = inotify_watches().get(self._inotify_fd)
-        dirs = int(self.store.meta().get("dirs", "0"))
-        if watches is not None and watches < dirs:
+        if watches is not None and watches + 16 + dirs // 1000 < dirs:
             return (f"only {watches} of its {dirs} directories could be watched "
                     f"(fs.inotify.max_user_watches is {max_user_watches()}, shared by every "
                     "program of this user)")
@@ -283,15 +283,28 @@ class Indexer:
 
     # -- the loop ----------------------------------------------------------------------
 
-    def _refresh(self, scopes: Iterable[str] | None, why: str) -> None:
+    def _refresh(self, scopes: Iterable[str] | None, why: str):
         try:
             result = self.writer.refresh(scopes, progress=scopes is None)
         except FileNotFoundError as exc:
             log.error("%s; keeping the index as it is", exc)
-            return
+            return None
         self.waves += 1
         if result.read or result.removed or scopes is None:
             log.info("%s: %s", why, result)
+        return result
+
+    def _rescan(self, why: str, watching: bool) -> bool:
+        """A full refresh; then whether we (still, or again) watch."""
+        if not watching and self._retry and self.mode == "auto":
+            watching = self._start_watching()
+        result = self._refresh(None, why)
+        if watching and result is not None and (reason := self._check_watches(result.dirs)):
+            self._say_once(reason)
+            self._stop_watching()
+            watching = False
+        self._set_state("watching" if watching else "polling")
+        return watching
 
     def _set_state(self, state: str) -> None:
         """Say in the index who keeps it and how (for `index` and for whoever checks)."""
@@ -310,10 +323,8 @@ class Indexer:
                 self._refresh(None, "first build")
             watching = self.mode != "off" and self._start_watching()
             # Whatever changed before the observer started is found by a walk after it.
-            self._refresh(None, "consistency rescan at start")
-            self._set_state("watching" if watching else "polling")
-            interval = self.consistency_interval if watching else self.rescan_interval
-            next_full = time.monotonic() + interval if interval else float("inf")
+            watching = self._rescan("consistency rescan at start", watching)
+            next_full = self._next_full(watching)
             while not self.stop.is_set():
                 with self._cond:
                     wait = min(1.0, max(0.0, next_full - time.monotonic()))
@@ -329,22 +340,19 @@ class Indexer:
                     self._stop_watching()
                     watching = self._start_watching()
                     why = why or "the watch was restarted"
-                    interval = self.consistency_interval if watching else self.rescan_interval
                 if why is None and time.monotonic() >= next_full:
                     why = "consistency rescan" if watching else "periodic rescan"
                 if why is not None:
-                    self._refresh(None, why)
-                    next_full = time.monotonic() + interval if interval else float("inf")
-                    if watching and (reason := self._check_watches()) is not None:
-                        self._say_once(reason)
-                        self._stop_watching()
-                        watching, interval = False, self.rescan_interval
-                        next_full = time.monotonic() + interval
-                    self._set_state("watching" if watching else "polling")
+                    watching = self._rescan(why, watching)
+                    next_full = self._next_full(watching)
                 elif scopes:
                     self._refresh(scopes, f"{len(cover(scopes))} changed place(s)")
         finally:
             self._stop_watching()
+
+    def _next_full(self, watching: bool) -> float:
+        interval = self.consistency_interval if watching else self.rescan_interval
+        return time.monotonic() + interval if interval else float("inf")
 
 
 def run_indexer(store: Store, config: settings.Config, *, lock_fd: int | None = None,

@@ -3,6 +3,7 @@ one-IBI-two-directories and translations resolved across changes, and crash reco
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -224,6 +225,17 @@ def test_killed_mid_build_then_restarted_equals_a_clean_build(tmp_path: Path) ->
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert st.is_complete()
     assert dump(st) == dump(_clean_build(tmp_path / "col", tmp_path / "clean"))
+
+
+def test_a_long_first_build_logs_its_progress(tmp_path: Path, caplog, monkeypatch) -> None:
+    make_collection(tmp_path / "col", 300)
+    monkeypatch.setattr(store, "PROGRESS_SECONDS", 0.0)  # a line per item instead of per 5 s
+    caplog.set_level(logging.INFO, "archive_service")
+    create_app(settings_for(tmp_path / "col", tmp_path / "state"))
+    lines = [r.message for r in caplog.records if r.message.startswith("indexing ")]
+    assert len(lines) >= 100
+    assert re.fullmatch(rf"indexing {tmp_path / 'col'}: \d+ of about 300 items "
+                        r"\(\d+ items/s, about \d+ s left\)", lines[-1]), lines[-1]
 
 
 def test_index_command_reports_and_refreshes(collection: Path, tmp_path: Path) -> None:

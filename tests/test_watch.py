@@ -118,6 +118,17 @@ def test_timestamp_follows_a_touched_file(live_app, collection) -> None:
                        lambda p: p.get("timestamp") == "2033-05-18T03:33:20Z")
 
 
+def test_a_collection_swapped_in_place_is_watched_again(live_app, collection, tmp_path) -> None:
+    # A deployment that rebuilds the collection beside it and swaps the directories.
+    shutil.copytree(collection, tmp_path / "next")
+    shutil.rmtree(tmp_path / "next" / REP)
+    os.rename(collection, tmp_path / "previous")
+    os.rename(tmp_path / "next", collection)
+    assert wait_until(lambda: pairs_of(url_request(live_app, REP)) == {}, timeout=5)
+    _new_item(collection)  # and the new directory is the one watched
+    assert seen_within(live_app, NEW, lambda p: "url" in p)
+
+
 def test_a_replaced_indexer_follows_on(live_app, collection) -> None:
     live = live_app.app.extensions["archive_index"]
     first = live.follower.indexer_pid
@@ -169,6 +180,21 @@ def test_a_burst_of_2000_new_items_ends_consistent_in_few_waves(tmp_path: Path) 
         assert waves <= copying / watch.DEBOUNCE_SECONDS + 3, (waves, copying)
     assert {k: v for k, v in dump(st).items() if k != "meta"} == \
         {k: v for k, v in expected.items() if k != "meta"}
+
+
+def test_reading_the_collection_is_no_change(collection: Path, tmp_path: Path) -> None:
+    st = store.Store(collection, tmp_path / "state")
+    store.Writer(st).refresh()
+    with InThread(st) as indexer:
+        assert wait_until(lambda: "watching" in st.meta().get("indexer", ""), timeout=30)
+        waves = indexer.waves
+        for path in collection.rglob("*"):  # opened and closed without writing
+            if path.is_file():
+                path.read_bytes()
+        time.sleep(3 * watch.DEBOUNCE_SECONDS)
+        assert indexer.waves == waves
+        (collection / REP / "doc" / "leiame.txt").write_text("changed\n")
+        assert wait_until(lambda: indexer.waves > waves, timeout=LATENCY)
 
 
 def _clean(collection: Path, state: Path) -> store.Store:
