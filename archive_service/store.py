@@ -74,7 +74,8 @@ CREATE INDEX items_with_problems ON items(sortkey) WHERE problems IS NOT NULL;
 -- claim orders the claimants as index.Catalog.add decides which is served (see claim()).
 CREATE TABLE keys (key TEXT NOT NULL, claim TEXT NOT NULL, PRIMARY KEY (key, claim)) WITHOUT ROWID;
 -- Translations each item declares, by the key of the IBI they name (for the reverse side).
-CREATE TABLE refs (ref TEXT NOT NULL, sortkey TEXT NOT NULL, PRIMARY KEY (ref, sortkey)) WITHOUT ROWID;
+CREATE TABLE refs (ref TEXT NOT NULL, sortkey TEXT NOT NULL, PRIMARY KEY (ref, sortkey))
+    WITHOUT ROWID;
 -- How many items hold or declare each language: the Archive's relation set (§7.2).
 CREATE TABLE langs (lang TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 """
@@ -532,7 +533,8 @@ class Writer:
         (rows are only ever written at or behind the walk, so paging stays consistent)."""
         if scope:
             low = sortkey(scope)
-            where, args = "(sortkey = ? OR (sortkey > ? AND sortkey < ?))", [low, low + SEP, low + "\x02"]
+            where = "(sortkey = ? OR (sortkey > ? AND sortkey < ?))"
+            args = [low, low + SEP, low + "\x02"]
         else:
             where, args = "1", []
         last = ""
@@ -578,7 +580,8 @@ class Writer:
     def _undo(batch: _Batch, key: str) -> None:
         """Take back what the stored row of `key` put in the side tables."""
         conn = batch.conn
-        old = conn.execute("SELECT keys, refs, langs FROM items WHERE sortkey = ?", (key,)).fetchone()
+        old = conn.execute("SELECT keys, refs, langs FROM items WHERE sortkey = ?",
+                           (key,)).fetchone()
         if old is None:
             return
         keys, refs, langs = (x.split(" ") if x else [] for x in old)

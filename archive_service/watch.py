@@ -189,7 +189,8 @@ class Indexer:
             return "index_watch is poll"
         kind = file_system_type(self.real_root)
         if kind in NETWORK_FILE_SYSTEMS:
-            return f"it is on a {kind} file system, whose changes made elsewhere inotify never reports"
+            return (f"it is on a {kind} file system, whose changes made elsewhere inotify "
+                    "never reports")
         dirs = int(self.store.meta().get("dirs", "0"))
         limit = max_user_watches()
         if limit is not None and dirs >= limit:

@@ -4,9 +4,7 @@ a changed sidecar answered by both workers within a second."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,17 +15,11 @@ from urllib.parse import urlencode
 
 from archive_service.store import Store
 from archive_service.testing import wait_until
-
-from test_store import SAMPLE, SERVICE, pairs_of
+from conftest import SERVICE, free_port
+from test_store import pairs_of
 
 LATENCY = 1.0
 REP = "iconet.com.br/banon/2009/09.09.22.01"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def children(pid: int) -> list[int]:
@@ -59,9 +51,8 @@ def writes(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("syscw:"))
 
 
-def test_both_workers_answer_a_changed_sidecar_within_a_second(tmp_path: Path) -> None:
-    collection = tmp_path / "col"
-    shutil.copytree(SAMPLE, collection)
+def test_both_workers_answer_a_changed_sidecar_within_a_second(collection: Path,
+                                                               tmp_path: Path) -> None:
     port = free_port()
     log = open(tmp_path / "serve.log", "wb")
     serve = subprocess.Popen(
@@ -94,7 +85,8 @@ def test_both_workers_answer_a_changed_sidecar_within_a_second(tmp_path: Path) -
         assert len(indexers) == 1, "one indexer process for all workers"
         assert answer()["url"].endswith("/doc/@relatorio.pdf")
 
-        (collection / REP / "item.yaml").write_text("ibip: LK47B6W/362SFKH\ntarget: reference.bib\n")
+        (collection / REP / "item.yaml").write_text(
+            "ibip: LK47B6W/362SFKH\ntarget: reference.bib\n")
         changed = time.monotonic()
         new = lambda pairs: pairs.get("url", "").endswith("/doc/reference.bib")  # noqa: E731
         with ThreadPoolExecutor(8) as pool:

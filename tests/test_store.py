@@ -19,9 +19,8 @@ import webtest
 from archive_service import answers, index, settings, store
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
+from conftest import SERVICE
 
-SAMPLE = Path(__file__).resolve().parent.parent / "sample_collection"
-SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
 VERBS = ("", "GetLastEdition", "GetTranslation", "GetTranslation(pt-BR)", "GetTranslation(en)",
          "GetMetadata", "GetMetadata(oai_dc)", "GetFileList", "GetLastEdition GetMetadata(oai_dc)",
          "GetMetadata GetTranslation")
@@ -45,13 +44,6 @@ def url_request(app: webtest.TestApp, ibi: str, verbs: str = "", filepath: str =
 
 def pairs_of(body: str) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in body.split("\r\n") if line)
-
-
-@pytest.fixture
-def collection(tmp_path: Path) -> Path:
-    path = tmp_path / "col"
-    shutil.copytree(SAMPLE, path)
-    return path
 
 
 def test_answers_equal_a_fresh_scan(collection: Path, tmp_path: Path) -> None:
@@ -84,7 +76,7 @@ def test_three_settings_are_enough(collection: Path, tmp_path: Path, monkeypatch
     del config["state_dir"]
     app = webtest.TestApp(create_app(config))
     assert "url http://" in url_request(app, "8JMKD3MGP8W/35MME4E")
-    assert list((tmp_path / "data" / "archive-service" / "index").glob("col-*.sqlite3"))
+    assert list((tmp_path / "data" / "archive-service" / "index").glob("collection-*.sqlite3"))
 
 
 def test_refresh_rereads_only_what_changed(tmp_path: Path) -> None:
@@ -245,7 +237,8 @@ def test_index_command_reports_and_refreshes(collection: Path, tmp_path: Path) -
     assert re.search(r"\b15 items served; 15 items walked, 15 read, 0 removed", first.stdout)
     shutil.rmtree(collection / "iconet.com.br")
     again = subprocess.run(command, check=True, capture_output=True, text=True)
-    assert re.search(r"\b\d+ items served; \d+ items walked, 0 read, [1-9]\d* removed", again.stdout)
+    assert re.search(r"\b\d+ items served; \d+ items walked, 0 read, [1-9]\d* removed",
+                     again.stdout)
 
 
 @pytest.mark.parametrize("parts, is_directory, scope", [
@@ -256,7 +249,8 @@ def test_index_command_reports_and_refreshes(collection: Path, tmp_path: Path) -
     (["8JMKD3MGP8W", "35MME4E", "item.yaml"], False, "8JMKD3MGP8W/35MME4E"),
     (["8JMKD3MGP8W", "35MME4E", "doc", "a", "b.pdf"], False, "8JMKD3MGP8W/35MME4E"),
     (["sid.inpe.br", "mtc-m18", "2012"], True, "sid.inpe.br/mtc-m18/2012"),
-    (["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08"], True, "sid.inpe.br/mtc-m18/2012/07.12.18.08"),
+    (["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08"], True,
+     "sid.inpe.br/mtc-m18/2012/07.12.18.08"),
     (["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08", "item.yaml"], False,
      "sid.inpe.br/mtc-m18/2012/07.12.18.08"),
     (["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08", "doc", "x.pdf"], False,
