@@ -859,7 +859,7 @@ class StoreCatalog:
         self.root = store.root
         self._local = threading.local()
 
-    def _reader(self) -> _Reader:
+    def _reader(self, check: bool = True) -> _Reader:
         reader = getattr(self._local, "reader", None)
         if reader is None or reader.pid != os.getpid():
             if reader is not None:
@@ -867,12 +867,12 @@ class StoreCatalog:
                 # the parent's alone (not even closed, which would act on the parent's files).
                 _INHERITED.append(reader)
             reader = self._local.reader = _Reader(self.store)
-        if not reader.snapshot:
+        if check and not reader.snapshot:
             reader.check()
         return reader
 
     def begin(self) -> None:
-        reader = self._reader()
+        reader = self._reader(check=False)
         if reader.snapshot:
             return
         reader.conn.execute("BEGIN")
