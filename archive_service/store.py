@@ -26,6 +26,7 @@ import logging
 import os
 import pickle
 import re
+import select
 import sqlite3
 import stat
 import subprocess
@@ -486,7 +487,7 @@ class Writer:
                 walk = Walk(self.store.root)
                 # A first build of a big collection parses its sidecars in other processes.
                 big = cold and (total or estimate_items(self.store.root)) >= PARALLEL_ITEMS
-                readers = _Readers(self.store.root, _cpus() if big else 1)
+                readers = _Readers(self.store.root, _cpus() - 1 if big else 0)
                 try:
                     for scope in scopes:
                         self._merge(conn, batch, walk, scope, result, meter, readers)
@@ -675,14 +676,30 @@ def _receive(stream):
     return pickle.loads(data)
 
 
+class _Mtime(NamedTuple):
+    st_mtime: float  # all index.load_item needs of a file's stat
+
+
+def _pack(chunk: list[tuple[Found, bool]]) -> list[tuple]:
+    # Plain tuples: pickling whole stat results costs as much as parsing the sidecar.
+    return [(f.directory, f.name.text, f.fingerprint, [(rel, st.st_mtime) for rel, st in f.files])
+            for f, _ in chunk]
+
+
+def _unpack(packed: tuple) -> Found:
+    directory, name, fingerprint, files = packed
+    return Found(directory, ibimod.parse(name), fingerprint,
+                 [(rel, _Mtime(mtime)) for rel, mtime in files])
+
+
 def reading_process() -> None:
-    """A reading process: (root, [Found]) on stdin, [_Row] on stdout, until end of file
-    (which also comes when the build that started it dies)."""
+    """A reading process: (root, [packed Found]) on stdin, [_Row] on stdout, until end of
+    file (which also comes when the build that started it dies)."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the results
     while (message := _receive(stdin)) is not None:
         root, chunk = message
-        _send(stdout, [read_item(Path(root), found) for found in chunk])
+        _send(stdout, [read_item(Path(root), _unpack(packed)) for packed in chunk])
 
 
 def _cpus() -> int:
@@ -694,25 +711,26 @@ def _cpus() -> int:
 
 class _Readers:
     """Reads the items a refresh finds new or changed: in this process, or, for a first
-    build of a big collection, in `workers` processes of their own (sidecar parsing is most
-    of a build's time), each given one chunk at a time and answered in order."""
+    build of a big collection, also in `workers` processes of their own (sidecar parsing is
+    most of a build's time). A reading process holds one chunk at a time, so neither side
+    can block the other on a full pipe; while they are all busy this process reads the next
+    chunk itself, and it takes their results as they come (rows may be written in any order)."""
 
-    CHUNK = 250
+    CHUNK = 200
 
     def __init__(self, root: Path, workers: int):
         self.root = root
         self.procs: list[subprocess.Popen] = []
         self.idle: list[subprocess.Popen] = []
-        self.flying: collections.deque = collections.deque()
+        self.flying: dict[int, tuple[subprocess.Popen, list]] = {}  # stdout fd -> its chunk
         self.pending: list[tuple[Found, bool]] = []
-        if workers > 1:
-            command = [sys.executable, "-c",
-                       "from archive_service.store import reading_process; reading_process()"]
-            for _ in range(workers):
-                proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        env=child_environment())
-                self.procs.append(proc)
-                self.idle.append(proc)
+        command = [sys.executable, "-c",
+                   "from archive_service.store import reading_process; reading_process()"]
+        for _ in range(workers):
+            proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    env=child_environment())
+            self.procs.append(proc)
+            self.idle.append(proc)
 
     def read(self, found: Found, *, new: bool) -> list[tuple[_Row, bool]]:
         """Read `found` (or queue it); return what has been read, ready to write."""
@@ -724,29 +742,36 @@ class _Readers:
     def drain(self) -> list[tuple[_Row, bool]]:
         ready = self._submit() if self.pending else []
         while self.flying:
-            ready += self._collect()
+            ready += self._collect(block=True)
         return ready
 
     def _submit(self) -> list[tuple[_Row, bool]]:
-        ready = [] if self.idle else self._collect()
         chunk, self.pending = self.pending, []
-        if not self.idle:  # every reading process died: read here
+        ready = self._collect(block=False)
+        if not self.idle:
             return ready + [(read_item(self.root, found), new) for found, new in chunk]
         proc = self.idle.pop()
         try:
-            _send(proc.stdin, (str(self.root), [found for found, _ in chunk]))
+            _send(proc.stdin, (str(self.root), _pack(chunk)))
         except OSError:
             return ready + self._lost(proc, chunk)
-        self.flying.append((proc, chunk))
+        self.flying[proc.stdout.fileno()] = (proc, chunk)
         return ready
 
-    def _collect(self) -> list[tuple[_Row, bool]]:
-        proc, chunk = self.flying.popleft()
-        rows = _receive(proc.stdout)
-        if rows is None:
-            return self._lost(proc, chunk)
-        self.idle.append(proc)
-        return list(zip(rows, (new for _, new in chunk)))
+    def _collect(self, *, block: bool) -> list[tuple[_Row, bool]]:
+        if not self.flying:
+            return []
+        readable, _, _ = select.select(list(self.flying), [], [], None if block else 0)
+        ready = []
+        for fd in readable:
+            proc, chunk = self.flying.pop(fd)
+            rows = _receive(proc.stdout)
+            if rows is None:
+                ready += self._lost(proc, chunk)
+                continue
+            self.idle.append(proc)
+            ready += zip(rows, (new for _, new in chunk))
+        return ready
 
     def _lost(self, proc: subprocess.Popen, chunk) -> list[tuple[_Row, bool]]:
         log.warning("a reading process (pid %d) died; reading its items here", proc.pid)
@@ -770,7 +795,7 @@ class _Readers:
     def close(self) -> None:
         for proc in self.procs:
             self._stop(proc)
-        self.procs = self.idle = []
+        self.procs, self.idle, self.flying = [], [], {}
 
 
 class _Batch:
