@@ -123,6 +123,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         csv.writer(sys.stdout, lineterminator="\n").writerows(stats.rows(report))
     else:
         print(stats.table(report))
+    return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:

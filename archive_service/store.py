@@ -846,6 +846,10 @@ class _Batch:
 _INHERITED: list = []
 
 
+def _storable(text: str) -> bool:
+    return text.isascii() and "\x00" not in text
+
+
 class _Reader:
     """One process's and thread's connection, and what it has read at one data version."""
 
@@ -921,8 +925,10 @@ class StoreCatalog:
     # -- the Catalog interface ---------------------------------------------------------
 
     def lookup(self, text: str | Ibi) -> Item | None:
-        reader = self._reader()
         k = ibimod.key(str(text))
+        if not _storable(k):
+            return None
+        reader = self._reader()
         if k not in reader.found:
             reader.found[k] = next((claimant(c) for (c,) in reader.conn.execute(
                 "SELECT claim FROM keys WHERE key = ? ORDER BY claim", (k,))
@@ -931,6 +937,8 @@ class StoreCatalog:
         return self._item(reader, key) if key is not None else None
 
     def item_at(self, directory: str) -> Item | None:
+        if not _storable(directory):
+            return None  # from a URL, say; item directories are IBIs: ASCII, no NUL
         reader = self._reader()
         key = sortkey(directory)
         return self._item(reader, key) if self._served(reader, key) else None
