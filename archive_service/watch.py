@@ -24,6 +24,7 @@ import atexit
 import logging
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -32,13 +33,14 @@ import time
 import warnings
 from collections.abc import Iterable
 
-from . import settings
+from . import index, settings
 from .store import Store, StoreCatalog, Writer, child_environment, cover, scope_of
 
 log = logging.getLogger(__name__)
 
 DEBOUNCE_SECONDS = 0.2  # events within this of each other make one wave (and the delay added)
 FOLLOW_SECONDS = 1.0  # how often a serving process checks that the indexer runs
+RETRY_SECONDS = 10.0  # after an index write failed, a full rescan this much later
 # File systems whose changes, made elsewhere, inotify never hears of.
 NETWORK_FILE_SYSTEMS = {
     "nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "9p", "ceph", "glusterfs", "lustre",
@@ -145,6 +147,7 @@ class Indexer:
         self._said: set[str] = set()
         self._inotify_fd: int | None = None
         self._retry = False
+        self._retry_at: float | None = None
         self.real_root = store.real_root
 
     # -- events ------------------------------------------------------------------------
@@ -287,9 +290,16 @@ class Indexer:
     def _refresh(self, scopes: Iterable[str] | None, why: str):
         try:
             result = self.writer.refresh(scopes, progress=scopes is None)
-        except FileNotFoundError as exc:
-            log.error("%s; keeping the index as it is", exc)
+        except (sqlite3.Error, OSError) as exc:
+            # The collection gone, or the index unwritable (a full disk): keep the index as it
+            # is, say so once, and try everything again a little later.
+            message = f"cannot update the index of {self.store.root}: {exc}"
+            if message not in self._said:
+                self._said.add(message)
+                log.error("%s; keeping it as it is and trying again", message)
+            self._retry_at = time.monotonic() + RETRY_SECONDS
             return None
+        self._retry_at = None
         self.waves += 1
         if result.read or result.removed or scopes is None:
             log.info("%s: %s", why, result)
@@ -309,13 +319,16 @@ class Indexer:
 
     def _set_state(self, state: str) -> None:
         """Say in the index who keeps it and how (for `index` and for whoever checks)."""
-        with self.store.write_lock():
-            conn = self.store.connect()
-            try:
-                conn.execute("INSERT OR REPLACE INTO meta VALUES ('indexer', ?)",
-                             (f"{os.getpid()} {state} {time.time():.0f}",))
-            finally:
-                conn.close()
+        try:
+            with self.store.write_lock():
+                conn = self.store.connect()
+                try:
+                    conn.execute("INSERT OR REPLACE INTO meta VALUES ('indexer', ?)",
+                                 (f"{os.getpid()} {state} {time.time():.0f}",))
+                finally:
+                    conn.close()
+        except (sqlite3.Error, OSError):
+            pass  # only a note for people; _refresh reports why the index cannot be written
 
     def run(self) -> None:
         """Index until `stop` is set (the caller holds the watch lock)."""
@@ -343,6 +356,8 @@ class Indexer:
                     why = why or "the watch was restarted"
                 if why is None and time.monotonic() >= next_full:
                     why = "consistency rescan" if watching else "periodic rescan"
+                if why is None and self._retry_at and time.monotonic() >= self._retry_at:
+                    why = "a rescan after an error"
                 if why is not None:
                     watching = self._rescan(why, watching)
                     next_full = self._next_full(watching)
@@ -518,11 +533,16 @@ def usable_state_dir(state_dir: str) -> str:
         problem = "not writable"
     except OSError as exc:
         problem = exc.strerror or str(exc)
-    fallback = os.path.join(tempfile.gettempdir(), f"archive-service-{os.getuid()}")
-    os.makedirs(fallback, mode=0o700, exist_ok=True)
+    fallback = private_state_dir()
     log.warning("state_dir %s cannot be used (%s); keeping the index in %s instead",
                 state_dir, problem, fallback)
     return fallback
+
+
+def private_state_dir() -> str:
+    path = os.path.join(tempfile.gettempdir(), f"archive-service-{os.getuid()}")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
 
 
 class LiveIndex:
@@ -536,13 +556,66 @@ class LiveIndex:
         self.follower = Follower(self.store, config)
 
     def refresh(self):
-        """Re-read what changed (everything, the first time), logging progress if long."""
-        return Writer(self.store).refresh(progress=True)
+        """Re-read what changed (everything, the first time), logging progress if long.
+
+        An index that cannot be written (a full or failing disk) is served as it is; if
+        there is none yet, it is built in a private temporary directory instead."""
+        try:
+            return Writer(self.store).refresh(progress=True)
+        except (sqlite3.Error, OSError) as exc:
+            if not os.path.isdir(self.store.root):
+                raise  # the collection itself is missing: nothing to serve
+            if self.store.is_complete():
+                log.error("cannot bring the index %s up to date (%s); answering from it as it "
+                          "is until the indexer can write it", self.store.path, exc)
+                return None
+            fallback = private_state_dir()
+            if os.path.abspath(fallback) != str(self.store.state_dir):
+                log.error("cannot write the index in %s (%s); building it in %s instead",
+                          self.store.state_dir, exc, fallback)
+                self.store = Store(self.config.collection, fallback)
+                self.catalog = StoreCatalog(self.store)
+                self.follower = Follower(self.store, self.config)
+                try:
+                    return Writer(self.store).refresh(progress=True)
+                except (sqlite3.Error, OSError) as again:
+                    exc = again
+            # Nowhere to keep an index: this process alone holds one in memory, as read now.
+            log.error("cannot write the index anywhere (%s); this process reads the collection "
+                      "into memory and will not see later changes", exc)
+            self.catalog = MemoryCatalog(index.scan(self.config.collection))
+            self.follower = None
+            return None
 
     def follow(self) -> None:
-        if self.config.index_watch != "off":
+        if self.config.index_watch != "off" and self.follower is not None:
             self.follower.start()
 
     def close(self) -> None:
-        self.follower.stop()
+        if self.follower is not None:
+            self.follower.stop()
         self.catalog.close()
+
+
+class MemoryCatalog:
+    """`index.scan`'s catalog with the store catalog's request hooks (the last resort)."""
+
+    def __init__(self, catalog: index.Catalog):
+        self._catalog = catalog
+        self.root = catalog.root
+
+    def __getattr__(self, name: str):
+        return getattr(self._catalog, name)
+
+    def begin(self) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def count(self) -> int:
+        return len(self._catalog.by_directory)
+

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import resource
 import shutil
 import signal
 import sqlite3
@@ -228,6 +229,43 @@ def test_a_long_first_build_logs_its_progress(tmp_path: Path, caplog, monkeypatc
     assert len(lines) >= 100
     assert re.fullmatch(rf"indexing {tmp_path / 'col'}: \d+ of about 300 items "
                         r"\(\d+ items/s, about \d+ s left\)", lines[-1]), lines[-1]
+
+
+def _query_on_a_full_disk(collection: Path, state: Path) -> subprocess.CompletedProcess:
+    (collection / "iconet.com.br/banon/2009/09.09.22.01/item.yaml").write_text(
+        "ibip: LK47B6W/362SFKH\nstate: Copy\n")
+
+    def no_file_may_grow() -> None:  # as on a full disk (EFBIG instead of ENOSPC)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1, 1))
+
+    query = subprocess.run(
+        [sys.executable, "-m", "archive_service.cli", "query", "LK47B6W/362SFKH",
+         "--collection", str(collection), "--state-dir", str(state),
+         "--archiveaddress", "archive.example.org", "--archiveserviceibi", SERVICE],
+        capture_output=True, text=True, preexec_fn=no_file_may_grow)
+    assert query.returncode == 0, query.stderr
+    return query
+
+
+def test_an_index_that_cannot_be_written_is_served_as_it_is(collection: Path,
+                                                           tmp_path: Path) -> None:
+    st = _clean_build(collection, tmp_path / "state")
+    reading = store.StoreCatalog(st)  # a running worker: the index's shared memory exists
+    assert reading.count() == 15
+    try:
+        query = _query_on_a_full_disk(collection, tmp_path / "state")
+    finally:
+        reading.close()
+    assert "state Original" in query.stdout  # the index as it was
+    assert "cannot bring the index" in query.stderr and "up to date" in query.stderr
+
+
+def test_with_no_index_possible_the_collection_is_read_into_memory(collection: Path,
+                                                                  tmp_path: Path) -> None:
+    query = _query_on_a_full_disk(collection, tmp_path / "state")
+    assert "state Copy" in query.stdout  # read now
+    assert "cannot write the index anywhere" in query.stderr
 
 
 def test_index_command_reports_and_refreshes(collection: Path, tmp_path: Path) -> None:
