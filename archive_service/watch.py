@@ -365,6 +365,7 @@ class Indexer:
                     self._refresh(scopes, f"{len(cover(scopes))} changed place(s)")
         finally:
             self._stop_watching()
+            self._set_state("stopped")
 
     def _next_full(self, watching: bool) -> float:
         interval = self.consistency_interval if watching else self.rescan_interval
