@@ -27,6 +27,7 @@ import os
 import pickle
 import re
 import select
+import shutil
 import sqlite3
 import stat
 import subprocess
@@ -650,6 +651,16 @@ def read_item(root: Path, found: Found) -> _Row:
                 problems)
 
 
+def python_executable() -> str:
+    """The Python to start our own processes with (under mod_wsgi sys.executable may name
+    the web server instead)."""
+    name = os.path.basename(sys.executable or "")
+    if name.startswith("python"):
+        return sys.executable
+    return shutil.which(f"python{sys.version_info[0]}.{sys.version_info[1]}") or \
+        shutil.which("python3") or sys.executable
+
+
 def child_environment() -> dict[str, str]:
     """The environment for a Python process of ours: this package importable as it is here."""
     env = dict(os.environ)
@@ -724,7 +735,7 @@ class _Readers:
         self.idle: list[subprocess.Popen] = []
         self.flying: dict[int, tuple[subprocess.Popen, list]] = {}  # stdout fd -> its chunk
         self.pending: list[tuple[Found, bool]] = []
-        command = [sys.executable, "-c",
+        command = [python_executable(), "-c",
                    "from archive_service.store import reading_process; reading_process()"]
         for _ in range(workers):
             proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

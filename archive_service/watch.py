@@ -26,7 +26,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -34,7 +33,8 @@ import warnings
 from collections.abc import Iterable
 
 from . import index, settings
-from .store import Store, StoreCatalog, Writer, child_environment, cover, scope_of
+from .store import (Store, StoreCatalog, Writer, child_environment, cover,
+                    python_executable, scope_of)
 
 log = logging.getLogger(__name__)
 
@@ -503,7 +503,7 @@ class Follower:
         read_end, write_end = os.pipe()
         config = self.config
         command = [
-            sys.executable, "-m", "archive_service.cli", "index", "--watch",
+            python_executable(), "-m", "archive_service.cli", "index", "--watch",
             "--collection", str(self.store.root), "--state-dir", str(self.store.state_dir),
             "--index-watch", config.index_watch,
             "--rescan-interval", f"{config.rescan_interval:g}",

@@ -280,5 +280,7 @@ def create_app_from_env() -> Flask:
     The serving process follows the collection from its first request on (with gunicorn's
     --preload the app is made in the master, where no thread may start before the fork)."""
     app = create_app(settings.load(os.environ.get("ARCHIVE_SERVICE_CONFIG")))
-    app.before_request(app.extensions["archive_index"].follow)
+    # A CGI process lives for one request: it reads the index as create_app left it.
+    if not os.environ.get("GATEWAY_INTERFACE", "").startswith("CGI/"):
+        app.before_request(app.extensions["archive_index"].follow)
     return app
