@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 from pathlib import Path
@@ -18,6 +19,20 @@ SAMPLE = ROOT / "sample_collection"
 SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
 PLATFORM = "dpi.inpe.br/banon/1998/08.02.08.56"
 ADDRESS = "mtc-m16c.sid.inpe.br"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_data_home(tmp_path_factory):
+    """Settings without a state_dir default to the user's data directory: keep tests (and the
+    serve processes they start, which inherit the environment) out of the real one."""
+    home = tmp_path_factory.mktemp("data-home")
+    old = os.environ.get("XDG_DATA_HOME")
+    os.environ["XDG_DATA_HOME"] = str(home)
+    yield home
+    if old is None:
+        del os.environ["XDG_DATA_HOME"]
+    else:
+        os.environ["XDG_DATA_HOME"] = old
 
 
 @pytest.fixture
