@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
@@ -72,6 +73,7 @@ class Verbs:
         return not self.relation and not self.filelist
 
 
+@lru_cache(maxsize=1024)  # resolvers send few distinct verb lists; Verbs is immutable
 def parse_verblist(text: str) -> Verbs:
     """Parse `parsedibiurl.verblist` (Table 6.4, verbs separated by spaces)."""
     steps: list[Step] = []
@@ -434,8 +436,14 @@ class Archive:
         and the relation the verbs name are built: the filter would drop every other
         relation, so the answer is the same at a cost that does not grow with the Archive."""
         relation = request.verbs.relation
-        answer = self.montar_lista_de_url(request, links, [(), relation] if relation else [()],
-                                          urlkey=False)
+        if relation:
+            # Of the item's own pairs the filter keeps only `ibi`: add that one instead of
+            # building its URL, state and timestamp to drop them (a third of the work).
+            answer = self.montar_lista_de_url(request, links, [relation], urlkey=False)
+            if answer and ("state", "Deleted") not in answer:
+                answer.append(("ibi", self.catalog.lookup(request.ibi).forms.render()))
+        else:
+            answer = self.montar_lista_de_url(request, links, [()], urlkey=False)
         answer = filtrar_lista_de_url(answer, request.verbs)
         # Keyed after the filter: the key vouches for the URLs kept, none it dropped.
         return self.with_urlkey(answer) if any(_is_url_pair(n) for n, _ in answer) else answer
@@ -446,9 +454,12 @@ def _is_url_pair(name: str) -> bool:
 
 
 def iso(item: Item) -> str:
-    return item.timestamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Timestamps are UTC (sidecar.parse_timestamp, index._utc); isoformat is twice as fast
+    # as strftime and [:19] drops microseconds and offset as the %S...Z format does.
+    return item.timestamp.isoformat()[:19] + "Z"
 
 
+@lru_cache(maxsize=1024)  # one pattern per relation asked; Relation is a tuple of frozen Steps
 def _qualifier_pattern(relation: Relation) -> re.Pattern:
     parts = []
     for step in relation:
