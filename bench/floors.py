@@ -1,0 +1,95 @@
+"""The floors the benchmarks are measured against, each run as its own process.
+
+    python bench/floors.py walk DIR        a bare os.scandir walk of the whole tree
+    python bench/floors.py read DIR        the same walk, reading every item.yaml's bytes
+    python bench/floors.py serve --bind HOST:PORT --workers N
+                                           a constant text/plain Flask endpoint under the
+                                           same gunicorn settings as `archive-service serve`
+
+The floor server is `archive_service.server.ArchiveServer` itself with only `load()` swapped
+for the constant app, so whatever gunicorn settings serve uses (workers, preload, access log),
+the floor uses too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+
+SIDECAR = "item.yaml"
+CONSTANT = b"archiveaddress localhost\r\nstate Original"
+
+
+def walk(root: str, read: bool = False) -> tuple[int, int]:
+    """Visit every directory under `root` (not following links); optionally read sidecars."""
+    dirs = sidecars = 0
+    stack = [root]
+    scandir = os.scandir
+    while stack:
+        path = stack.pop()
+        dirs += 1
+        with scandir(path) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif read and entry.name == SIDECAR:
+                    with open(entry.path, "rb") as stream:
+                        stream.read()
+                    sidecars += 1
+    return dirs, sidecars
+
+
+def constant_app():
+    from flask import Flask, Response
+
+    app = Flask("floor")
+
+    @app.get("/", defaults={"path": ""})
+    @app.get("/<path:path>")
+    def constant(path: str) -> Response:
+        return Response(CONSTANT, content_type="text/plain; charset=us-ascii")
+
+    return app
+
+
+def serve(bind: str, workers: int) -> int:
+    from archive_service import settings
+    from archive_service.server import ArchiveServer
+
+    class FloorServer(ArchiveServer):
+        def load(self):
+            return constant_app()
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    empty = tempfile.mkdtemp(prefix="bench-floor-")
+    config = settings.load(options={
+        "collection": empty, "archiveaddress": "localhost",
+        "archiveserviceibi": "sid.inpe.br/mtc-m18@80/2008/03.17.15.17", "resolver": "none",
+        "state_dir": os.path.join(empty, "state"), "bind": bind, "workers": str(workers)},
+        environ={})
+    FloorServer(config).run()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="benchmark floors")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("walk", "read"):
+        sub.add_parser(name).add_argument("root")
+    srv = sub.add_parser("serve")
+    srv.add_argument("--bind", required=True)
+    srv.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return serve(args.bind, args.workers)
+    dirs, sidecars = walk(args.root, read=args.command == "read")
+    print(f"{dirs} directories, {sidecars} sidecars read")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
