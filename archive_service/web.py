@@ -22,6 +22,7 @@ from typing import Any
 
 from flask import Flask, Response, abort, render_template_string, request
 from flask.logging import default_handler
+from werkzeug.exceptions import HTTPException
 from werkzeug.wsgi import wrap_file
 
 from . import __version__, answers, ibi as ibimod, index, limits, pairs, settings, stats, urlkeys
@@ -62,10 +63,23 @@ def _displayable(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-def _error(reason: str, status: int = 400) -> Response:
+def error_response(reason: str, status: int = 400) -> Response:
+    """The protocol's error: a text/plain pairs body `error {words}` (SPEC §4, Contract)."""
     words = "".join(c if c.isascii() and c.isprintable() and c not in "{}" else " " for c in reason)
     body = pairs.render([("error", pairs.value_list(words.split()))])
     return Response(body, status=status, content_type=TEXT)
+
+
+def answer_unexpected_errors(app: Flask, logger: logging.Logger) -> None:
+    """A bug answers `error {internal error}` (500) and is logged with its traceback; HTTP
+    errors (404, 405 …) stay as Werkzeug made them."""
+
+    @app.errorhandler(Exception)
+    def unexpected(exc: Exception):
+        if isinstance(exc, HTTPException):
+            return exc
+        logger.exception("unexpected error on %s", request.path)
+        return error_response("internal error", 500)
 
 
 def _filename_options(name: str) -> dict[str, str]:
@@ -196,7 +210,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             site = links()
             body = answers.monta_resposta(query, archive, site)
         except (RequestError, pairs.PairsError) as exc:
-            return _error(str(exc))
+            return error_response(str(exc))
         if query["servicesubject"] == "acknowledgment":
             store.acknowledge(acknowledgment(query, site), keys)
         return Response(body, content_type=TEXT)
@@ -211,7 +225,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     @app.before_request
     def within_limits() -> Response | None:
         problem = limits.problem(request.environ)
-        return _error(problem) if problem else None
+        return error_response(problem) if problem else None
 
     @app.get(service_path + "/filelist/<path:directory>", endpoint="filelist")
     def filelist(directory: str) -> Response:
@@ -234,7 +248,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         if fmt == "oai_dc":
             return Response(oai_dc_xml(item.dc), content_type="text/xml; charset=utf-8")
         if fmt:
-            return _error("unknown metadata format; oai_dc is the one offered", 404)
+            return error_response("unknown metadata format; oai_dc is the one offered", 404)
         dc = [(e, item.dc[e]) for e in DC_ELEMENTS if e in item.dc]
         page = render_template_string(METADATA_PAGE, ibi=item.name.text, dc=dc,
                                       oai_dc=links().metadata(item, "oai_dc"))
@@ -262,13 +276,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                 f"service: {site.service}\nitems: {catalog.count()}\n")
         return Response(text, content_type="text/plain; charset=utf-8")
 
-    @app.errorhandler(Exception)
-    def unexpected(exc: Exception):
-        from werkzeug.exceptions import HTTPException
-        if isinstance(exc, HTTPException):
-            return exc
-        log.exception("unexpected error on %s", request.path)
-        return _error("internal error", 500)
+    answer_unexpected_errors(app, log)
 
     app.wsgi_app = ArchiveRoot(app.wsgi_app, (service_path, "/col"))
     return app

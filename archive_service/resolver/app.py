@@ -19,6 +19,7 @@ from flask.logging import default_handler
 
 from .. import pairs, settings
 from ..answers import RequestError
+from ..web import answer_unexpected_errors, error_response
 from . import config as rconfig
 from . import purl as purlmod
 from . import resolve as resolvemod
@@ -55,12 +56,6 @@ for example <code>{{ base }}/8JMKD3MGP8W/35MMLL8!:(oai_dc)</code>.</p>
 TITLES = {400: "Not a persistent URL", 404: "Information item not found",
           409: "Conflicting Archives", 502: "No Archive answered",
           503: "No Archive available", 508: "Resolution did not end"}
-
-
-def _error(reason: str, status: int = 400) -> Response:
-    words = "".join(c if c.isascii() and c.isprintable() and c not in "{}" else " " for c in reason)
-    return Response(pairs.render([("error", pairs.value_list(words.split()))]), status=status,
-                    content_type=TEXT)
 
 
 def client_ips(environ: Mapping[str, Any]) -> str:
@@ -101,9 +96,9 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             query = pairs.parse_query(request.environ.get("QUERY_STRING", ""))
             answer = registry.handle(query, client.confirm)
         except (RequestError, pairs.PairsError) as exc:
-            return _error(str(exc))
+            return error_response(str(exc))
         except Refused as exc:
-            return _error(str(exc), 403)
+            return error_response(str(exc), 403)
         return Response(pairs.render(answer), content_type=TEXT)
 
     def alert(status: int, reason: str, persistent: str, **kw) -> Response:
@@ -154,13 +149,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         log.info("%s -> %s from %s after %d round(s)", persistent_url, target, chosen, rounds)
         return redirect(target, 302)
 
-    @app.errorhandler(Exception)
-    def unexpected(exc: Exception):
-        from werkzeug.exceptions import HTTPException
-        if isinstance(exc, HTTPException):
-            return exc
-        log.exception("unexpected error on %s", request.path)
-        return _error("internal error", 500)
+    answer_unexpected_errors(app, log)
 
     return app
 
