@@ -9,7 +9,8 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -19,7 +20,7 @@ from . import ibi as ibimod
 from . import pairs as pairsmod
 from .ibi import Forms, Ibi
 from .index import DOC, Catalog, Item
-from .urlkeys import UrlKeys
+from .urlkeys import UrlKeys, canonical_url
 
 ID_PAIRS = ("archiveaddress", "ibi", "ibi.archiveservice", "ibi.platformsoftware")
 RELATED_PREFIXES = ("contenttype", "ibi", "state", "timestamp", "url")
@@ -157,6 +158,7 @@ class UrlRequest:
     verbs: Verbs = Verbs()
 
 
+@lru_cache(maxsize=4096)  # a resolver sends the addresses of its users over and over
 def _client_ips(text: str) -> tuple:
     """`IP *(SP IP)`: the user first, then the proxies (Table 6.10)."""
     words = text.split(" ")
@@ -178,10 +180,16 @@ def filepath_parts(text: str) -> tuple[str, ...]:
     return parts
 
 
+def parse_client(query: dict[str, str]) -> tuple:
+    if not query.get("clientinformation.ipaddress"):
+        raise RequestError("urlRequest needs clientinformation.ipaddress")
+    return _client_ips(query["clientinformation.ipaddress"])
+
+
 def parse_url_request(query: dict[str, str]) -> UrlRequest:
-    for name in ("clientinformation.ipaddress", "parsedibiurl.ibi"):
-        if not query.get(name):
-            raise RequestError(f"urlRequest needs {name}")
+    client = parse_client(query)
+    if not query.get("parsedibiurl.ibi"):
+        raise RequestError("urlRequest needs parsedibiurl.ibi")
     try:
         ibimod.parse(query["parsedibiurl.ibi"])
     except ibimod.IbiError:
@@ -191,7 +199,7 @@ def parse_url_request(query: dict[str, str]) -> UrlRequest:
         filepath_parts(filepath)
     return UrlRequest(
         ibi=query["parsedibiurl.ibi"],
-        client_ips=_client_ips(query["clientinformation.ipaddress"]),
+        client_ips=client,
         filepath=filepath,
         verbs=parse_verblist(query.get("parsedibiurl.verblist", "")),
     )
@@ -214,15 +222,18 @@ def check_acknowledgment(query: dict[str, str]) -> None:
 _process_keys: UrlKeys | None = None
 
 
+def process_urlkeys() -> UrlKeys:
+    """Keys with a secret of this process only (and its forks): for tools and tests."""
+    global _process_keys
+    if _process_keys is None:
+        _process_keys = UrlKeys.ephemeral()
+    return _process_keys
+
+
 def new_urlkey(urls: Iterable[str] = (), keys: UrlKeys | None = None) -> str:
     """A fresh key for one answer vouching for its `urls` (urlkeys.py: Table 5.1 shape,
     `digits-digits`, checkable later); without `keys`, a secret of this process only."""
-    global _process_keys
-    if keys is None:
-        if _process_keys is None:
-            _process_keys = UrlKeys.ephemeral()
-        keys = _process_keys
-    return keys.issue(urls)
+    return (keys or process_urlkeys()).issue(urls)
 
 
 # ---------------------------------------------------------------------- the answer itself
@@ -238,6 +249,41 @@ class Node:
     fmt: str | None = None
 
 
+_PLACE = "\x00"  # where the urlkey goes in a rendered answer (never in a rendered value)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """An answer to urlRequest rendered once, waiting for the fresh urlkey of each use.
+
+    `checks` are the disk's answers the pairs depend on ((function, arguments, result)): an
+    answer is reused only while they still hold, so a file that vanished since gets no URL."""
+
+    head: str
+    tail: str | None  # None: the answer has no url pair, so no urlkey
+    urls: frozenset[bytes]  # canonical forms of the URLs the key vouches for
+    checks: tuple[tuple[Callable, tuple, object], ...]
+
+    @classmethod
+    def of(cls, answer: list[tuple[str, str]], checks=()) -> "Rendered":
+        urls = frozenset(canonical_url(v) for n, v in answer if _is_url_pair(n))
+        if not urls:
+            return cls(pairsmod.render(answer), None, urls, tuple(checks))
+        head, tail = pairsmod.render(answer + [("urlkey", _PLACE)]).split(_PLACE)
+        return cls(head, tail, urls, tuple(checks))
+
+    def holds(self) -> bool:
+        return all(function(*arguments) == result for function, arguments, result in self.checks)
+
+    def body(self, keys: UrlKeys) -> str:
+        if self.tail is None:
+            return self.head
+        return self.head + keys.issue_canonical(self.urls) + self.tail
+
+
+_BY_CLIENT = object()  # in the answer cache: this answer depends on the client's address
+
+
 class Archive:
     """One Archive's identity, collection and publishing place: everything an answer needs."""
 
@@ -248,6 +294,10 @@ class Archive:
         self.archiveaddress = archiveaddress
         self.service = Forms.of(ibimod.parse(archiveserviceibi))
         self.platform = Forms.of(ibimod.parse(platformsoftware)) if platformsoftware else None
+        self._trace = threading.local()  # what an answer being built read from disk and client
+
+    # Rendered answers kept per worker (1-3 KB each) while the index does not change.
+    ANSWERS = 4096
 
     @property
     def relations(self) -> list[Relation]:
@@ -357,15 +407,29 @@ class Archive:
         return None
 
     def file_exists(self, item: Item, relpath: str) -> bool:
-        return resolve_file(self.catalog.root, item, relpath) is not None
+        return self._traced(self._file_exists, item, relpath)
 
     def still_on_disk(self, item: Item, relpath: str) -> bool:
         """One stat: the index may be older than the disk (a vanished file gets no URL).
         Not a safety check: /col/ resolves every path it serves (resolve_file)."""
-        return os.path.isfile(os.path.join(self.catalog.root, item.directory, DOC, relpath))
+        return self._on_disk(item, relpath)
 
-    @staticmethod
-    def _client_allowed(item: Item, request: UrlRequest) -> bool:
+    def _file_exists(self, item: Item, relpath: str) -> bool:
+        return resolve_file(self.catalog.root, item, relpath) is not None
+
+    def _on_disk(self, item: Item, relpath: str) -> bool:
+        path = os.path.join(self.catalog.root, item.directory, DOC, relpath)
+        return self._traced(os.path.isfile, path)
+
+    def _traced(self, function: Callable, *arguments) -> object:
+        result = function(*arguments)
+        checks = getattr(self._trace, "checks", None)
+        if checks is not None:
+            checks.append((function, arguments, result))
+        return result
+
+    def _client_allowed(self, item: Item, request: UrlRequest) -> bool:
+        self._trace.by_client = True
         if not request.client_ips:
             return False
         user = request.client_ips[0]
@@ -432,9 +496,54 @@ class Archive:
         return [p for p in answer if p[0] != "urlkey"] + [("urlkey", new_urlkey(urls, self.urlkeys))]
 
     def answer_url_request(self, request: UrlRequest, links: Links) -> list[tuple[str, str]]:
-        """MontarListaDeURL then FiltrarListaDeURL. Only the item itself (for its `ibi` pair)
-        and the relation the verbs name are built: the filter would drop every other
-        relation, so the answer is the same at a cost that does not grow with the Archive."""
+        """MontarListaDeURL then FiltrarListaDeURL, with the answer's urlkey."""
+        answer = self._filtered(request, links)
+        # Keyed after the filter: the key vouches for the URLs kept, none it dropped.
+        return self.with_urlkey(answer) if any(_is_url_pair(n) for n, _ in answer) else answer
+
+    def url_request_body(self, query: dict[str, str], links: Links) -> str:
+        """The rendered answer to a urlRequest (its decoded `query`). While the index does
+        not change, the answer to the same IBI, verbs and file path (and client address,
+        where a licensed item makes it matter) is rendered once per worker and reused with
+        a fresh urlkey; RequestError if the request is malformed."""
+        cache = self.catalog.answer_cache()
+        if cache is None:
+            return pairsmod.render(self.answer_url_request(parse_url_request(query), links))
+        key = (query.get("parsedibiurl.ibi"), query.get("parsedibiurl.verblist", ""),
+               query.get("parsedibiurl.filepath") or None, links.service, links.files)
+        found = cache.get(key)  # only answers to well-formed requests are kept
+        if found is not None:
+            # The same IBI, verbs and path were checked when the answer was built; the
+            # client's address is new.
+            client = parse_client(query)
+            if found is _BY_CLIENT:
+                found = cache.get(key + client[:1])
+        if found is None or not found.holds():
+            request = parse_url_request(query)
+            found, by_client = self._render(request, links)
+            cache = self.catalog.answer_cache()  # building may have moved to a newer index
+            while len(cache) >= self.ANSWERS:
+                del cache[next(iter(cache))]  # the oldest: dicts keep insertion order
+            if by_client:
+                cache[key] = _BY_CLIENT
+                key += request.client_ips[:1]
+            cache[key] = found
+        return found.body(self.urlkeys or process_urlkeys())
+
+    def _render(self, request: UrlRequest, links: Links) -> tuple[Rendered, bool]:
+        trace = self._trace
+        trace.checks, trace.by_client = [], False
+        try:
+            answer = self._filtered(request, links)
+            return Rendered.of(answer, trace.checks), trace.by_client
+        finally:
+            trace.checks = None
+
+    def _filtered(self, request: UrlRequest, links: Links) -> list[tuple[str, str]]:
+        """MontarListaDeURL then FiltrarListaDeURL, without the urlkey. Only the item itself
+        (for its `ibi` pair) and the relation the verbs name are built: the filter would drop
+        every other relation, so the answer is the same at a cost that does not grow with
+        the Archive."""
         relation = request.verbs.relation
         if relation:
             # Of the item's own pairs the filter keeps only `ibi`: add that one instead of
@@ -444,9 +553,7 @@ class Archive:
                 answer.append(("ibi", self.catalog.lookup(request.ibi).forms.render()))
         else:
             answer = self.montar_lista_de_url(request, links, [()], urlkey=False)
-        answer = filtrar_lista_de_url(answer, request.verbs)
-        # Keyed after the filter: the key vouches for the URLs kept, none it dropped.
-        return self.with_urlkey(answer) if any(_is_url_pair(n) for n, _ in answer) else answer
+        return filtrar_lista_de_url(answer, request.verbs)
 
 
 def _is_url_pair(name: str) -> bool:
@@ -513,7 +620,7 @@ def monta_resposta(query: dict[str, str], archive: Archive, links: Links) -> str
     if subject == "inclusionConfirmationRequest":
         return pairsmod.render([("confirmation", "yes")])
     if subject == "urlRequest":
-        return pairsmod.render(archive.answer_url_request(parse_url_request(query), links))
+        return archive.url_request_body(query, links)
     if subject == "acknowledgment":
         check_acknowledgment(query)
         return pairsmod.render([("notice", "{acknowledgment received}")])

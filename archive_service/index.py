@@ -197,6 +197,10 @@ class Catalog:
     def item_at(self, directory: str) -> Item | None:
         return self.by_directory.get(directory)
 
+    def answer_cache(self) -> None:
+        """Answers are not kept: this catalog changes in place, with nothing to say when."""
+        return None
+
     def add(self, item: Item) -> None:
         """Add an item; of two directories claiming one IBI, the one named by the repository
         name is served (it is where the standard files an item), else the first found."""

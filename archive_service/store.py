@@ -872,10 +872,15 @@ class _Reader:
         self.pid = os.getpid()
         self.conn = store.connect(readonly=True)
         self.version = -1
-        self.snapshot = False
+        self.in_request = False  # between begin() and end()
+        self.snapshot = False  # a read transaction is open
         self.clear()
 
     def clear(self) -> None:
+        self.answers: dict = {}
+        self.forget_items()
+
+    def forget_items(self) -> None:
         self.items: dict[str, Item | None] = {}
         self.rows: dict[str, tuple[str, str] | None] = {}
         self.served: dict[str, bool] = {}
@@ -886,9 +891,17 @@ class _Reader:
     def check(self) -> None:
         """Forget what was read if the indexer committed since (PRAGMA data_version)."""
         version = self.conn.execute("PRAGMA data_version").fetchone()[0]
-        if version != self.version or len(self.items) > self.CACHE or len(self.rows) > self.CACHE:
+        if version != self.version:
             self.clear()
             self.version = version
+        elif len(self.items) > self.CACHE or len(self.rows) > self.CACHE:
+            self.forget_items()
+
+    def start_snapshot(self) -> None:
+        self.conn.execute("BEGIN")
+        self.conn.execute("SELECT 1 FROM meta LIMIT 1")  # the snapshot starts here
+        self.check()
+        self.snapshot = True
 
 
 class StoreCatalog:
@@ -911,23 +924,37 @@ class StoreCatalog:
                 _INHERITED.append(reader)
             reader = self._local.reader = _Reader(self.store)
         if check and not reader.snapshot:
-            reader.check()
+            if reader.in_request:
+                reader.start_snapshot()
+            else:
+                reader.check()
         return reader
 
     def begin(self) -> None:
+        """A request starts: its reads will share one snapshot of the index. The snapshot
+        (a read transaction) is opened by the first read, so a request answered from
+        `answer_cache()` costs one statement."""
         reader = self._reader(check=False)
-        if reader.snapshot:
+        if reader.in_request:
             return
-        reader.conn.execute("BEGIN")
-        reader.conn.execute("SELECT 1 FROM meta LIMIT 1")  # the snapshot starts here
         reader.check()
-        reader.snapshot = True
+        reader.in_request = True
 
     def end(self) -> None:
         reader = getattr(self._local, "reader", None)
-        if reader is not None and reader.pid == os.getpid() and reader.snapshot:
-            reader.snapshot = False
-            reader.conn.execute("COMMIT")
+        if reader is not None and reader.pid == os.getpid() and reader.in_request:
+            reader.in_request = False
+            if reader.snapshot:
+                reader.snapshot = False
+                reader.conn.execute("COMMIT")
+
+    def answer_cache(self) -> dict:
+        """A dict for answers computed from the index as it is now; a new, empty one once
+        the indexer commits. Callers bound its size."""
+        reader = self._reader(check=False)
+        if not reader.in_request and not reader.snapshot:
+            reader.check()
+        return reader.answers
 
     def close(self) -> None:
         """Close this thread's connection (before a fork, or when done)."""

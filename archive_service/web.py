@@ -17,6 +17,7 @@ import zlib
 from urllib.parse import quote
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -194,7 +195,11 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     service_path = "/" + config.archiveserviceibi
 
     def links() -> Links:
-        return Links("http://" + config.archiveaddress + request.script_root, service_path,
+        return _links(request.script_root)
+
+    @lru_cache(maxsize=16)  # one per mount point the app is reached at
+    def _links(script_root: str) -> Links:
+        return Links("http://" + config.archiveaddress + script_root, service_path,
                      config.url_base)
 
     def item_or_404(directory: str) -> index.Item:

@@ -62,6 +62,8 @@ def test_answers_equal_a_fresh_scan(collection: Path, tmp_path: Path) -> None:
                 expected = re.sub(r"urlkey [0-9-]+(\r\n)?", "",
                                   answers.monta_resposta(query, reference, links))
                 assert url_request(app, key.upper(), verbs) == expected, (key, verbs)
+                # Asked again: the answer kept by the worker, the same but for its urlkey.
+                assert url_request(app, key.upper(), verbs) == expected, (key, verbs)
                 compared += 1
     assert compared > 100
     catalog = app.app.extensions["archive"].catalog
@@ -156,6 +158,27 @@ def test_translations_and_languages_follow_changes(collection: Path, tmp_path: P
     assert "de" not in catalog.languages
     assert pairs_of(url_request(app, english, "GetTranslation(de)")).keys() <= {
         "archiveaddress", "ibi", "ibi.archiveservice", "ibi.platformsoftware"}
+
+
+def test_a_kept_answer_gets_a_fresh_urlkey_that_vouches_for_its_urls(collection: Path,
+                                                                     tmp_path: Path) -> None:
+    app = create_app(settings_for(collection, tmp_path / "state"))
+    client = webtest.TestApp(app)
+    query = {"servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
+             "parsedibiurl.ibi": "8JMKD3MGP8W/35MME4E",
+             "parsedibiurl.verblist": "GetTranslation"}
+    first, second = (pairs_of(client.get("/" + SERVICE, params=query).text) for _ in range(2))
+    assert first.pop("urlkey") != second.pop("urlkey")
+    assert first == second
+    keys = app.extensions["archive"].urlkeys
+    got = pairs_of(client.get("/" + SERVICE, params=query).text)
+    urls = [v for n, v in got.items() if n.startswith("url.")]
+    assert len(urls) == 2
+    assert all(keys.verify(got["urlkey"], url).ok for url in urls)
+    assert not keys.verify(got["urlkey"], urls[0] + "x").ok
+    # A malformed request is refused even when a well-formed one like it was answered.
+    client.get("/" + SERVICE, params={**query, "clientinformation.ipaddress": "nobody"},
+               status=400)
 
 
 def test_a_request_reads_one_snapshot(collection: Path, tmp_path: Path) -> None:
