@@ -23,6 +23,7 @@ import hashlib
 import ipaddress
 import json
 import logging
+import mmap
 import os
 import pickle
 import re
@@ -368,6 +369,39 @@ class Store:
     def _lock_path(self, which: str) -> str:
         return f"{self.path}.{which}.lock"
 
+    # Every commit also bumps a counter in `<index>.changes` that readers map into memory:
+    # reading it costs no system call, where PRAGMA data_version takes the WAL's locks.
+    @property
+    def changes_path(self) -> str:
+        return f"{self.path}.changes"
+
+    def note_change(self) -> None:
+        """After a commit (under the write lock): tell the readers the index changed.
+        If that fails they still see the commit within _Reader.READ_EVERY seconds."""
+        try:
+            fd = os.open(self.changes_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                count = int.from_bytes(os.pread(fd, 8, 0).ljust(8, b"\0"), "little")
+                os.pwrite(fd, ((count + 1) % 2 ** 64).to_bytes(8, "little"), 0)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.warning("cannot write %s (%s): workers see changes up to a second later",
+                        self.changes_path, exc.strerror)
+
+    def map_changes(self) -> mmap.mmap | None:
+        """The counter note_change bumps, mapped read-only; None if there is none yet."""
+        try:
+            fd = os.open(self.changes_path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            return mmap.mmap(fd, 8, prot=mmap.PROT_READ) if os.fstat(fd).st_size >= 8 else None
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(fd)
+
     @contextmanager
     def write_lock(self) -> Iterator[None]:
         """Only one refresh at a time, across processes (a flock, released if we die)."""
@@ -484,7 +518,7 @@ class Writer:
                     total = (estimate_items(self.store.root) if cold else
                              conn.execute("SELECT count(*) FROM items").fetchone()[0])
                 meter = Progress(self.store.root, total, progress)
-                batch = _Batch(conn)
+                batch = _Batch(conn, self.store)
                 walk = Walk(self.store.root)
                 # A first build of a big collection parses its sidecars in other processes.
                 big = cold and (total or estimate_items(self.store.root)) >= PARALLEL_ITEMS
@@ -527,6 +561,7 @@ class Writer:
         conn.executemany("INSERT INTO meta VALUES (?, ?)", [
             ("schema", SCHEMA), ("collection", self.store.real_root), ("complete", "0")])
         conn.execute("COMMIT")
+        self.store.note_change()
         return True
 
     @staticmethod
@@ -814,8 +849,9 @@ class _Batch:
 
     New rows wait here and go in with one statement per table at commit."""
 
-    def __init__(self, conn: sqlite3.Connection):
+    def __init__(self, conn: sqlite3.Connection, store: Store):
         self.conn = conn
+        self.store = store
         self.count = 0
         self.opened = 0.0
         self.items: list[tuple] = []
@@ -849,6 +885,7 @@ class _Batch:
             conn.execute("DELETE FROM langs WHERE n <= 0")
         self.items, self.keys, self.refs, self.langs = [], [], [], {}
         conn.execute("COMMIT")
+        self.store.note_change()
 
 
 # ------------------------------------------------------------------------------ reader
@@ -868,9 +905,16 @@ class _Reader:
     # busy Archive answers for thousands of items in turn (bench: 1,000 answers ≈ 12,000).
     CACHE = 16384
 
+    # Without news from the changes counter, data_version is still read this often (a
+    # writer killed between its commit and the counter, a counter that cannot be written).
+    READ_EVERY = 1.0
+
     def __init__(self, store: Store):
         self.pid = os.getpid()
         self.conn = store.connect(readonly=True)
+        self.changes = store.map_changes()
+        self.seen = b""  # the counter when data_version was last read
+        self.read_at = 0.0
         self.version = -1
         self.in_request = False  # between begin() and end()
         self.snapshot = False  # a read transaction is open
@@ -888,8 +932,15 @@ class _Reader:
         self.summary: tuple[set[str], bool] | None = None
         self.count: int | None = None
 
-    def check(self) -> None:
-        """Forget what was read if the indexer committed since (PRAGMA data_version)."""
+    def check(self, *, sure: bool = False) -> None:
+        """Forget what was read if the indexer committed since (PRAGMA data_version, read
+        when the changes counter moved, or `sure`, or every READ_EVERY seconds)."""
+        if self.changes is not None:
+            seen, now = self.changes[:8], time.monotonic()
+            if not sure and seen == self.seen and now - self.read_at < self.READ_EVERY:
+                return
+            # Noted before data_version is read: a commit in between is seen next time.
+            self.seen, self.read_at = seen, now
         version = self.conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self.version:
             self.clear()
@@ -900,7 +951,7 @@ class _Reader:
     def start_snapshot(self) -> None:
         self.conn.execute("BEGIN")
         self.conn.execute("SELECT 1 FROM meta LIMIT 1")  # the snapshot starts here
-        self.check()
+        self.check(sure=True)
         self.snapshot = True
 
 

@@ -181,6 +181,33 @@ def test_a_kept_answer_gets_a_fresh_urlkey_that_vouches_for_its_urls(collection:
                status=400)
 
 
+def test_workers_see_a_commit_at_once_and_within_a_second_without_the_counter(
+        collection: Path, tmp_path: Path, caplog) -> None:
+    app = create_app(settings_for(collection, tmp_path / "state"))
+    client = webtest.TestApp(app)
+    catalog = app.extensions["archive"].catalog
+    writer = store.Writer(catalog.store)
+    ibi = "iconet.com.br/banon/2009/09.09.22.01"
+    sidecar = collection / ibi / "item.yaml"
+    original = sidecar.read_text()
+    assert pairs_of(url_request(client, ibi))["state"] == "Original"
+    sidecar.write_text(original + "state: Copy\n")
+    writer.refresh()
+    # The counter the commit bumped: the very next request sees it.
+    assert pairs_of(url_request(client, ibi))["state"] == "Copy"
+
+    # No counter (it cannot be written): data_version is still read once a second.
+    changes = Path(catalog.store.changes_path)
+    changes.unlink()
+    changes.mkdir()
+    sidecar.write_text(original)
+    with caplog.at_level(logging.WARNING, logger="archive_service.store"):
+        writer.refresh()
+    assert "workers see changes up to a second later" in caplog.text
+    assert wait_until(lambda: pairs_of(url_request(client, ibi))["state"] == "Original",
+                      timeout=2.5)
+
+
 def test_a_request_reads_one_snapshot(collection: Path, tmp_path: Path) -> None:
     app = create_app(settings_for(collection, tmp_path / "state"))
     catalog = app.extensions["archive"].catalog
