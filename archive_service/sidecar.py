@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
@@ -14,9 +15,55 @@ import yaml
 from . import ibi as ibimod
 
 try:  # libyaml is ~10x faster than the pure-Python loader and ships in PyYAML's wheels
-    _Loader = yaml.CSafeLoader
+    _SafeLoader = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
+    _SafeLoader = yaml.SafeLoader
+
+_YAML = "tag:yaml.org,2002:"
+_SCALARS = {_YAML + t for t in ("null", "bool", "int", "float", "timestamp", "binary")}
+
+
+class _NotPlain(Exception):
+    """A document the plain construction leaves to PyYAML's own (merge keys, recursion …)."""
+
+
+class _Loader(_SafeLoader):
+    """SafeLoader, with documents of plain maps, lists and scalars built by one recursive
+    function: PyYAML's general construction (generators, state for recursive objects) was
+    half of the time of reading a sidecar. Anything else goes the general way, so the result
+    and the errors are SafeLoader's (tests/test_formats.py compares them)."""
+
+    def construct_document(self, node):
+        try:
+            return self._plain(node, set())
+        except _NotPlain:
+            return super().construct_document(node)
+
+    def _plain(self, node, open_nodes: set):
+        tag = node.tag
+        if isinstance(node, yaml.ScalarNode):
+            if tag == _YAML + "str":
+                return node.value
+            if tag in _SCALARS:
+                return self.yaml_constructors[tag](self, node)
+            raise _NotPlain
+        if id(node) in open_nodes:  # an alias of an enclosing node
+            raise _NotPlain
+        open_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode) and tag == _YAML + "map":
+            result = {}
+            for key_node, value_node in node.value:
+                key = self._plain(key_node, open_nodes)  # merge keys (<<) are not plain
+                try:
+                    result[key] = self._plain(value_node, open_nodes)
+                except TypeError:  # an unhashable key: SafeLoader says so, with its place
+                    raise _NotPlain from None
+        elif isinstance(node, yaml.SequenceNode) and tag == _YAML + "seq":
+            result = [self._plain(item, open_nodes) for item in node.value]
+        else:
+            raise _NotPlain
+        open_nodes.discard(id(node))
+        return result
 
 SIDECAR = "item.yaml"
 STATES = ("Original", "Copy", "Deleted")
@@ -182,7 +229,7 @@ def parse(data: Any, where: str = SIDECAR) -> Sidecar:
     return sidecar
 
 
-def read(path: Path) -> Sidecar:
+def read(path: str | os.PathLike) -> Sidecar:
     """Load and validate `path`; a YAML syntax error is a SidecarError naming line and column."""
     try:
         with open(path, "rb") as stream:

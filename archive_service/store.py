@@ -58,6 +58,10 @@ BATCH_ITEMS = 1000
 BATCH_SECONDS = 1.0
 PROGRESS_SECONDS = 5.0
 PARALLEL_ITEMS = 2000  # a first build of at least this many items reads in several processes
+# ... and from this many on, several processes also walk the tree: on a cold page cache that
+# keeps the disk busy (100,000 items here: 35 s -> 22 s); below it the tree is likely cached,
+# where one walker feeding the readers costs less CPU (10,000 items: 1.2 s against 1.4 s).
+PARALLEL_WALK_ITEMS = 20000
 
 _TABLES = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
@@ -251,6 +255,17 @@ class Walk:
                 pass
         digest = hashlib.blake2b(b"\n".join(parts), digest_size=16).hexdigest()
         return Found(directory, name, digest, files)
+
+    def scopes(self) -> Iterator[str]:
+        """The collection cut into scopes for `items`, in key order: each two-segment item and
+        each third-level directory (a first build walks them in parallel)."""
+        for a in self._subdirs(self.root):
+            for b in self._subdirs(f"{self.root}/{a}"):
+                two = f"{a}/{b}"
+                if self._is_two_item(two):
+                    yield two
+                else:
+                    yield from (f"{two}/{c}" for c in self._subdirs(f"{self.root}/{two}"))
 
     def items(self, scope: str = "") -> Iterator[Found]:
         """Item directories at or below `scope` (a directory path of 0 to 4 segments), in
@@ -520,16 +535,23 @@ class Writer:
                 meter = Progress(self.store.root, total, progress)
                 batch = _Batch(conn, self.store)
                 walk = Walk(self.store.root)
-                # A first build of a big collection parses its sidecars in other processes.
-                big = cold and (total or estimate_items(self.store.root)) >= PARALLEL_ITEMS
-                readers = _Readers(self.store.root, _cpus() - 1 if big else 0)
-                try:
-                    for scope in scopes:
-                        self._merge(conn, batch, walk, scope, result, meter, readers)
-                    for ready, new in readers.drain():
-                        self._write(batch, ready, new=new)
-                finally:
-                    readers.close()
+                size = (total or estimate_items(self.store.root)) if cold else 0
+                big = size >= PARALLEL_ITEMS
+                if (size >= PARALLEL_WALK_ITEMS and full
+                        and conn.execute("SELECT 1 FROM items LIMIT 1").fetchone() is None):
+                    # A first build of a big collection: walking and parsing are most of it,
+                    # and with several reads in flight the disk answers sooner.
+                    self._build_in_parallel(batch, walk, result, meter)
+                else:
+                    # An interrupted first build resumes here, parsing in other processes.
+                    readers = _Readers(self.store.root, _cpus() - 1 if big else 0)
+                    try:
+                        for scope in scopes:
+                            self._merge(conn, batch, walk, scope, result, meter, readers)
+                        for ready, new in readers.drain():
+                            self._write(batch, ready, new=new)
+                    finally:
+                        readers.close()
                 result.dirs = walk.dirs
                 if full:
                     batch.begin().executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
@@ -563,6 +585,24 @@ class Writer:
         conn.execute("COMMIT")
         self.store.note_change()
         return True
+
+    def _build_in_parallel(self, batch: _Batch, walk: Walk, result: Refreshed,
+                           meter: Progress) -> None:
+        """Fill an empty index: processes walk and read scopes of the collection; this one
+        writes their rows as they come (the order of rows does not matter to the store)."""
+        walkers = _Readers(self.store.root, _walkers())
+        log.info("first build of %s: %d processes walk and read it", self.store.root,
+                 len(walkers.procs))
+        try:
+            for rows, dirs in walkers.walk(walk.scopes()):
+                walk.dirs += dirs
+                for row in rows:
+                    self._write(batch, row, new=True)
+                result.read += len(rows)
+                result.walked += len(rows)
+                meter.step(result.walked)
+        finally:
+            walkers.close()
 
     @staticmethod
     def _stored(conn: sqlite3.Connection, scope: str) -> Iterator[tuple[str, str]]:
@@ -738,14 +778,25 @@ def _unpack(packed: tuple) -> Found:
                  [(rel, _Mtime(mtime)) for rel, mtime in files])
 
 
+def walk_scope(root: str, scope: str) -> tuple[list[_Row], int]:
+    """Walk and read one scope: its items' rows and the directories visited."""
+    walk = Walk(root)
+    rows = [read_item(Path(root), found) for found in walk.items(scope) if found.valid()]
+    return rows, walk.dirs
+
+
 def reading_process() -> None:
-    """A reading process: (root, [packed Found]) on stdin, [_Row] on stdout, until end of
-    file (which also comes when the build that started it dies)."""
+    """A reading process, until end of file on stdin (which also comes when the build that
+    started it dies): (root, [packed Found]) in, [_Row] out; or (root, scope) in,
+    ([_Row], directories visited) out."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the results
     while (message := _receive(stdin)) is not None:
-        root, chunk = message
-        _send(stdout, [read_item(Path(root), _unpack(packed)) for packed in chunk])
+        root, work = message
+        if isinstance(work, str):
+            _send(stdout, walk_scope(root, work))
+        else:
+            _send(stdout, [read_item(Path(root), _unpack(packed)) for packed in work])
 
 
 def _cpus() -> int:
@@ -753,6 +804,11 @@ def _cpus() -> int:
         return min(len(os.sched_getaffinity(0)), 8)
     except AttributeError:  # not Linux
         return min(os.cpu_count() or 1, 8)
+
+
+def _walkers() -> int:
+    # More processes than CPUs: on a cold page cache each waits on the disk most of the time.
+    return min(4 * _cpus(), 16)
 
 
 class _Readers:
@@ -784,6 +840,40 @@ class _Readers:
             return [(read_item(self.root, found), new)]
         self.pending.append((found, new))
         return self._submit() if len(self.pending) >= self.CHUNK else []
+
+    def walk(self, scopes: Iterable[str]) -> Iterator[tuple[list[_Row], int]]:
+        """Walk and read each scope in the reading processes (here if they all died):
+        ([_Row], directories visited) per scope, in the order they finish."""
+        flying: dict[int, tuple[subprocess.Popen, str]] = {}
+        scopes = iter(scopes)
+        root = str(self.root)
+        while True:
+            while self.idle and (scope := next(scopes, None)) is not None:
+                proc = self.idle.pop()
+                try:
+                    _send(proc.stdin, (root, scope))
+                except OSError:
+                    yield self._lost_walk(proc, scope)
+                    continue
+                flying[proc.stdout.fileno()] = (proc, scope)
+            if not flying:
+                if not self.procs:  # every reading process died: finish here
+                    yield from (walk_scope(root, scope) for scope in scopes)
+                return
+            for fd in select.select(list(flying), [], [])[0]:
+                proc, scope = flying.pop(fd)
+                done = _receive(proc.stdout)
+                if done is None:
+                    yield self._lost_walk(proc, scope)
+                    continue
+                self.idle.append(proc)
+                yield done
+
+    def _lost_walk(self, proc: subprocess.Popen, scope: str) -> tuple[list[_Row], int]:
+        log.warning("a reading process (pid %d) died; walking %s here", proc.pid, scope)
+        self.procs.remove(proc)
+        self._stop(proc)
+        return walk_scope(str(self.root), scope)
 
     def drain(self) -> list[tuple[_Row, bool]]:
         ready = self._submit() if self.pending else []

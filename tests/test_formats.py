@@ -104,3 +104,59 @@ def test_sidecar_yaml_errors_name_the_line(tmp_path):
     path.write_text("state: Original\ntarget: [unclosed\n")
     with pytest.raises(sidecar.SidecarError, match="line 3"):
         sidecar.read(path)
+
+
+# The sidecar loader builds plain documents itself and leaves the rest to PyYAML's
+# SafeLoader: whatever the document, both must give the same data or the same error.
+_yaml_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=12),
+    st.floats(allow_nan=False), st.datetimes(), st.dates(), st.binary(max_size=8))
+_yaml_data = st.recursive(
+    _yaml_scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.one_of(st.text(max_size=8), st.integers(),
+                                                      st.booleans(), st.none()),
+                                            inner, max_size=4)),
+    max_leaves=12)
+
+_YAML_BY_HAND = [
+    "a: &x [1, 2]\nb: *x\n",  # an alias: the same list twice
+    "base: &b {k: 1}\nderived:\n  <<: *b\n  j: 2\n",  # a merge key
+    "a: &r [*r]\n",  # an alias of an enclosing node (recursive)
+    "? [1, 2]\n: v\n",  # an unhashable key
+    "s: !!set {a, b}\n", "o: !!omap [a: 1]\n", "p: !!pairs [a: 1]\n", "t: !custom x\n",
+    "= : value-key\n", "when: 2013-10-04T14:32:14Z\nday: 2013-10-04\nno: no\nx: 0x1F\n",
+    "b: !!binary aGVsbG8=\n", "[a, {b: c}]\n", "just text\n", "", "---\n...\n",
+    "a: {b: [1, {c: ~}]}\n", "k: v\nk: w\n",  # a repeated key: the last one wins
+]
+
+
+def _both_loaders(text: str):
+    import yaml
+
+    def load(loader):
+        try:
+            return ("value", yaml.load(text, Loader=loader))
+        except yaml.YAMLError as exc:
+            return ("error", type(exc).__name__, str(exc))
+
+    return load(sidecar._Loader), load(sidecar._SafeLoader)
+
+
+@pytest.mark.parametrize("text", _YAML_BY_HAND)
+def test_sidecar_loader_equals_safeloader_by_hand(text):
+    ours, pyyaml = _both_loaders(text)
+    if ours[0] == "value" and ours[1] is not None and "&r" in text:
+        assert repr(ours[1]) == repr(pyyaml[1])  # a recursive list equals nothing else
+    else:
+        assert ours == pyyaml
+
+
+@given(_yaml_data, st.booleans())
+def test_sidecar_loader_equals_safeloader(data, flow):
+    import yaml
+
+    text = yaml.safe_dump(data, default_flow_style=flow, allow_unicode=True)
+    ours, pyyaml = _both_loaders(text)
+    assert ours == pyyaml
+    assert type(ours[1]) is type(pyyaml[1])

@@ -20,7 +20,7 @@ import webtest
 from archive_service import answers, index, settings, store
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
-from conftest import SERVICE
+from conftest import SAMPLE, SERVICE
 
 VERBS = ("", "GetLastEdition", "GetTranslation", "GetTranslation(pt-BR)", "GetTranslation(en)",
          "GetMetadata", "GetMetadata(oai_dc)", "GetFileList", "GetLastEdition GetMetadata(oai_dc)",
@@ -353,3 +353,20 @@ def test_a_change_maps_to_the_place_it_can_affect(parts, is_directory, scope) ->
 def test_cover_keeps_outermost_scopes() -> None:
     assert store.cover(["a/b/c/d", "a/b", "a/bc", "x", "a/b/c"]) == ["a/b", "a/bc", "x"]
     assert store.cover(["a", ""]) == [""]
+
+
+def test_a_first_build_walked_in_parallel_equals_one_walked_in_order(
+        tmp_path: Path, monkeypatch, caplog) -> None:
+    col = tmp_path / "col"
+    make_collection(col, 400)
+    shutil.copytree(SAMPLE, col, dirs_exist_ok=True)  # two-segment items, stray files …
+    (col / ".hidden" / "x" / "y" / "z").mkdir(parents=True)
+    (col / "stray.txt").write_text("not an item\n")
+    serial = _clean_build(col, tmp_path / "serial")  # 400 items: below both thresholds
+    monkeypatch.setattr(store, "PARALLEL_WALK_ITEMS", 100)
+    monkeypatch.setattr(store, "PARALLEL_ITEMS", 100)
+    with caplog.at_level(logging.INFO, logger="archive_service.store"):
+        parallel = _clean_build(col, tmp_path / "parallel")
+    assert "processes walk and read it" in caplog.text
+    assert dump(parallel) == dump(serial)
+    assert len(dump(serial)["items"]) > 400
