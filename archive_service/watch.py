@@ -198,7 +198,8 @@ class Indexer:
         limit = max_user_watches()
         if limit is not None and dirs >= limit:
             return (f"it has {dirs} directories and fs.inotify.max_user_watches is {limit} "
-                    f"(raise it: sysctl fs.inotify.max_user_watches={2 * dirs})")
+                    f"(raise it: sysctl fs.inotify.max_user_watches={2 * dirs}, or install "
+                    "contrib/sysctl/60-archive-service.conf)")
         return None
 
     def _start_watching(self) -> bool:

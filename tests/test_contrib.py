@@ -37,6 +37,7 @@ APACHE_CGI = CONTRIB / "apache" / "archive-service-cgi.conf"
 WSGI_FILE = CONTRIB / "apache" / "archive-service.wsgi"
 CGI_FILE = CONTRIB / "apache" / "archive-service.cgi"
 NGINX_SITE = CONTRIB / "nginx" / "archive-service.conf"
+SYSCTL = CONTRIB / "sysctl" / "60-archive-service.conf"
 KEY = "4445556667-7778889990"
 BACKEND = "127.0.0.1:8080"  # what the contrib files proxy to: serve's default bind
 COLLECTION = "/srv/archive-service/collection"
@@ -235,6 +236,22 @@ def test_nginx_locations_cover_the_service_and_col():
     assert ("=", "/" + SERVICE) in locations and ("^~", f"/{SERVICE}/") in locations
     assert ("^~", "/col/") in locations
     assert f"server {BACKEND};" in live and "proxy_pass http://archive_service;" in live
+
+
+def test_sysctl_file_sets_real_keys_and_lets_a_million_items_be_watched():
+    values = {}
+    for line in SYSCTL.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        key, sep, value = line.partition("=")
+        assert sep, f"not key = value: {line!r}"
+        values[key.strip()] = value.strip()
+    for key in values:
+        assert Path("/proc/sys", *key.split(".")).exists(), f"no such kernel setting {key}"
+    # The indexer asks for twice the directories it counted (watch.py); bench/gen.py's
+    # million-item collection has 1,984,417.
+    assert int(values["fs.inotify.max_user_watches"]) >= 2 * 1_984_417
 
 
 def test_wsgi_file_builds_the_app_mounted_at_root(monkeypatch):
