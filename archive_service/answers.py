@@ -10,8 +10,9 @@ import ipaddress
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
@@ -252,28 +253,29 @@ class Node:
 _PLACE = "\x00"  # where the urlkey goes in a rendered answer (never in a rendered value)
 
 
-@dataclass(frozen=True)
-class Rendered:
+class Rendered(NamedTuple):
     """An answer to urlRequest rendered once, waiting for the fresh urlkey of each use.
 
-    `checks` are the disk's answers the pairs depend on ((function, arguments, result)): an
-    answer is reused only while they still hold, so a file that vanished since gets no URL."""
+    `checks` are the disk's answers the pairs depend on: ("file", path, exists) and
+    ("in-doc", root, directory, relpath, found); an answer is reused only while they still
+    hold, so a file that vanished since gets no URL. Only strings, bytes and booleans: a
+    worker's cache of these is nothing the garbage collector has to walk through."""
 
     head: str
     tail: str | None  # None: the answer has no url pair, so no urlkey
-    urls: frozenset[bytes]  # canonical forms of the URLs the key vouches for
-    checks: tuple[tuple[Callable, tuple, object], ...]
+    urls: tuple[bytes, ...]  # canonical forms of the URLs the key vouches for
+    checks: tuple[tuple, ...]
 
     @classmethod
     def of(cls, answer: list[tuple[str, str]], checks=()) -> "Rendered":
-        urls = frozenset(canonical_url(v) for n, v in answer if _is_url_pair(n))
+        urls = tuple(sorted({canonical_url(v) for n, v in answer if _is_url_pair(n)}))
         if not urls:
             return cls(pairsmod.render(answer), None, urls, tuple(checks))
         head, tail = pairsmod.render(answer + [("urlkey", _PLACE)]).split(_PLACE)
         return cls(head, tail, urls, tuple(checks))
 
     def holds(self) -> bool:
-        return all(function(*arguments) == result for function, arguments, result in self.checks)
+        return all(_DISK_CHECKS[check[0]](*check[1:-1]) == check[-1] for check in self.checks)
 
     def body(self, keys: UrlKeys) -> str:
         if self.tail is None:
@@ -281,7 +283,7 @@ class Rendered:
         return self.head + keys.issue_canonical(self.urls) + self.tail
 
 
-_BY_CLIENT = object()  # in the answer cache: this answer depends on the client's address
+_BY_CLIENT = "by client"  # in the answer cache: this answer depends on the client's address
 
 
 class Archive:
@@ -407,25 +409,19 @@ class Archive:
         return None
 
     def file_exists(self, item: Item, relpath: str) -> bool:
-        return self._traced(self._file_exists, item, relpath)
+        return self._traced("in-doc", str(self.catalog.root), item.directory, relpath)
 
     def still_on_disk(self, item: Item, relpath: str) -> bool:
         """One stat: the index may be older than the disk (a vanished file gets no URL).
         Not a safety check: /col/ resolves every path it serves (resolve_file)."""
-        return self._on_disk(item, relpath)
-
-    def _file_exists(self, item: Item, relpath: str) -> bool:
-        return resolve_file(self.catalog.root, item, relpath) is not None
-
-    def _on_disk(self, item: Item, relpath: str) -> bool:
         path = os.path.join(self.catalog.root, item.directory, DOC, relpath)
-        return self._traced(os.path.isfile, path)
+        return self._traced("file", path)
 
-    def _traced(self, function: Callable, *arguments) -> object:
-        result = function(*arguments)
+    def _traced(self, kind: str, *arguments: str) -> bool:
+        result = _DISK_CHECKS[kind](*arguments)
         checks = getattr(self._trace, "checks", None)
         if checks is not None:
-            checks.append((function, arguments, result))
+            checks.append((kind, *arguments, result))
         return result
 
     def _client_allowed(self, item: Item, request: UrlRequest) -> bool:
@@ -517,7 +513,7 @@ class Archive:
             # client's address is new.
             client = parse_client(query)
             if found is _BY_CLIENT:
-                found = cache.get(key + client[:1])
+                found = cache.get(key + (str(client[0]),))
         if found is None or not found.holds():
             request = parse_url_request(query)
             found, by_client = self._render(request, links)
@@ -526,7 +522,7 @@ class Archive:
                 del cache[next(iter(cache))]  # the oldest: dicts keep insertion order
             if by_client:
                 cache[key] = _BY_CLIENT
-                key += request.client_ips[:1]
+                key += (str(request.client_ips[0]),)
             cache[key] = found
         return found.body(self.urlkeys or process_urlkeys())
 
@@ -599,7 +595,11 @@ def filtrar_lista_de_url(answer: list[tuple[str, str]], verbs: Verbs) -> list[tu
 
 def resolve_file(root: Path, item: Item, relpath: str) -> Path | None:
     """The real path of a file of `item`, or None if absent or if it (or a link) leaves doc/."""
-    doc = (root / item.directory / DOC).resolve()
+    return _resolve_in_doc(root, item.directory, relpath)
+
+
+def _resolve_in_doc(root: str | Path, directory: str, relpath: str) -> Path | None:
+    doc = (Path(root) / directory / DOC).resolve()
     parts = PurePosixPath(relpath).parts
     if not parts or ".." in parts or any("\x00" in p or "\\" in p for p in parts):
         return None
@@ -610,6 +610,13 @@ def resolve_file(root: Path, item: Item, relpath: str) -> Path | None:
     if not real.is_relative_to(doc) or not real.is_file():
         return None
     return real
+
+
+# What an answer's URLs depend on, by the name its checks record (Rendered.checks).
+_DISK_CHECKS = {
+    "file": os.path.isfile,
+    "in-doc": lambda root, directory, relpath: _resolve_in_doc(root, directory, relpath) is not None,
+}
 
 
 def monta_resposta(query: dict[str, str], archive: Archive, links: Links) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Callable
 
@@ -41,6 +42,7 @@ class ArchiveServer(BaseApplication):
         self.cfg.set("limit_request_line", limits.MAX_REQUEST_LINE)
         self.cfg.set("limit_request_field_size", limits.MAX_HEADER_FIELD)
         self.cfg.set("limit_request_fields", limits.MAX_HEADER_FIELDS)
+        self.cfg.set("pre_fork", _freeze_heap)
         self.cfg.set("post_worker_init", _follow_collection)
 
     def load(self):
@@ -73,6 +75,14 @@ class ArchiveServer(BaseApplication):
 
     def _on_exit(self, arbiter) -> None:
         self.lifecycle.leave(handing_over=bool(arbiter.reexec_pid))
+
+
+def _freeze_heap(arbiter, worker) -> None:
+    """Before each fork: what the master built (Flask, the app, the modules) is kept by every
+    worker for good; frozen, the workers' garbage collections no longer walk it (a full
+    collection took 20-45 ms of a worker's time, the tail of the bench's latencies) and its
+    pages stay shared with the master."""
+    gc.freeze()
 
 
 def _follow_collection(worker) -> None:

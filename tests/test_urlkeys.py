@@ -153,3 +153,21 @@ def test_root_creating_the_secret_gives_it_to_the_state_dirs_owner(tmp_path: Pat
     urlkeys.load_secret(state)
     secret = (state / urlkeys.SECRET_FILE).stat()
     assert (secret.st_uid, secret.st_gid, stat.S_IMODE(secret.st_mode)) == (65534, 65534, 0o600)
+
+
+def test_forked_workers_draw_different_nonces():
+    keys = urlkeys.UrlKeys.ephemeral()
+    keys.issue(["http://a/x"])  # the parent's pool of randomness is filled now
+    nonces = []
+    for _ in range(2):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # a worker: its first key after the fork
+            os.write(write_end, keys.issue(["http://a/x"]).encode())
+            os._exit(0)
+        os.close(write_end)
+        nonces.append(os.read(read_end, 200).decode()[10:18])
+        os.close(read_end)
+        os.waitpid(pid, 0)
+    nonces.append(keys.issue(["http://a/x"])[10:18])
+    assert len(set(nonces)) == 3, nonces
