@@ -533,7 +533,9 @@ class Bench:
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "commit": git("rev-parse", "--short", "HEAD"),
             "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            # The results this script writes do not make the measured code "uncommitted".
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                              ":!bench/results", ":!bench/RESULTS.md", ":!README.md")),
             "cpus": os.cpu_count(), "python": platform.python_version(),
             "smoke": bool(self.args.smoke), "runs": self.prof.runs, "rounds": self.prof.rounds,
             "manifest": {k: self.manifest[k] for k in ("sidecars", "files")},
