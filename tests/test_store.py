@@ -181,6 +181,19 @@ def test_a_kept_answer_gets_a_fresh_urlkey_that_vouches_for_its_urls(collection:
                status=400)
 
 
+def test_kept_answers_are_bounded_and_evicted_oldest_first(collection: Path,
+                                                          tmp_path: Path) -> None:
+    app = create_app(settings_for(collection, tmp_path / "state"))
+    client = webtest.TestApp(app)
+    archive = app.extensions["archive"]
+    archive.ANSWERS = 2
+    ibis = ["8JMKD3MGP8W/35MME4E", "8JMKD3MGP8W/35MMLL8", "LK47B6W/362SFKH"]
+    first = [url_request(client, ibi) for ibi in ibis]
+    cache = archive.catalog.answer_cache()
+    assert len(cache) == 2 and not any(ibis[0] in key for key in cache)
+    assert [url_request(client, ibi) for ibi in ibis] == first
+
+
 def test_workers_see_a_commit_at_once_and_within_a_second_without_the_counter(
         collection: Path, tmp_path: Path, caplog) -> None:
     app = create_app(settings_for(collection, tmp_path / "state"))
