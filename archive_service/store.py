@@ -554,9 +554,12 @@ class Writer:
                         readers.close()
                 result.dirs = walk.dirs
                 if full:
-                    batch.begin().executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
-                        ("complete", "1"), ("dirs", str(walk.dirs)),
-                        ("walked", str(time.time()))])
+                    # Only what changed: any write makes every worker drop what it kept.
+                    done = {"complete": "1", "dirs": str(walk.dirs)}
+                    meta = dict(conn.execute("SELECT key, value FROM meta"))
+                    if any(meta.get(key) != value for key, value in done.items()):
+                        batch.begin().executemany(
+                            "INSERT OR REPLACE INTO meta VALUES (?, ?)", done.items())
                 batch.commit()
             finally:
                 conn.close()

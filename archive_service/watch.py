@@ -148,6 +148,7 @@ class Indexer:
         self._inotify_fd: int | None = None
         self._retry = False
         self._retry_at: float | None = None
+        self._state: str | None = None
         self.real_root = store.real_root
 
     # -- events ------------------------------------------------------------------------
@@ -319,7 +320,11 @@ class Indexer:
         return watching
 
     def _set_state(self, state: str) -> None:
-        """Say in the index who keeps it and how (for `index` and for whoever checks)."""
+        """Say in the index who keeps it and how (for `index` and for whoever checks).
+        Written when it changes only: any write makes every worker drop what it kept."""
+        if state == self._state:
+            return
+        self._state = state
         try:
             with self.store.write_lock():
                 conn = self.store.connect()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -241,3 +242,28 @@ def test_an_overflow_rescans_everything(collection: Path, tmp_path: Path, caplog
 def test_the_file_system_type_is_read_from_the_kernel(tmp_path: Path) -> None:
     assert watch.file_system_type("/proc/self") == "proc"
     assert watch.file_system_type(str(tmp_path)) not in (None, "proc")
+
+
+def test_rescans_that_find_nothing_keep_the_workers_answers(collection: Path,
+                                                            tmp_path: Path) -> None:
+    # A rescan that changes nothing writes nothing: workers would otherwise drop every kept
+    # answer and item at each one (every rescan_interval when polling).
+    app = webtest.TestApp(create_app(settings_for(collection, tmp_path / "state")))
+    catalog = app.app.extensions["archive"].catalog
+    st = app.app.extensions["archive_index"].store
+    probe = sqlite3.connect(st.path)
+    before = probe.execute("PRAGMA data_version").fetchone()[0]
+    with InThread(st, mode="poll", rescan_interval=0.1) as indexer:
+        assert wait_until(lambda: indexer.waves >= 2, timeout=10)
+        version = probe.execute("PRAGMA data_version").fetchone()[0]
+        answer = url_request(app, REP)
+        kept = catalog.answer_cache()
+        assert kept
+        assert wait_until(lambda: indexer.waves >= 6, timeout=10)
+        assert probe.execute("PRAGMA data_version").fetchone()[0] == version
+        assert url_request(app, REP) == answer and catalog.answer_cache() is kept
+        _new_item(collection)
+        assert wait_until(lambda: "url" in pairs_of(url_request(app, NEW)), timeout=5)
+        assert catalog.answer_cache() is not kept
+    assert version != before  # the indexer's state ("polling") was written once
+    probe.close()
