@@ -351,6 +351,11 @@ class Bench:
             log(f"  indexer: {self.result['follow']}")
             if line and "not watching" in line:
                 self.notes.append(f"{self.items:,} items: {self.result['follow']}")
+            # Then its walk of the tree for what changed before the watches were set (at
+            # 1,000,000 items minutes of disk reads that would share the machine with wrk).
+            if not server.wait_log(("consistency rescan at start",), 60 + self.items / 2000):
+                self.notes.append(f"{self.items:,} items: the indexer's first rescan had not "
+                                  "ended when the measures began")
 
     def check_paths(self, server: Server) -> list[str]:
         """Keep the requests whose answer really is a full one (a work cut at the end of the
