@@ -10,6 +10,7 @@ import ipaddress
 import os
 import re
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -258,8 +259,9 @@ class Rendered(NamedTuple):
 
     `checks` are the disk's answers the pairs depend on: ("file", path, exists) and
     ("in-doc", root, directory, relpath, found); an answer is reused only while they still
-    hold, so a file that vanished since gets no URL. Only strings, bytes and booleans: a
-    worker's cache of these is nothing the garbage collector has to walk through."""
+    hold (Archive.CHECK_EVERY), so a file that vanished since gets no URL. Only strings,
+    bytes and booleans: a worker's cache of these is nothing the garbage collector has to
+    walk through."""
 
     head: str
     tail: str | None  # None: the answer has no url pair, so no urlkey
@@ -300,6 +302,12 @@ class Archive:
 
     # Rendered answers kept per worker (1-3 KB each) while the index does not change.
     ANSWERS = 4096
+
+    # A kept answer's files are stat'ed again when it was last checked this many seconds ago
+    # or more. A URL is a promise about the disk for as long as the client takes to follow
+    # it anyway; a second is also what a changed sidecar takes to show. The stats were a
+    # sixth of a kept answer's cost (~5 us each on a 4-level tree).
+    CHECK_EVERY = 1.0
 
     @property
     def relations(self) -> list[Relation]:
@@ -507,14 +515,24 @@ class Archive:
             return pairsmod.render(self.answer_url_request(parse_url_request(query), links))
         key = (query.get("parsedibiurl.ibi"), query.get("parsedibiurl.verblist", ""),
                query.get("parsedibiurl.filepath") or None, links.service, links.files)
-        found = cache.get(key)  # only answers to well-formed requests are kept
-        if found is not None:
+        now = time.monotonic()
+        found, at = None, key
+        kept = cache.get(key)  # only answers to well-formed requests are kept
+        if kept is not None:
             # The same IBI, verbs and path were checked when the answer was built; the
             # client's address is new.
             client = parse_client(query)
-            if found is _BY_CLIENT:
-                found = cache.get(key + (str(client[0]),))
-        if found is None or not found.holds():
+            if kept is _BY_CLIENT:
+                at = key + (str(client[0]),)
+                kept = cache.get(at)
+        if kept is not None:
+            found, checked = kept
+            if now - checked >= self.CHECK_EVERY:
+                if found.holds():
+                    cache[at] = (found, now)
+                else:
+                    found = None
+        if found is None:
             request = parse_url_request(query)
             found, by_client = self._render(request, links)
             cache = self.catalog.answer_cache()  # building may have moved to a newer index
@@ -523,7 +541,7 @@ class Archive:
             if by_client:
                 cache[key] = _BY_CLIENT
                 key += (str(request.client_ips[0]),)
-            cache[key] = found
+            cache[key] = (found, now)
         return found.body(self.urlkeys or process_urlkeys())
 
     def _render(self, request: UrlRequest, links: Links) -> tuple[Rendered, bool]:

@@ -7,11 +7,14 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from archive_service import pairs, stats
+from archive_service.answers import Archive
+from archive_service.testing import wait_until
 from archive_service.web import create_app
 from conftest import ADDRESS, SAMPLE, SERVICE, Client
 from isolation import chown_tree, in_child, shared_tmp
@@ -82,7 +85,9 @@ def test_an_unreadable_doc_directory_gives_no_url_and_a_404(world):
     doc = world / "collection" / OAIS_DIR / "doc"
 
     def child():
-        client = Client(create_app(settings_for(world)), "")
+        app = create_app(settings_for(world))
+        app.extensions["archive"].CHECK_EVERY = 0  # what the re-check finds, not when
+        client = Client(app, "")
         url = answer(client, OAIS)["url"]
         doc.chmod(0o000)  # after the index was built
         try:
@@ -96,13 +101,18 @@ def test_an_unreadable_doc_directory_gives_no_url_and_a_404(world):
     assert (has_url, download, filelist) == (False, 404, 200)
 
 
-def test_files_vanished_since_the_index_get_no_url_and_404(collection, settings):
+def test_files_vanished_since_the_index_lose_their_url_within_a_second_and_404(collection,
+                                                                              settings):
     client = Client(create_app(settings), "")
     before = answer(client, OAIS)
     (collection / OAIS_DIR / "doc" / "CCSDS 650.0-B-1.pdf").unlink()
-    after = answer(client, OAIS)
-    assert "url" not in after and "urlkey" not in after and after["ibi"] == before["ibi"]
+    vanished = time.monotonic()
     client.get_url(before["url"], status=404)
+    # The answer kept for this IBI re-checks its files once CHECK_EVERY has passed.
+    assert wait_until(lambda: "url" not in answer(client, OAIS), timeout=5, interval=0.05)
+    assert time.monotonic() - vanished < Archive.CHECK_EVERY + 1
+    after = answer(client, OAIS)
+    assert "urlkey" not in after and after["ibi"] == before["ibi"]
     shutil.rmtree(collection / RELATORIO_DIR)
     gone = answer(client, RELATORIO)
     assert "url" not in gone
