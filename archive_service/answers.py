@@ -516,20 +516,21 @@ class Archive:
         key = (query.get("parsedibiurl.ibi"), query.get("parsedibiurl.verblist", ""),
                query.get("parsedibiurl.filepath") or None, links.service, links.files)
         now = time.monotonic()
-        found, at = None, key
+        found = None
         kept = cache.get(key)  # only answers to well-formed requests are kept
         if kept is not None:
             # The same IBI, verbs and path were checked when the answer was built; the
             # client's address is new.
             client = parse_client(query)
             if kept is _BY_CLIENT:
-                at = key + (str(client[0]),)
-                kept = cache.get(at)
+                kept = cache.get(key + (str(client[0]),))
         if kept is not None:
             found, checked = kept
             if now - checked >= self.CHECK_EVERY:
                 if found.holds():
-                    cache[at] = (found, now)
+                    # In place: a new object a second per answer would age into the oldest
+                    # generation and set off full collections (tens of ms) every few seconds.
+                    kept[1] = now
                 else:
                     found = None
         if found is None:
@@ -541,7 +542,7 @@ class Archive:
             if by_client:
                 cache[key] = _BY_CLIENT
                 key += (str(request.client_ips[0]),)
-            cache[key] = (found, now)
+            cache[key] = [found, now]
         return found.body(self.urlkeys or process_urlkeys())
 
     def _render(self, request: UrlRequest, links: Links) -> tuple[Rendered, bool]:
