@@ -34,7 +34,10 @@ def _ratio(value, limit, above: bool) -> str:
     if value is None:
         return "—"
     ok = value >= limit if above else value <= limit
-    return f"{value:.2f}×{_mark(ok)}"
+    shown = f"{value:.2f}"
+    if (float(shown) >= limit if above else float(shown) <= limit) != ok:
+        shown = f"{value:.3f}"  # 0.799 is not 0.80: the rounding must not hide the verdict
+    return f"{shown}×{_mark(ok)}"
 
 
 def _cell_throughput(r: dict) -> str:

@@ -345,17 +345,21 @@ class Bench:
         """Let a live index's indexer finish setting up its watches before measuring, and
         record how it follows the collection (its log line), if it says."""
         line = server.wait_log(("watching ", "not watching ", "rescanning"),
-                               timeout=0 if not self.has_index_cmd else 30 + self.items / 5000)
-        if line:
-            self.result["follow"] = line.split(": ", 1)[-1].strip()
-            log(f"  indexer: {self.result['follow']}")
-            if line and "not watching" in line:
-                self.notes.append(f"{self.items:,} items: {self.result['follow']}")
-            # Then its walk of the tree for what changed before the watches were set (at
-            # 1,000,000 items minutes of disk reads that would share the machine with wrk).
-            if not server.wait_log(("consistency rescan at start",), 60 + self.items / 2000):
-                self.notes.append(f"{self.items:,} items: the indexer's first rescan had not "
-                                  "ended when the measures began")
+                               timeout=0 if not self.has_index_cmd else 60 + self.items / 2000)
+        if not line:
+            if self.has_index_cmd:
+                self.notes.append(f"{self.items:,} items: the indexer had not set its watches "
+                                  "when the measures began")
+            return
+        self.result["follow"] = line.split(": ", 1)[-1].strip()
+        log(f"  indexer: {self.result['follow']}")
+        if "not watching" in line:
+            self.notes.append(f"{self.items:,} items: {self.result['follow']}")
+        # Then its walk of the tree for what changed before the watches were set (at
+        # 1,000,000 items minutes of disk reads that would share the machine with wrk).
+        if not server.wait_log(("consistency rescan at start",), 60 + self.items / 2000):
+            self.notes.append(f"{self.items:,} items: the indexer's first rescan had not "
+                              "ended when the measures began")
 
     def check_paths(self, server: Server) -> list[str]:
         """Keep the requests whose answer really is a full one (a work cut at the end of the
