@@ -324,7 +324,6 @@ class Indexer:
         Written when it changes only: any write makes every worker drop what it kept."""
         if state == self._state:
             return
-        self._state = state
         try:
             with self.store.write_lock():
                 conn = self.store.connect()
@@ -333,6 +332,7 @@ class Indexer:
                                  (f"{os.getpid()} {state} {time.time():.0f}",))
                 finally:
                     conn.close()
+            self._state = state  # remembered once written: a failed write is tried again
         except (sqlite3.Error, OSError):
             pass  # only a note for people; _refresh reports why the index cannot be written
 
