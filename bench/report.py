@@ -33,11 +33,13 @@ def _mark(ok: bool | None) -> str:
 def _ratio(value, limit, above: bool) -> str:
     if value is None:
         return "—"
-    ok = value >= limit if above else value <= limit
+    def passes(v: float) -> bool:
+        return v >= limit if above else v <= limit
+
     shown = f"{value:.2f}"
-    if (float(shown) >= limit if above else float(shown) <= limit) != ok:
+    if passes(float(shown)) != passes(value):
         shown = f"{value:.3f}"  # 0.799 is not 0.80: the rounding must not hide the verdict
-    return f"{shown}×{_mark(ok)}"
+    return f"{shown}×{_mark(passes(value))}"
 
 
 def _cell_throughput(r: dict) -> str:

@@ -344,8 +344,10 @@ class Bench:
     def settle(self, server: Server) -> None:
         """Let a live index's indexer finish setting up its watches before measuring, and
         record how it follows the collection (its log line), if it says."""
+        # Setting the watches, then the rescan: minutes each at 1,000,000 items.
+        patience = 60 + self.items / 2000
         line = server.wait_log(("watching ", "not watching ", "rescanning"),
-                               timeout=0 if not self.has_index_cmd else 60 + self.items / 2000)
+                               timeout=patience if self.has_index_cmd else 0)
         if not line:
             if self.has_index_cmd:
                 self.notes.append(f"{self.items:,} items: the indexer had not set its watches "
@@ -357,7 +359,7 @@ class Bench:
             self.notes.append(f"{self.items:,} items: {self.result['follow']}")
         # Then its walk of the tree for what changed before the watches were set (at
         # 1,000,000 items minutes of disk reads that would share the machine with wrk).
-        if not server.wait_log(("consistency rescan at start",), 60 + self.items / 2000):
+        if not server.wait_log(("consistency rescan at start",), patience):
             self.notes.append(f"{self.items:,} items: the indexer's first rescan had not "
                               "ended when the measures began")
 
