@@ -14,6 +14,7 @@ import os
 import stat
 import unicodedata
 import zlib
+from http import HTTPStatus
 from urllib.parse import quote
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
@@ -64,11 +65,15 @@ def _displayable(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-def error_response(reason: str, status: int = 400) -> Response:
-    """The protocol's error: a text/plain pairs body `error {words}` (SPEC §4, Contract)."""
+def error_body(reason: str) -> str:
+    """The protocol's error: a pairs body `error {words}` (SPEC §4, Contract)."""
     words = "".join(c if c.isascii() and c.isprintable() and c not in "{}" else " " for c in reason)
-    body = pairs.render([("error", pairs.value_list(words.split()))])
-    return Response(body, status=status, content_type=TEXT)
+    return pairs.render([("error", pairs.value_list(words.split()))])
+
+
+def error_response(reason: str, status: int = 400) -> Response:
+    """The protocol's error as a text/plain response."""
+    return Response(error_body(reason), status=status, content_type=TEXT)
 
 
 def answer_unexpected_errors(app: Flask, logger: logging.Logger) -> None:
@@ -158,6 +163,43 @@ class ArchiveRoot:
         return self.app(environ, start_response)
 
 
+class ServiceEndpoint:
+    """WSGI middleware: GET and HEAD at the service's path are answered by `answer(environ)`
+    (status, pairs body) without Flask's request context, routing and response objects,
+    which cost a worker about as much again as the protocol itself. Every other request,
+    and every other method at that path (405, OPTIONS), goes on to Flask."""
+
+    STATUS = {code: f"{code} {HTTPStatus(code).phrase}" for code in (200, 400, 500)}
+
+    def __init__(self, app, path: str, answer):
+        self.app = app
+        self.path = path
+        self.answer = answer
+
+    def __call__(self, environ, start_response):
+        method = environ.get("REQUEST_METHOD")
+        if environ.get("PATH_INFO") != self.path or method not in ("GET", "HEAD"):
+            return self.app(environ, start_response)
+        status, body = self.answer(environ)
+        data = body.encode("ascii")
+        start_response(self.STATUS[status], [("Content-Type", TEXT),
+                                             ("Content-Length", str(len(data)))])
+        return [] if method == "HEAD" else [data]
+
+
+class _Following:
+    """WSGI middleware: make sure the collection's indexer runs, from the first request on
+    (after any fork), before every request (a cheap check once it runs)."""
+
+    def __init__(self, app, live: LiveIndex):
+        self.app = app
+        self.live = live
+
+    def __call__(self, environ, start_response):
+        self.live.follow()
+        return self.app(environ, start_response)
+
+
 def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     """Build the WSGI app for one Archive from validated settings (or a mapping of them)."""
     if not isinstance(config, settings.Config):
@@ -207,17 +249,35 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             abort(404)
         return item
 
+    def answer(environ) -> tuple[int, str]:
+        """The service (MontarResposta) for one WSGI request: its status and pairs body."""
+        try:
+            problem = limits.problem(environ)
+            if problem:
+                return 400, error_body(problem)
+            catalog.begin()
+            try:
+                query = pairs.parse_query(environ.get("QUERY_STRING", ""))
+                # As Werkzeug reads the mount point (request.script_root).
+                root = environ.get("SCRIPT_NAME", "").encode("latin-1").decode(errors="replace")
+                site = _links(root.rstrip("/"))
+                body = answers.monta_resposta(query, archive, site)
+                if query["servicesubject"] == "acknowledgment":
+                    store.acknowledge(acknowledgment(query, site), keys)
+                return 200, body
+            finally:
+                catalog.end()
+        except (RequestError, pairs.PairsError) as exc:
+            return 400, error_body(str(exc))
+        except Exception:
+            log.exception("unexpected error on %s", environ.get("PATH_INFO"))
+            return 500, error_body("internal error")
+
     @app.get(service_path, endpoint="service")
     def service() -> Response:
-        try:
-            query = pairs.parse_query(request.environ.get("QUERY_STRING", ""))
-            site = links()
-            body = answers.monta_resposta(query, archive, site)
-        except (RequestError, pairs.PairsError) as exc:
-            return error_response(str(exc))
-        if query["servicesubject"] == "acknowledgment":
-            store.acknowledge(acknowledgment(query, site), keys)
-        return Response(body, content_type=TEXT)
+        # Reached only where ServiceEndpoint is not in front (it answers GET and HEAD).
+        status, body = answer(request.environ)
+        return Response(body, status=status, content_type=TEXT)
 
     def acknowledgment(query: dict[str, str], site: Links) -> stats.Acknowledgment:
         # Counted under the item its URL names; the claimed `ibi` only when that is unknown.
@@ -286,7 +346,8 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
 
     answer_unexpected_errors(app, log)
 
-    app.wsgi_app = ArchiveRoot(app.wsgi_app, (service_path, "/col"))
+    app.wsgi_app = ArchiveRoot(ServiceEndpoint(app.wsgi_app, service_path, answer),
+                               (service_path, "/col"))
     return app
 
 
@@ -298,5 +359,5 @@ def create_app_from_env() -> Flask:
     app = create_app(settings.load(os.environ.get("ARCHIVE_SERVICE_CONFIG")))
     # A CGI process lives for one request: it reads the index as create_app left it.
     if not os.environ.get("GATEWAY_INTERFACE", "").startswith("CGI/"):
-        app.before_request(app.extensions["archive_index"].follow)
+        app.wsgi_app = _Following(app.wsgi_app, app.extensions["archive_index"])
     return app
