@@ -38,7 +38,7 @@ def _config(args: argparse.Namespace, *required: str) -> settings.Config:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from . import announce
-    from .server import run
+    from .watch import refresh_early
 
     if args.no_announce:
         args.resolver = "none"
@@ -48,7 +48,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         announce.from_config(config)  # settings for announcing: one line naming what is missing
         return config
 
-    return run(configure(), reload_config=configure)
+    config = configure()
+    refresh_early(config)  # the index's walk runs while the server's modules load
+    from .server import run
+
+    return run(config, reload_config=configure)
 
 
 def cmd_query(args: argparse.Namespace) -> int:

@@ -267,3 +267,22 @@ def test_rescans_that_find_nothing_keep_the_workers_answers(collection: Path,
         assert catalog.answer_cache() is not kept
     assert version != before  # the indexer's state ("polling") was written once
     probe.close()
+
+
+def test_serves_early_refresh_is_waited_for_not_walked_again(collection: Path,
+                                                             tmp_path: Path) -> None:
+    from archive_service import settings
+
+    config = settings.load(options=settings_for(collection, tmp_path / "state"), environ={})
+    first = watch.LiveIndex(config)
+    assert first.refresh().read > 0
+    first.catalog.close()
+    _new_item(collection)
+    watch.refresh_early(config)  # what serve does before importing the server
+    live = watch.LiveIndex(config)
+    assert live.refresh() is None  # the forked process's walk stands for this one
+    assert live.catalog.item_at(NEW) is not None
+    live.catalog.close()
+    again = watch.LiveIndex(config)
+    assert again.refresh().read == 0  # later refreshes walk as before, and find nothing new
+    again.catalog.close()
