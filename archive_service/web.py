@@ -165,7 +165,7 @@ class ArchiveRoot:
 
 class ServiceEndpoint:
     """WSGI middleware: GET and HEAD at the service's path are answered by `answer(environ)`
-    (status, pairs body) without Flask's request context, routing and response objects,
+    (status, ASCII pairs body) without Flask's request context, routing and response objects,
     which cost a worker about as much again as the protocol itself. Every other request,
     and every other method at that path (405, OPTIONS), goes on to Flask."""
 
@@ -181,10 +181,9 @@ class ServiceEndpoint:
         if environ.get("PATH_INFO") != self.path or method not in ("GET", "HEAD"):
             return self.app(environ, start_response)
         status, body = self.answer(environ)
-        data = body.encode("ascii")
         start_response(self.STATUS[status], [("Content-Type", TEXT),
-                                             ("Content-Length", str(len(data)))])
-        return [] if method == "HEAD" else [data]
+                                             ("Content-Length", str(len(body)))])
+        return [] if method == "HEAD" else [body]
 
 
 class _Following:
@@ -249,12 +248,12 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             abort(404)
         return item
 
-    def answer(environ) -> tuple[int, str]:
+    def answer(environ) -> tuple[int, bytes]:
         """The service (MontarResposta) for one WSGI request: its status and pairs body."""
         try:
             problem = limits.problem(environ)
             if problem:
-                return 400, error_body(problem)
+                return 400, error_body(problem).encode()
             catalog.begin()
             try:
                 query = pairs.parse_query(environ.get("QUERY_STRING", ""))
@@ -264,14 +263,14 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                 body = answers.monta_resposta(query, archive, site)
                 if query["servicesubject"] == "acknowledgment":
                     store.acknowledge(acknowledgment(query, site), keys)
-                return 200, body
+                return 200, body.encode("ascii")
             finally:
                 catalog.end()
         except (RequestError, pairs.PairsError) as exc:
-            return 400, error_body(str(exc))
+            return 400, error_body(str(exc)).encode()
         except Exception:
             log.exception("unexpected error on %s", environ.get("PATH_INFO"))
-            return 500, error_body("internal error")
+            return 500, error_body("internal error").encode()
 
     @app.get(service_path, endpoint="service")
     def service() -> Response:
