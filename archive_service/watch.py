@@ -531,15 +531,20 @@ class Follower:
 # ------------------------------------------------------------------ what an app holds
 
 
-def usable_state_dir(state_dir: str) -> str:
-    """`state_dir`, or a private temporary one (with a warning) if it cannot be written."""
+def _state_dir_problem(state_dir: str) -> str | None:
+    """Why `state_dir` cannot hold the index (creating it if missing), or None."""
     try:
         os.makedirs(state_dir, mode=0o700, exist_ok=True)
-        if os.access(state_dir, os.W_OK | os.X_OK):
-            return state_dir
-        problem = "not writable"
     except OSError as exc:
-        problem = exc.strerror or str(exc)
+        return exc.strerror or str(exc)
+    return None if os.access(state_dir, os.W_OK | os.X_OK) else "not writable"
+
+
+def usable_state_dir(state_dir: str) -> str:
+    """`state_dir`, or a private temporary one (with a warning) if it cannot be written."""
+    problem = _state_dir_problem(state_dir)
+    if problem is None:
+        return state_dir
     fallback = private_state_dir()
     log.warning("state_dir %s cannot be used (%s); keeping the index in %s instead",
                 state_dir, problem, fallback)
@@ -563,12 +568,8 @@ def refresh_early(config: settings.Config) -> None:
     items: the walk and the imports take about 0.3 s each). Call it before any thread starts.
     What changes during the walk is the indexer's to find, as for any start: its first
     rescan follows the setting of its watches."""
-    try:
-        os.makedirs(config.state_dir, mode=0o700, exist_ok=True)
-    except OSError:
-        return  # LiveIndex says why, and where it keeps the index instead
-    if not (os.access(config.state_dir, os.W_OK | os.X_OK) and os.path.isdir(config.collection)):
-        return
+    if _state_dir_problem(config.state_dir) or not os.path.isdir(config.collection):
+        return  # LiveIndex says what is wrong (and where it keeps the index instead)
     store = Store(config.collection, config.state_dir)
     pid = os.fork()
     if pid == 0:  # the child leaves through os._exit, whatever happens
