@@ -234,8 +234,10 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     app.teardown_request(lambda exc: catalog.end())
     service_path = "/" + config.archiveserviceibi
 
-    def links() -> Links:
-        return _links(request.script_root)
+    def links(environ) -> Links:
+        # The mount point as Werkzeug reads it (request.script_root), without a request object.
+        root = environ.get("SCRIPT_NAME", "").encode("latin-1").decode(errors="replace")
+        return _links(root.rstrip("/"))
 
     @lru_cache(maxsize=16)  # one per mount point the app is reached at
     def _links(script_root: str) -> Links:
@@ -257,9 +259,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             catalog.begin()
             try:
                 query = pairs.parse_query(environ.get("QUERY_STRING", ""))
-                # As Werkzeug reads the mount point (request.script_root).
-                root = environ.get("SCRIPT_NAME", "").encode("latin-1").decode(errors="replace")
-                site = _links(root.rstrip("/"))
+                site = links(environ)
                 body = answers.monta_resposta(query, archive, site)
                 if query["servicesubject"] == "acknowledgment":
                     store.acknowledge(acknowledgment(query, site), keys)
@@ -274,7 +274,8 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
 
     @app.get(service_path, endpoint="service")
     def service() -> Response:
-        # Reached only where ServiceEndpoint is not in front (it answers GET and HEAD).
+        # ServiceEndpoint answers GET and HEAD before Flask; the route gives the path Flask's
+        # 405 and OPTIONS, and answers the same way should anything reach it.
         status, body = answer(request.environ)
         return Response(body, status=status, content_type=TEXT)
 
@@ -299,7 +300,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         item = item_or_404(directory)
         files = None
         if item.filelist_public:
-            site = links()
+            site = links(request.environ)
             files = [(_displayable(rel), site.file(item, rel), size)
                      for rel, size in index.list_files(catalog.root, item)]
         page = render_template_string(FILELIST_PAGE, ibi=item.name.text, files=files)
@@ -318,7 +319,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             return error_response("unknown metadata format; oai_dc is the one offered", 404)
         dc = [(e, item.dc[e]) for e in DC_ELEMENTS if e in item.dc]
         page = render_template_string(METADATA_PAGE, ibi=item.name.text, dc=dc,
-                                      oai_dc=links().metadata(item, "oai_dc"))
+                                      oai_dc=links(request.environ).metadata(item, "oai_dc"))
         return Response(page, content_type="text/html; charset=utf-8")
 
     @app.get("/col/<path:rest>", endpoint="col")
@@ -338,7 +339,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
 
     @app.get("/", endpoint="root")
     def root() -> Response:
-        site = links()
+        site = links(request.environ)
         text = (f"archive-service {__version__}: the Archive service of {config.archiveserviceibi}\n"
                 f"service: {site.service}\nitems: {catalog.count()}\n")
         return Response(text, content_type="text/plain; charset=utf-8")
