@@ -99,6 +99,32 @@ def test_sidecar_defaults_and_normalisation():
     assert sidecar.parse(None).state == "Original"
 
 
+def _doc_path_by_pathlib(value):
+    """doc_path as first written: every path through PurePosixPath."""
+    from pathlib import PurePosixPath
+
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a file name under doc/")
+    if "\\" in value or "\x00" in value:
+        raise ValueError(f"{value!r} has a backslash or NUL")
+    path = PurePosixPath(value)
+    if path.is_absolute() or ".." in path.parts:
+        raise ValueError(f"{value!r} must stay under doc/ (no leading '/', no '..')")
+    return str(path)
+
+
+@given(st.lists(st.sampled_from(["", ".", "..", "a", " b", "c.pdf", "d d", "/", "\\", "é"]),
+                max_size=6).map("/".join) | st.text(max_size=12))
+def test_doc_path_equals_pathlib(value):
+    def outcome(convert):
+        try:
+            return ("path", convert(value))
+        except ValueError as exc:
+            return ("error", str(exc))
+
+    assert outcome(sidecar.doc_path) == outcome(_doc_path_by_pathlib)
+
+
 def test_sidecar_yaml_errors_name_the_line(tmp_path):
     path = tmp_path / "item.yaml"
     path.write_text("state: Original\ntarget: [unclosed\n")
@@ -128,6 +154,9 @@ _YAML_BY_HAND = [
     "= : value-key\n", "when: 2013-10-04T14:32:14Z\nday: 2013-10-04\nno: no\nx: 0x1F\n",
     "b: !!binary aGVsbG8=\n", "[a, {b: c}]\n", "just text\n", "", "---\n...\n",
     "a: {b: [1, {c: ~}]}\n", "k: v\nk: w\n",  # a repeated key: the last one wins
+    # plain scalars the loader resolves through its cache, twice each: the cached tag is reused
+    "- [1, 1.5, .inf, -.Inf, .nan, 0o17, 0b101, 1_000, 12:30, yes, Off, ~, null, '', 2001-12-14]\n"
+    "- [1, 1.5, .inf, -.Inf, .nan, 0o17, 0b101, 1_000, 12:30, yes, Off, ~, null, '', 2001-12-14]\n",
 ]
 
 
