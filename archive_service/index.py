@@ -119,15 +119,18 @@ def iter_item_dirs(root: Path):
 
 
 def load_item(root: Path, directory: str, name: Ibi,
-              files: list[tuple[str, os.stat_result]] | None = None) -> tuple[Item, list[Problem]]:
+              files: list[tuple[str, os.stat_result]] | None = None,
+              has_sidecar: bool | None = None) -> tuple[Item, list[Problem]]:
     """Build one item from its directory; raise SidecarError if its sidecar is unusable.
 
-    `files` is the item's `_files_under(doc/)` listing when the caller has just made it."""
+    `files` is the item's `_files_under(doc/)` listing, and `has_sidecar` whether its
+    item.yaml is a file, when the caller has just found out."""
     # os.path, not pathlib: this runs once per item of a first build (a third faster).
     path = os.path.join(root, directory)
     problems: list[Problem] = []
     sidecar_path = os.path.join(path, sidecarmod.SIDECAR)
-    has_sidecar = os.path.isfile(sidecar_path)
+    if has_sidecar is None:
+        has_sidecar = os.path.isfile(sidecar_path)
     if has_sidecar:
         side = sidecarmod.read(sidecar_path)
         for key in side.unknown_keys:

@@ -383,3 +383,52 @@ def test_a_first_build_walked_in_parallel_equals_one_walked_in_order(
     assert "processes walk and read it" in caplog.text
     assert dump(parallel) == dump(serial)
     assert len(dump(serial)["items"]) > 400
+
+
+def _reader_kinds(monkeypatch, threaded: bool) -> None:
+    """Reading processes for every first build of 100 items or more; forked where this
+    process runs one thread, new Pythons where another thread runs (as under mod_wsgi)."""
+    monkeypatch.setattr(store, "PARALLEL_ITEMS", 100)
+    # Whatever threads earlier tests left in this process, the build sees one or two.
+    monkeypatch.setattr(store.threading, "active_count", lambda: 2 if threaded else 1)
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["forked", "new-pythons"])
+def test_a_first_build_read_by_other_processes_equals_one_read_here(
+        tmp_path: Path, monkeypatch, threaded: bool) -> None:
+    col = tmp_path / "col"
+    make_collection(col, 450)
+    shutil.copytree(SAMPLE, col, dirs_exist_ok=True)
+    serial = _clean_build(col, tmp_path / "serial")
+    _reader_kinds(monkeypatch, threaded)
+    kinds = []
+    made = store._Readers.__init__
+
+    def note(self, *args):
+        made(self, *args)
+        kinds.extend(type(proc).__name__ for proc in self.procs)
+
+    monkeypatch.setattr(store._Readers, "__init__", note)
+    parallel = _clean_build(col, tmp_path / "parallel")
+    assert kinds and set(kinds) == {"Popen" if threaded else "_ForkedReader"}
+    assert dump(parallel) == dump(serial)
+
+
+def test_a_forked_reader_that_dies_leaves_its_items_to_the_build(
+        tmp_path: Path, monkeypatch, caplog) -> None:
+    col = tmp_path / "col"
+    make_collection(col, 450)
+    serial = _clean_build(col, tmp_path / "serial")
+    _reader_kinds(monkeypatch, threaded=False)
+    builder, read = os.getpid(), store.read_item
+
+    def dies_in_a_child(root, found):
+        if os.getpid() != builder:
+            os._exit(3)  # as if killed: its chunk comes back unread
+        return read(root, found)
+
+    monkeypatch.setattr(store, "read_item", dies_in_a_child)
+    with caplog.at_level(logging.WARNING, logger="archive_service.store"):
+        parallel = _clean_build(col, tmp_path / "parallel")
+    assert "a reading process" in caplog.text and "died" in caplog.text
+    assert dump(parallel) == dump(serial)
