@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from gunicorn.app.base import BaseApplication
 
-from . import announce, limits, settings
+from . import announce, limits, settings, watch
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,7 @@ class ArchiveServer(BaseApplication):
         super().reload()
 
     def _when_ready(self, arbiter) -> None:
+        watch.reap_early()
         self.lifecycle.start(announce.Local.of_socket(arbiter.LISTENERS[0].sock))
 
     def _on_reload(self, arbiter) -> None:

@@ -455,9 +455,11 @@ class Store:
             conn.close()
 
     def is_complete(self) -> bool:
-        """A full walk has finished at least once (the index holds the whole collection)."""
+        """A full walk has finished at least once (the index holds the whole collection), and
+        a writer would keep the index rather than rebuild it."""
         meta = self.meta()
-        return meta.get("schema") == SCHEMA and meta.get("complete") == "1"
+        return (meta.get("schema") == SCHEMA and meta.get("complete") == "1"
+                and meta.get("collection") == self.real_root)
 
 
 # ------------------------------------------------------------------------------ writer

@@ -1,5 +1,6 @@
-"""The real `archive-service serve` with 2 gunicorn workers: one indexer process for both, and
-a changed sidecar answered by both workers within a second."""
+"""The real `archive-service serve` with 2 gunicorn workers: one indexer process for both, a
+changed sidecar answered by both workers within a second, and a restart that answers from the
+index it finds while its walk runs."""
 
 from __future__ import annotations
 
@@ -110,3 +111,49 @@ def test_both_workers_answer_a_changed_sidecar_within_a_second(collection: Path,
     # The indexer goes with the service.
     assert wait_until(lambda: not any(os.path.exists(f"/proc/{p}") and b"--watch" in cmdline(p)
                                       for p in indexers), timeout=10)
+
+
+def state_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except OSError:
+        return "gone"
+
+
+def test_a_restart_answers_from_the_index_and_leaves_no_zombie(collection: Path,
+                                                               tmp_path: Path) -> None:
+    # The complete index a first start leaves.
+    subprocess.run([sys.executable, "-m", "archive_service.cli", "index", "--collection",
+                    str(collection), "--state-dir", str(tmp_path / "state")],
+                   check=True, capture_output=True)
+    port = free_port()
+    log = open(tmp_path / "serve.log", "wb")
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "archive_service.cli", "serve", "--collection", str(collection),
+         "--state-dir", str(tmp_path / "state"), "--archiveaddress", "archive.example.org",
+         "--archiveserviceibi", SERVICE, "--resolver", "none", "--bind", f"127.0.0.1:{port}",
+         "--workers", "2"], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/{SERVICE}?" + urlencode({
+        "servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
+        "parsedibiurl.ibi": REP})
+
+    def answered() -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return "url" in pairs_of(response.read().decode("ascii"))
+        except OSError:
+            return False
+
+    try:
+        assert wait_until(answered, timeout=60, interval=0.1), (tmp_path / "serve.log").read_text()
+        text = (tmp_path / "serve.log").read_text()
+        assert "as it was left" in text  # it did not wait for the walk
+        # The walk that ran meanwhile has ended and been collected: no zombie child.
+        assert wait_until(lambda: not any(state_of(p) == "Z" for p in children(serve.pid)),
+                          timeout=10), [(p, state_of(p)) for p in children(serve.pid)]
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+        log.close()
+    assert serve.returncode == 0

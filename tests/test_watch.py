@@ -4,13 +4,17 @@ where watching is impossible, periodic rescans take over and say why."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -269,20 +273,91 @@ def test_rescans_that_find_nothing_keep_the_workers_answers(collection: Path,
     probe.close()
 
 
-def test_serves_early_refresh_is_waited_for_not_walked_again(collection: Path,
-                                                             tmp_path: Path) -> None:
+@contextmanager
+def write_lock_held(st: store.Store, seconds: float = 20) -> Iterator[None]:
+    """The index's write lock, held by another process (a lock this process took would be
+    inherited, and so held, by what it forks) for at most `seconds`."""
+    code = ("import sys, time; from archive_service.store import Store\n"
+            "with Store(sys.argv[1], sys.argv[2]).write_lock():\n"
+            "    print('locked', flush=True); time.sleep(float(sys.argv[3]))")
+    with subprocess.Popen([sys.executable, "-c", code, str(st.root), str(st.state_dir),
+                           str(seconds)], stdout=subprocess.PIPE,
+                          env=store.child_environment()) as holder:
+        try:
+            assert holder.stdout.readline() == b"locked\n"
+            yield
+        finally:
+            holder.kill()
+
+
+def test_serve_answers_from_a_complete_index_while_its_early_walk_runs(collection: Path,
+                                                                        tmp_path: Path) -> None:
     from archive_service import settings
 
     config = settings.load(options=settings_for(collection, tmp_path / "state"), environ={})
     first = watch.LiveIndex(config)
     assert first.refresh().read > 0
     first.catalog.close()
-    _new_item(collection)
-    watch.refresh_early(config)  # what serve does before importing the server
+    _new_item(collection)  # while the service was stopped
     live = watch.LiveIndex(config)
-    assert live.refresh() is None  # the forked process's walk stands for this one
-    assert live.catalog.item_at(NEW) is not None
+    with write_lock_held(live.store):  # the early walk cannot finish yet
+        watch.refresh_early(config)  # what serve does before importing the server
+        started = time.monotonic()
+        assert live.refresh() is None  # the forked process's walk stands for this one ...
+        assert time.monotonic() - started < 5  # ... and is not waited for
+        assert live.catalog.item_at(REP) is not None  # the index as it was left
+        assert live.catalog.item_at(NEW) is None
+        (pid,) = watch._unwaited
+    assert wait_until(lambda: live.catalog.item_at(NEW) is not None, timeout=10)
+    assert wait_until(lambda: (watch.reap_early(), not watch._unwaited)[1], timeout=10)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # collected: no zombie left
     live.catalog.close()
     again = watch.LiveIndex(config)
     assert again.refresh().read == 0  # later refreshes walk as before, and find nothing new
     again.catalog.close()
+
+
+def test_serve_waits_for_its_early_walk_when_there_is_no_index_yet(collection: Path,
+                                                                    tmp_path: Path) -> None:
+    from archive_service import settings
+
+    config = settings.load(options=settings_for(collection, tmp_path / "state"), environ={})
+    watch.refresh_early(config)
+    live = watch.LiveIndex(config)
+    assert live.refresh() is None  # the forked build stands for this one
+    assert live.catalog.item_at(REP) is not None
+    assert not watch._unwaited
+    live.catalog.close()
+    again = watch.LiveIndex(config)
+    assert again.refresh().read == 0
+    again.catalog.close()
+
+
+def test_an_early_walk_stops_when_serve_does(collection: Path, tmp_path: Path) -> None:
+    from archive_service import settings
+
+    options = settings_for(collection, tmp_path / "state")
+    config = settings.load(options=options, environ={})
+    first = watch.LiveIndex(config)
+    first.refresh()
+    first.catalog.close()
+    code = ("import json, os, sys; from archive_service import settings, watch\n"
+            "config = settings.load(options=json.loads(sys.argv[1]), environ={})\n"
+            "watch.refresh_early(config)\n"
+            "open(sys.argv[2], 'w').write(str(watch._early.popitem()[1][0])); os._exit(0)")
+    with write_lock_held(first.store):  # the walk waits for the lock, still running
+        # No pipe to wait on: the walk inherits whatever the stopped process had open.
+        subprocess.run([sys.executable, "-c", code, json.dumps(options), tmp_path / "pid"],
+                       stdout=subprocess.DEVNULL, env=store.child_environment(), check=True,
+                       timeout=10)
+        pid = int((tmp_path / "pid").read_text())
+
+        def gone() -> bool:
+            try:
+                with open(f"/proc/{pid}/stat") as stat:
+                    return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+            except FileNotFoundError:
+                return True
+
+        assert wait_until(gone, timeout=10)
