@@ -432,3 +432,25 @@ def test_a_forked_reader_that_dies_leaves_its_items_to_the_build(
         parallel = _clean_build(col, tmp_path / "parallel")
     assert "a reading process" in caplog.text and "died" in caplog.text
     assert dump(parallel) == dump(serial)
+
+
+def test_forked_readers_leave_their_parents_signal_handlers_behind(
+        tmp_path: Path, monkeypatch, caplog) -> None:
+    col = tmp_path / "col"
+    make_collection(col, 450)
+    _reader_kinds(monkeypatch, threaded=False)
+    builder, read = os.getpid(), store.read_item
+    seen = tmp_path / "seen"
+
+    def note_handler(root, found):
+        if os.getpid() != builder:
+            seen.write_text(repr(signal.getsignal(signal.SIGTERM)))
+        return read(root, found)
+
+    monkeypatch.setattr(store, "read_item", note_handler)
+    old = signal.signal(signal.SIGTERM, lambda *_: None)  # as gunicorn's master has one
+    try:
+        _clean_build(col, tmp_path / "state")
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert seen.read_text() == repr(signal.SIG_DFL)
