@@ -585,7 +585,10 @@ def refresh_early(config: settings.Config) -> None:
         code = 1
         try:
             _die_with(parent)
-            Writer(store).refresh(progress=True)
+            result = Writer(store).refresh(progress=True)
+            if serve_now:  # the moment answers are current again is worth a line
+                log.info("the index %s is up to date with the collection: %s", store.path,
+                         result)
             code = 0
         except BaseException as exc:
             if serve_now:  # else the serving process walks again, and reports what goes wrong

@@ -24,6 +24,7 @@ from archive_service import store, watch
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
 
+from test_serve_index import state_of
 from test_store import pairs_of, settings_for, url_request
 
 LATENCY = 1.0  # seconds from a change on disk to the answers that show it (the bound)
@@ -290,10 +291,15 @@ def write_lock_held(st: store.Store, seconds: float = 20) -> Iterator[None]:
             holder.kill()
 
 
-def test_serve_answers_from_a_complete_index_while_its_early_walk_runs(collection: Path,
-                                                                        tmp_path: Path) -> None:
+def test_serve_answers_from_a_complete_index_while_its_early_walk_runs(
+        collection: Path, tmp_path: Path, caplog, request) -> None:
     from archive_service import settings
 
+    caplog.set_level(logging.INFO, logger="archive_service.watch")
+    logger = logging.getLogger("archive_service.watch")
+    handler = logging.FileHandler(tmp_path / "serve.log")  # the forked walk writes here too
+    logger.addHandler(handler)
+    request.addfinalizer(lambda: (logger.removeHandler(handler), handler.close()))
     config = settings.load(options=settings_for(collection, tmp_path / "state"), environ={})
     first = watch.LiveIndex(config)
     assert first.refresh().read > 0
@@ -310,6 +316,8 @@ def test_serve_answers_from_a_complete_index_while_its_early_walk_runs(collectio
         (pid,) = watch._unwaited
     assert wait_until(lambda: live.catalog.item_at(NEW) is not None, timeout=10)
     assert wait_until(lambda: (watch.reap_early(), not watch._unwaited)[1], timeout=10)
+    # Said by the walk itself, in its own process.
+    assert "is up to date with the collection: " in (tmp_path / "serve.log").read_text()
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # collected: no zombie left
     live.catalog.close()
@@ -353,11 +361,4 @@ def test_an_early_walk_stops_when_serve_does(collection: Path, tmp_path: Path) -
                        timeout=10)
         pid = int((tmp_path / "pid").read_text())
 
-        def gone() -> bool:
-            try:
-                with open(f"/proc/{pid}/stat") as stat:
-                    return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-            except FileNotFoundError:
-                return True
-
-        assert wait_until(gone, timeout=10)
+        assert wait_until(lambda: state_of(pid) in ("Z", "X", "gone"), timeout=10)
