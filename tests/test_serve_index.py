@@ -52,32 +52,50 @@ def writes(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("syscw:"))
 
 
-def test_both_workers_answer_a_changed_sidecar_within_a_second(collection: Path,
-                                                               tmp_path: Path) -> None:
-    port = free_port()
-    log = open(tmp_path / "serve.log", "wb")
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "archive_service.cli", "serve", "--collection", str(collection),
-         "--state-dir", str(tmp_path / "state"), "--archiveaddress", "archive.example.org",
-         "--archiveserviceibi", SERVICE, "--resolver", "none", "--bind", f"127.0.0.1:{port}",
-         "--workers", "2"], stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/{SERVICE}?" + urlencode({
-        "servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
-        "parsedibiurl.ibi": REP})
+class Serving:
+    """`archive-service serve` on a loopback port, 2 workers, logging into serve.log."""
 
-    def answer(_=None) -> dict[str, str]:
-        with urllib.request.urlopen(url, timeout=10) as response:
+    def __init__(self, collection: Path, tmp_path: Path):
+        port = free_port()
+        self.log_path = tmp_path / "serve.log"
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "archive_service.cli", "serve", "--collection",
+             str(collection), "--state-dir", str(tmp_path / "state"), "--archiveaddress",
+             "archive.example.org", "--archiveserviceibi", SERVICE, "--resolver", "none",
+             "--bind", f"127.0.0.1:{port}", "--workers", "2"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.url = f"http://127.0.0.1:{port}/{SERVICE}?" + urlencode({
+            "servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
+            "parsedibiurl.ibi": REP})
+
+    def answer(self, _=None) -> dict[str, str]:
+        with urllib.request.urlopen(self.url, timeout=10) as response:
             return pairs_of(response.read().decode("ascii"))
 
-    def answered() -> bool:
-        try:
-            return "url" in answer()
-        except OSError:
-            return False
+    def wait_answering(self) -> None:
+        def answered() -> bool:
+            try:
+                return "url" in self.answer()
+            except OSError:
+                return False
 
+        assert wait_until(answered, timeout=60, interval=0.1), self.log_path.read_text()
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
+        self.log.close()
+        return self.proc.returncode
+
+
+def test_both_workers_answer_a_changed_sidecar_within_a_second(collection: Path,
+                                                               tmp_path: Path) -> None:
+    serving = Serving(collection, tmp_path)
+    serve, answer = serving.proc, serving.answer
     indexers: list[int] = []
     try:
-        assert wait_until(answered, timeout=60, interval=0.1), (tmp_path / "serve.log").read_text()
+        serving.wait_answering()
         st = Store(collection, tmp_path / "state")
         assert wait_until(lambda: "watching" in st.meta().get("indexer", ""), timeout=30)
         workers = children(serve.pid)
@@ -104,10 +122,8 @@ def test_both_workers_answer_a_changed_sidecar_within_a_second(collection: Path,
             assert all(map(new, batch))
         assert seen <= LATENCY
     finally:
-        serve.send_signal(signal.SIGTERM)
-        serve.wait(timeout=60)
-        log.close()
-    assert serve.returncode == 0
+        stopped = serving.stop()
+    assert stopped == 0
     # The indexer goes with the service.
     assert wait_until(lambda: not any(os.path.exists(f"/proc/{p}") and b"--watch" in cmdline(p)
                                       for p in indexers), timeout=10)
@@ -127,33 +143,14 @@ def test_a_restart_answers_from_the_index_and_leaves_no_zombie(collection: Path,
     subprocess.run([sys.executable, "-m", "archive_service.cli", "index", "--collection",
                     str(collection), "--state-dir", str(tmp_path / "state")],
                    check=True, capture_output=True)
-    port = free_port()
-    log = open(tmp_path / "serve.log", "wb")
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "archive_service.cli", "serve", "--collection", str(collection),
-         "--state-dir", str(tmp_path / "state"), "--archiveaddress", "archive.example.org",
-         "--archiveserviceibi", SERVICE, "--resolver", "none", "--bind", f"127.0.0.1:{port}",
-         "--workers", "2"], stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/{SERVICE}?" + urlencode({
-        "servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
-        "parsedibiurl.ibi": REP})
-
-    def answered() -> bool:
-        try:
-            with urllib.request.urlopen(url, timeout=10) as response:
-                return "url" in pairs_of(response.read().decode("ascii"))
-        except OSError:
-            return False
-
+    serving = Serving(collection, tmp_path)
     try:
-        assert wait_until(answered, timeout=60, interval=0.1), (tmp_path / "serve.log").read_text()
-        text = (tmp_path / "serve.log").read_text()
-        assert "as it was left" in text  # it did not wait for the walk
+        serving.wait_answering()
+        assert "as it was left" in serving.log_path.read_text()  # it did not wait for the walk
         # The walk that ran meanwhile has ended and been collected: no zombie child.
-        assert wait_until(lambda: not any(state_of(p) == "Z" for p in children(serve.pid)),
-                          timeout=10), [(p, state_of(p)) for p in children(serve.pid)]
+        pid = serving.proc.pid
+        assert wait_until(lambda: not any(state_of(p) == "Z" for p in children(pid)),
+                          timeout=10), [(p, state_of(p)) for p in children(pid)]
     finally:
-        serve.send_signal(signal.SIGTERM)
-        serve.wait(timeout=60)
-        log.close()
-    assert serve.returncode == 0
+        stopped = serving.stop()
+    assert stopped == 0
