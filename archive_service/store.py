@@ -848,7 +848,12 @@ class _ForkedReader:
     def __init__(self, others: list):
         down_r, down_w = os.pipe()
         up_r, up_w = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (down_r, down_w, up_r, up_w):
+                os.close(fd)
+            raise
         if pid == 0:
             code = 1
             try:
@@ -902,11 +907,16 @@ class _Readers:
                    "from archive_service.store import reading_process; reading_process()"]
         fork = threading.active_count() == 1
         for _ in range(workers):
-            if fork:
-                proc = _ForkedReader(self.procs)
-            else:
-                proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        env=child_environment())
+            try:
+                if fork:
+                    proc = _ForkedReader(self.procs)
+                else:
+                    proc = subprocess.Popen(command, stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, env=child_environment())
+            except OSError as exc:  # out of processes or memory: the build goes on with fewer
+                log.warning("cannot start a reading process (%s); %d read beside this one",
+                            exc.strerror or exc, len(self.procs))
+                break
             self.procs.append(proc)
             self.idle.append(proc)
 

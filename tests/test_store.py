@@ -3,6 +3,7 @@ one-IBI-two-directories and translations resolved across changes, and crash reco
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -454,3 +455,24 @@ def test_forked_readers_leave_their_parents_signal_handlers_behind(
     finally:
         signal.signal(signal.SIGTERM, old)
     assert seen.read_text() == repr(signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["forked", "new-pythons"])
+def test_a_build_that_cannot_start_its_readers_reads_everything_itself(
+        tmp_path: Path, monkeypatch, caplog, threaded: bool) -> None:
+    col = tmp_path / "col"
+    make_collection(col, 450)
+    serial = _clean_build(col, tmp_path / "serial")
+    _reader_kinds(monkeypatch, threaded)
+    fds = len(os.listdir("/proc/self/fd"))
+
+    def refused(*args, **kwargs):
+        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+    monkeypatch.setattr(store.os, "fork", refused)
+    monkeypatch.setattr(store.subprocess, "Popen", refused)
+    with caplog.at_level(logging.WARNING, logger="archive_service.store"):
+        alone = _clean_build(col, tmp_path / "alone")
+    assert "cannot start a reading process" in caplog.text
+    assert dump(alone) == dump(serial)
+    assert len(os.listdir("/proc/self/fd")) == fds  # no pipe left open
