@@ -840,7 +840,7 @@ def _default_signals() -> None:
 
 class _ForkedReader:
     """A reading process forked from this one: no interpreter to start and nothing to import
-    (70 ms of a CPU each, most of what several processes save on 10,000 items). Only made
+    (a new Python spent 70 ms of a CPU on that, while the builder read in its place). Only made
     where this process runs a single thread, so the child inherits no lock that another
     thread held; it touches nothing of its parent's but its two pipes and leaves through
     os._exit (an inherited SQLite connection must never be closed or used in a child)."""

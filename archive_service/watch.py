@@ -569,8 +569,8 @@ def refresh_early(config: settings.Config) -> None:
 
     A complete index is served at once, as it was left, while that process walks the
     collection and commits what changed while the service was stopped (workers see each
-    commit, as they see the indexer's): a restart answers in well under a second at any size,
-    where waiting for the walk took 96 s at 1,000,000 items. Without a complete index there is
+    commit, as they see the indexer's): a restart answered in 0.2 s at 10,000 items and 0.9 s
+    at 1,000,000, where waiting for the walk took 96 s. Without a complete index there is
     nothing to answer from: LiveIndex.refresh() waits for the walk (the build), which runs
     while this process imports the web framework and the server. Whatever changes during the
     walk is the indexer's to find, as on any start: its first rescan follows the setting of
