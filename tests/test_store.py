@@ -394,6 +394,18 @@ def _reader_kinds(monkeypatch, threaded: bool) -> None:
     monkeypatch.setattr(store.threading, "active_count", lambda: 2 if threaded else 1)
 
 
+def _in_readers(monkeypatch, act) -> None:
+    """Have every reading process (never the builder) call `act()` before reading an item."""
+    builder, read = os.getpid(), store.read_item
+
+    def read_item(root, found):
+        if os.getpid() != builder:
+            act()
+        return read(root, found)
+
+    monkeypatch.setattr(store, "read_item", read_item)
+
+
 @pytest.mark.parametrize("threaded", [False, True], ids=["forked", "new-pythons"])
 def test_a_first_build_read_by_other_processes_equals_one_read_here(
         tmp_path: Path, monkeypatch, threaded: bool) -> None:
@@ -421,14 +433,7 @@ def test_a_forked_reader_that_dies_leaves_its_items_to_the_build(
     make_collection(col, 450)
     serial = _clean_build(col, tmp_path / "serial")
     _reader_kinds(monkeypatch, threaded=False)
-    builder, read = os.getpid(), store.read_item
-
-    def dies_in_a_child(root, found):
-        if os.getpid() != builder:
-            os._exit(3)  # as if killed: its chunk comes back unread
-        return read(root, found)
-
-    monkeypatch.setattr(store, "read_item", dies_in_a_child)
+    _in_readers(monkeypatch, lambda: os._exit(3))  # as if killed: its chunk comes back unread
     with caplog.at_level(logging.WARNING, logger="archive_service.store"):
         parallel = _clean_build(col, tmp_path / "parallel")
     assert "a reading process" in caplog.text and "died" in caplog.text
@@ -436,19 +441,12 @@ def test_a_forked_reader_that_dies_leaves_its_items_to_the_build(
 
 
 def test_forked_readers_leave_their_parents_signal_handlers_behind(
-        tmp_path: Path, monkeypatch, caplog) -> None:
+        tmp_path: Path, monkeypatch) -> None:
     col = tmp_path / "col"
     make_collection(col, 450)
     _reader_kinds(monkeypatch, threaded=False)
-    builder, read = os.getpid(), store.read_item
     seen = tmp_path / "seen"
-
-    def note_handler(root, found):
-        if os.getpid() != builder:
-            seen.write_text(repr(signal.getsignal(signal.SIGTERM)))
-        return read(root, found)
-
-    monkeypatch.setattr(store, "read_item", note_handler)
+    _in_readers(monkeypatch, lambda: seen.write_text(repr(signal.getsignal(signal.SIGTERM))))
     old = signal.signal(signal.SIGTERM, lambda *_: None)  # as gunicorn's master has one
     try:
         _clean_build(col, tmp_path / "state")
