@@ -51,6 +51,9 @@ def load(path: Path) -> tuple[str, dict[str, Any]]:
         return "", {}
     except (OSError, UnicodeDecodeError) as exc:
         raise sidecarmod.SidecarError(str(path), [f"cannot read: {exc}"]) from None
+    problem = sidecarmod.bounds_problem(text.encode("utf-8"))
+    if problem is not None:
+        raise sidecarmod.SidecarError(str(path), [f"{problem}; fix it first"])
     try:
         data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:

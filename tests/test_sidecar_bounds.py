@@ -1,0 +1,178 @@
+"""Hostile sidecars (issue 15): deep nesting, alias bombs and huge files are a problem of their
+item, reported by `check` with the bound they break, never a crash of the index or the service.
+
+The big ones run in a process of their own, so a segfault or a runaway heap shows as a failed
+test (with its exit status and memory), not as a dead test run."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from archive_service import sidecar
+from archive_service.cli import main
+from archive_service.store import Store, StoreCatalog, Writer
+from conftest import ROOT
+from serve_process import Serve
+
+BAD = "sid.inpe.br/mtc-m18/2020/01.02.03.04"
+SERVED = "iconet.com.br/banon/2009/09.09.22.01"
+
+
+def nested(size: int) -> str:
+    """`size` bytes of flow sequences nested in each other, well-formed."""
+    half = (size - len("dc: ")) // 2
+    return "dc: " + "[" * half + "]" * half
+
+
+def billion_laughs() -> str:
+    """The classic: nine levels of nine aliases each, 9**9 strings once expanded."""
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    names = "abcdefghi"
+    for previous, name in zip(names, names[1:]):
+        lines.append(f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]")
+    lines.append("dc: {title: *i}")
+    return "\n".join(lines) + "\n"
+
+
+def put(collection: Path, text: str, directory: str = BAD) -> Path:
+    item = collection / directory
+    (item / "doc").mkdir(parents=True, exist_ok=True)
+    (item / "doc" / "a.txt").write_text("a")
+    path = item / "item.yaml"
+    path.write_text(text)
+    return path
+
+
+def run_limited(args: list[str], timeout: float = 120) -> tuple[int, str, int, float]:
+    """Run `python -m archive_service.cli ARGS` with at most 1 GiB of address space: exit
+    status (negative: the signal), output, peak RSS in MB, seconds."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "archive_service.cli", *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=limit)
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        out = proc.stdout.read()
+        # wait4: this child's own peak RSS, not the largest of every child of the test run.
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+        proc.stdout.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return (proc.returncode, out.decode(errors="replace"), usage.ru_maxrss // 1024,
+            time.monotonic() - started)
+
+
+def test_a_1kb_nested_sidecar_is_a_problem_of_its_item(collection: Path, tmp_path, capsys):
+    put(collection, nested(1024))
+    with pytest.raises(sidecar.SidecarError, match=f"nested deeper than {sidecar.MAX_DEPTH}"):
+        sidecar.read(collection / BAD / "item.yaml")
+
+    assert main(["check", str(collection)]) == 1
+    out = capsys.readouterr().out
+    assert (f"error: {BAD}/item.yaml: nested deeper than {sidecar.MAX_DEPTH} levels "
+            "(the most a sidecar may nest)") in out
+
+    store = Store(collection, tmp_path / "state")
+    Writer(store).refresh()
+    catalog = StoreCatalog(store)
+    try:
+        assert catalog.item_at(BAD) is None
+        assert catalog.lookup(SERVED) is not None  # the rest of the index is whole
+        assert any(p.where == f"{BAD}/item.yaml" and "nested deeper" in p.message
+                   for p in catalog.problems)
+    finally:
+        catalog.close()
+
+
+@pytest.mark.parametrize("text, bound", [
+    (nested(200 * 1024), f"nested deeper than {sidecar.MAX_DEPTH} levels"),
+    (billion_laughs(), f"aliases expand to more than {sidecar.MAX_ALIAS_NODES} nodes"),
+    ("x: &a 1\ndc: {" + ", ".join(f"k{i}: *a" for i in range(sidecar.MAX_ALIASES + 1))
+     + "}\n", f"more than {sidecar.MAX_ALIASES} aliases"),
+    ("dc: {title: x}\n" + "# " + "x" * sidecar.MAX_BYTES + "\n",
+     f"larger than {sidecar.MAX_BYTES} bytes"),
+], ids=["nested-200kb", "billion-laughs", "many-aliases", "too-large"])
+def test_check_and_index_survive_a_hostile_sidecar(collection: Path, tmp_path, text, bound):
+    put(collection, text)
+    code, out, rss, seconds = run_limited(["check", str(collection)])
+    print(f"check: status {code}, {rss} MB, {seconds:.2f} s")
+    assert code == 1, out
+    assert f"error: {BAD}/item.yaml: {bound}" in out
+    assert "Traceback" not in out
+    assert rss < 200 and seconds < 30
+
+    code, out, rss, seconds = run_limited(["index", "--collection", str(collection),
+                                           "--state-dir", str(tmp_path / "state")])
+    print(f"index: status {code}, {rss} MB, {seconds:.2f} s")
+    assert code == 0, out
+    assert "1 problem(s)" in out and "Traceback" not in out
+    assert rss < 200 and seconds < 30
+
+
+def test_the_yaml_a_sidecar_may_hold_is_read_as_before(tmp_path):
+    # Within the bounds nothing changes: many indicators (so the exact check runs), an anchor
+    # used a few times, nesting as deep as the bound allows.
+    deep = "[" * (sidecar.MAX_DEPTH - 1) + "]" * (sidecar.MAX_DEPTH - 1)
+    text = ("timestamp: 2012-07-12T18:08:00Z\nlanguage: &l pt-BR\n"
+            "dc:\n  title: 'a - b - c: d'\n  language: [*l, *l]\n"
+            + f"x-unknown: {deep}\n"
+            + "x-notes: [" + ", ".join(f"'{i}: -'" for i in range(100)) + "]\n")
+    path = tmp_path / "item.yaml"
+    path.write_text(text)
+    side = sidecar.read(path)
+    assert side.dc == {"title": ["a - b - c: d"], "language": ["pt-BR", "pt-BR"]}
+    assert side.unknown_keys == ["x-notes", "x-unknown"]
+
+
+def test_a_hostile_sidecar_takes_neither_the_master_nor_the_indexer_down(collection: Path,
+                                                                         tmp_path):
+    """A 200 KB nested sidecar at a cold start (walked by the early process, or the master),
+    then changed while serving (the indexer), then changed again with a SIGHUP (the reload's
+    walk, in the master)."""
+    bomb = put(collection, nested(200 * 1024))
+    serve = Serve(tmp_path, "--collection", str(collection), "--state-dir",
+                  str(tmp_path / "state"), "--no-announce")
+    try:
+        serve.wait_answering(timeout=60)
+        serve.wait_log("started the indexer of")
+        bomb.write_text(nested(200 * 1024 + 2))  # the indexer reads it
+        serve.wait_log(f"{BAD}/item.yaml: nested deeper than", timeout=30)
+        bomb.write_text(nested(200 * 1024 + 4))
+        serve.signal(signal.SIGHUP)
+        serve.wait_log("Handling signal: hup")
+        time.sleep(3)
+        assert serve.process.poll() is None, serve.log()
+        serve.wait_answering(timeout=30)
+        log = serve.log()
+        assert "exited with status" not in log, log  # the indexer never died
+        assert "Traceback" not in log, log
+        assert serve.stop() == 0
+    finally:
+        serve.kill()
+
+
+def test_deposit_refuses_to_edit_a_hostile_sidecar(tmp_path):
+    """`deposit --nextedition-of` and `delete` load the other item's sidecar to edit it."""
+    path = tmp_path / "item.yaml"
+    path.write_text(nested(200 * 1024))
+    code = ("import sys; from pathlib import Path; from archive_service import sidecar_update\n"
+            "try:\n    sidecar_update.load(Path(sys.argv[1]))\n"
+            "except ValueError as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done
+    assert f"nested deeper than {sidecar.MAX_DEPTH} levels" in done.stdout
