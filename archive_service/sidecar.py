@@ -95,11 +95,13 @@ KEYS = (
     "translations", "metadata", "formats", "dc", "filelist", "access",
 )
 # What one sidecar may hold (issue 15). Sidecars are a few key lines and some inline Dublin
-# Core (the sample's are under 400 bytes, a rich one with abstracts a few KB): far above that,
+# Core (the sample's are under 800 bytes, a rich one with abstracts a few KB): far above that,
 # and far below what could hurt a process. libyaml's composer, and _Loader._plain, recurse once
 # per level of nesting (100,000 levels overflow the C stack, 1,000 Python's), and aliases
 # copied by whoever walks the data grow exponentially (nine levels of nine: 9**9 nodes).
-MAX_BYTES = 1 << 20  # 1 MiB, ~1000 times a rich sidecar; parsed within bounds in ~0.1 s
+# 64 KiB: ~100 times a rich sidecar; the costliest (22,000 list items) loads in 30 ms, 6 MB
+# (1 MiB of them took 0.85 s and 100 MB, per sidecar, in the master on a reload).
+MAX_BYTES = 64 * 1024
 MAX_DEPTH = 64  # levels of maps and lists, the top map included (SPEC §7 uses 3)
 MAX_ALIASES = 100  # `*name` references
 MAX_ALIAS_NODES = 10_000  # nodes the aliases stand for, counted as copies
