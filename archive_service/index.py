@@ -136,6 +136,8 @@ def load_item(root: Path, directory: str, name: Ibi,
         for key in side.unknown_keys:
             problems.append(Problem(f"{directory}/{sidecarmod.SIDECAR}",
                                     f"unknown key {key!r} (ignored)", "warning"))
+        for message in side.warnings:
+            problems.append(Problem(f"{directory}/{sidecarmod.SIDECAR}", message, "warning"))
     else:
         side = sidecarmod.Sidecar()
     rep, ibip = (name.text, side.ibip) if name.kind == "rep" else (side.rep, name.text)

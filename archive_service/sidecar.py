@@ -107,6 +107,9 @@ MAX_ALIASES = 100  # `*name` references
 MAX_ALIAS_NODES = 10_000  # nodes the aliases stand for, counted as copies
 _NOT_NAMES = ("", ".", "..")  # path parts PurePosixPath drops, or doc_path refuses
 _LANGUAGE_RE = re.compile(r"([A-Za-z]{2})(?:-([A-Za-z]{2}))?")
+# Not a Char of XML 1.0 (control characters but TAB, LF and CR; surrogates; U+FFFE, U+FFFF):
+# YAML's double-quoted escapes can put any of them in a value.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 class SidecarError(ValueError):
@@ -135,6 +138,7 @@ class Sidecar:
     filelist_public: bool = True
     networks: tuple = ()
     unknown_keys: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # usable, but `check` should say so
 
 
 def normalize_language(text: str) -> str:
@@ -186,6 +190,22 @@ def _text_list(value: Any) -> list[str]:
     if not all(isinstance(v, (str, int, float, date)) for v in values):
         raise ValueError("each value must be text or a list of text")
     return [str(v) for v in values]
+
+
+def xml_text(text: str) -> str:
+    """`text` with U+FFFD for each character an XML 1.0 document cannot hold."""
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def _dc_warnings(dc: dict[str, list[str]]) -> list[str]:
+    found = []
+    for element, values in dc.items():
+        for value in values:
+            if (bad := _NOT_XML.search(value)) is not None:
+                found.append(f"dc: {element} holds U+{ord(bad.group()):04X}, which XML 1.0 "
+                             "does not allow (oai_dc shows U+FFFD in its place)")
+                break
+    return found
 
 
 def _networks(value: Any) -> tuple:
@@ -260,6 +280,8 @@ def parse(data: Any, where: str = SIDECAR) -> Sidecar:
             except (ValueError, TypeError) as exc:
                 problems.append(f"{key}: {exc}")
     sidecar.unknown_keys = sorted(str(k) for k in data if k not in _KNOWN)
+    if sidecar.dc:
+        sidecar.warnings = _dc_warnings(sidecar.dc)
     if problems:
         raise SidecarError(where, problems)
     return sidecar

@@ -52,7 +52,7 @@ from .index import DOC, Item, Problem
 log = logging.getLogger(__name__)
 
 # Bump when a record's shape or what index.load_item derives changes: old indexes are rebuilt.
-SCHEMA = "2"
+SCHEMA = "3"  # 3: sidecar bounds and dc warnings (issue 15)
 SEP = "\x01"  # sorts below every character of a directory name: key order = walk order
 NO_LANGUAGE = "-"  # the language-set row counting items that declare no language
 BATCH_ITEMS = 1000

@@ -29,7 +29,7 @@ from werkzeug.wsgi import wrap_file
 
 from . import __version__, answers, ibi as ibimod, index, limits, pairs, settings, stats, urlkeys
 from .answers import Archive, Links, RequestError
-from .sidecar import DC_ELEMENTS
+from .sidecar import DC_ELEMENTS, xml_text
 from .watch import LiveIndex
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,7 @@ def oai_dc_xml(dc: Mapping[str, list[str]]) -> bytes:
         f"{{{XSI}}}schemaLocation": f"{OAI_DC} http://www.openarchives.org/OAI/2.0/oai_dc.xsd"})
     for element in DC_ELEMENTS:
         for value in dc.get(element, ()):
-            ET.SubElement(root, f"{{{DC}}}{element}").text = value
+            ET.SubElement(root, f"{{{DC}}}{element}").text = xml_text(value)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
