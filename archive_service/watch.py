@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 DEBOUNCE_SECONDS = 0.2  # events within this of each other make one wave (and the delay added)
 FOLLOW_SECONDS = 1.0  # how often a serving process checks that the indexer runs
+REPEAT_SECONDS = 600.0  # how often a serving process repeats why it cannot start the indexer
 RETRY_SECONDS = 10.0  # after an index write failed, a full rescan this much later
 # File systems whose changes, made elsewhere, inotify never hears of.
 NETWORK_FILE_SYSTEMS = {
@@ -478,13 +479,23 @@ class Follower:
             self._owner = None
 
     def _run(self) -> None:
+        said, said_at = None, 0.0
         while not self._stop.is_set():
             try:
                 with self._lock:
                     if not self._stop.is_set():
                         self._tend()
-            except Exception:  # keep trying: the service answers from the index meanwhile
-                log.exception("could not start the indexer of %s", self.store.root)
+            except Exception as exc:  # keep trying: the service answers from the index meanwhile
+                # Said once, and again every REPEAT_SECONDS or when the reason changes: a
+                # read-only state directory fails here every second, in every standby worker.
+                why = f"{exc}" if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+                if why != said or time.monotonic() - said_at >= REPEAT_SECONDS:
+                    log.error("cannot start the indexer of %s (%s); trying again every %g s, "
+                              "saying so every %g s", self.store.root, why, FOLLOW_SECONDS,
+                              REPEAT_SECONDS, exc_info=not isinstance(exc, OSError))
+                    said, said_at = why, time.monotonic()
+            else:
+                said = None
             self._stop.wait(FOLLOW_SECONDS)
 
     def _tend(self) -> None:
