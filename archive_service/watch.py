@@ -365,6 +365,8 @@ class Indexer:
                     why = "consistency rescan" if watching else "periodic rescan"
                 if why is None and self._retry_at and time.monotonic() >= self._retry_at:
                     why = "a rescan after an error"
+                if why is None and self.store.reported_damage() is not None:
+                    why = "a rebuild of the damaged index"  # a worker met it (Store.damage)
                 if why is not None:
                     watching = self._rescan(why, watching)
                     next_full = self._next_full(watching)
