@@ -76,12 +76,17 @@ class Verbs:
         return not self.relation and not self.filelist
 
 
+# Table 6.4 joins verbs with "+" (a "+" in a query string arrives as a blank, "%2B" as "+");
+# Example 8.2 sends blanks. Runs of either separate verbs.
+_VERB_SEPARATORS = re.compile(r"[\s+]+")
+
+
 @lru_cache(maxsize=1024)  # resolvers send few distinct verb lists; Verbs is immutable
 def parse_verblist(text: str) -> Verbs:
-    """Parse `parsedibiurl.verblist` (Table 6.4, verbs separated by spaces)."""
+    """Parse `parsedibiurl.verblist` (Table 6.4): verbs joined by `+` or by blanks."""
     steps: list[Step] = []
     filelist = False
-    for verb in text.split():
+    for verb in filter(None, _VERB_SEPARATORS.split(text)):
         match = _VERB_RE.fullmatch(verb)
         if not match:
             raise RequestError(f"unknown verb {verb}")
@@ -171,12 +176,13 @@ def _client_ips(text: str) -> tuple:
 
 
 def filepath_parts(text: str) -> tuple[str, ...]:
-    """An absolute file path inside an item (`/reference.bib`); anything leaving it is an error."""
-    if not text.startswith("/"):
-        raise RequestError("parsedibiurl.filepath must start with a slash")
+    """A file path inside an item (`/reference.bib`); anything leaving it is an error.
+
+    Table 6.9 asks for a path-absolute, yet Example 7.11 sends `reference.bib`: a path
+    without its leading slash is read from the item's root all the same."""
     if "\x00" in text or "\\" in text:
         raise RequestError("parsedibiurl.filepath has a NUL or a backslash")
-    parts = tuple(p for p in PurePosixPath(text).parts[1:] if p not in ("", "."))
+    parts = tuple(p for p in PurePosixPath("/" + text).parts[1:] if p not in ("", "."))
     if ".." in parts:
         raise RequestError("parsedibiurl.filepath leaves the item")
     return parts
@@ -373,9 +379,14 @@ class Archive:
     # -- pairs -------------------------------------------------------------------------
 
     def url_of(self, node: Node, request: UrlRequest, links: Links) -> tuple[str, Item, str] | None:
-        """CriarParURL: (url, item it describes, contenttype) or None when unknown here."""
+        """CriarParURL: (url, item it describes, contenttype) or None when unknown here.
+
+        With a verb list given (one verb or more), "deve prevalecer a segunda" (seed 000 §7):
+        the URL is the file-list page when GetFileList is among the verbs, otherwise the
+        related item's own URL; the file path counts only when no verb is given."""
+        filepath = request.filepath if request.verbs.empty else None
         if node.inline_of is not None:
-            if request.verbs.filelist or request.filepath:
+            if request.verbs.filelist or filepath:
                 return None
             return links.metadata(node.inline_of, node.fmt), node.inline_of, "Metadata"
         item = node.item
@@ -387,8 +398,8 @@ class Archive:
             return self.url_of(meta[0][1], request, links) if meta else None
         if request.verbs.filelist:
             return links.filelist(item), item, item.contenttype
-        if request.filepath:
-            relpath = "/".join(filepath_parts(request.filepath))
+        if filepath:
+            relpath = "/".join(filepath_parts(filepath))
             if not self.file_exists(item, relpath):
                 return None
             return links.file(item, relpath), item, item.contenttype
