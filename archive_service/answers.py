@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import NamedTuple
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -152,6 +153,12 @@ class Links:
     def metadata(self, item: Item, fmt: str | None) -> str:
         url = f"{self.service}/metadata/{self.path(item.directory)}"
         return f"{url}?format={fmt}" if fmt else url
+
+    @property
+    def about(self) -> str:
+        """The page describing the Archive's service, the service's own item (§7.1): under
+        the service's path, which every deployment forwards (contrib/)."""
+        return f"{self.service}/about"
 
 
 # ---------------------------------------------------------------------------- requests
@@ -304,6 +311,7 @@ class Archive:
         self.archiveaddress = archiveaddress
         self.service = Forms.of(ibimod.parse(archiveserviceibi))
         self.platform = Forms.of(ibimod.parse(platformsoftware)) if platformsoftware else None
+        self.service_item = service_item(ibimod.parse(archiveserviceibi), self.service)
         self._trace = threading.local()  # what an answer being built read from disk and client
 
     # Rendered answers kept per worker (1-3 KB each) while the index does not change.
@@ -320,13 +328,24 @@ class Archive:
         # Computed when asked: the languages held change as the collection does.
         return default_relations(self.catalog)
 
+    def lookup(self, ibi: str | Ibi) -> Item | None:
+        """The item held here under `ibi`. A directory of the collection is found by the
+        catalog (whose claim rule decides between directories); failing one, the Archive's
+        own service is an identified item all the same: "Cada Arquivo deve ter seu próprio
+        serviço de Arquivo e torná-lo um item identificado tido como original
+        intransferível" (§7.1, §5.1)."""
+        item = self.catalog.lookup(ibi)
+        if item is None and ibimod.key(str(ibi)) in self.service_item.keys():
+            return self.service_item
+        return item
+
     # -- relation steps ----------------------------------------------------------------
 
     def last_edition(self, item: Item) -> Item | None:
         """Follow nextedition through the items held here; None once the chain leaves."""
         seen = {item.name.key}
         while item.nextedition is not None:
-            nxt = self.catalog.lookup(item.nextedition)
+            nxt = self.lookup(item.nextedition)
             if nxt is None or nxt.name.key in seen:
                 return None
             seen.add(nxt.name.key)
@@ -334,7 +353,7 @@ class Archive:
         return item
 
     def _held_or_ref(self, ref: Ibi, fmt: str | None = None) -> Node:
-        held = self.catalog.lookup(ref)
+        held = self.lookup(ref)
         return Node(item=held, fmt=fmt) if held else Node(ref=ref)
 
     def translations(self, node: Node) -> dict[str | None, Node]:
@@ -396,6 +415,12 @@ class Archive:
             # A licensed item: outside its networks the user gets its metadata instead.
             meta = self.step(Node(item=item), Step("m"))
             return self.url_of(meta[0][1], request, links) if meta else None
+        if item is self.service_item:
+            # Neither files nor a file list of its own: its URL is the page that says what
+            # the service is.
+            if request.verbs.filelist or filepath:
+                return None
+            return links.about, item, item.contenttype
         if request.verbs.filelist:
             return links.filelist(item), item, item.contenttype
         if filepath:
@@ -481,7 +506,7 @@ class Archive:
                             urlkey: bool = True) -> list[tuple[str, str]]:
         """Algorithm 2 over `relations` (default: this Archive's whole relation subset);
         `urlkey=False` leaves the key to the caller (who filters first)."""
-        item = self.catalog.lookup(request.ibi)
+        item = self.lookup(request.ibi)
         if item is None:
             return []
         answer = [
@@ -576,10 +601,31 @@ class Archive:
             # building its URL, state and timestamp to drop them (a third of the work).
             answer = self.montar_lista_de_url(request, links, [relation], urlkey=False)
             if answer and ("state", "Deleted") not in answer:
-                answer.append(("ibi", self.catalog.lookup(request.ibi).forms.render()))
+                answer.append(("ibi", self.lookup(request.ibi).forms.render()))
         else:
             answer = self.montar_lista_de_url(request, links, [()], urlkey=False)
         return filtrar_lista_de_url(answer, request.verbs)
+
+
+@lru_cache(maxsize=1)
+def software_time() -> datetime:
+    """When the running archive-service was installed or last changed: the newest
+    modification time among its modules and templates, to the second."""
+    package = Path(__file__).parent
+    newest = max(path.stat().st_mtime for path in package.rglob("*")
+                 if path.suffix in (".py", ".html"))
+    return datetime.fromtimestamp(int(newest), tz=timezone.utc)
+
+
+def service_item(name: Ibi, forms: Forms) -> Item:
+    """The Archive's own service as an item (§7.1): an Original, the data of its page.
+
+    Its timestamp is the time of the software that answers as the service (software_time):
+    the same in every worker and every process (gunicorn, mod_wsgi, CGI) and across
+    restarts, and it changes when that software does. A start time would differ from one
+    process to the next, and a CGI process starts for every request."""
+    return Item(directory="", name=name, forms=forms, state="Original", contenttype="Data",
+                language="en", timestamp=software_time(), target=None)
 
 
 def _is_url_pair(name: str) -> bool:

@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, Response, abort, render_template_string, request
+from flask import Flask, Response, abort, render_template, render_template_string, request
 from flask.logging import default_handler
 from werkzeug.exceptions import HTTPException
 from werkzeug.wsgi import wrap_file
@@ -343,6 +343,16 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         text = (f"archive-service {__version__}: the Archive service of {config.archiveserviceibi}\n"
                 f"service: {site.service}\nitems: {catalog.count()}\n")
         return Response(text, content_type="text/plain; charset=utf-8")
+
+    @app.get(service_path + "/about", endpoint="about")
+    def about() -> Response:
+        # The URL of the service's own item (answers.service_item): what the service is.
+        site = links(request.environ)
+        page = render_template(
+            "service.html", service=config.archiveserviceibi, url=site.service,
+            archiveaddress=config.archiveaddress, platform=config.platformsoftware,
+            version=__version__, contact=config.archiveadmemailaddress, items=catalog.count())
+        return Response(page, content_type="text/html; charset=utf-8")
 
     answer_unexpected_errors(app, log)
 
