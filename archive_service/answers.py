@@ -312,6 +312,7 @@ class Archive:
         self.service = Forms.of(ibimod.parse(archiveserviceibi))
         self.platform = Forms.of(ibimod.parse(platformsoftware)) if platformsoftware else None
         self.service_item = service_item(ibimod.parse(archiveserviceibi), self.service)
+        self._service_keys = frozenset(self.service_item.keys())
         self._trace = threading.local()  # what an answer being built read from disk and client
 
     # Rendered answers kept per worker (1-3 KB each) while the index does not change.
@@ -335,7 +336,7 @@ class Archive:
         serviço de Arquivo e torná-lo um item identificado tido como original
         intransferível" (§7.1, §5.1)."""
         item = self.catalog.lookup(ibi)
-        if item is None and ibimod.key(str(ibi)) in self.service_item.keys():
+        if item is None and ibimod.key(str(ibi)) in self._service_keys:
             return self.service_item
         return item
 
@@ -612,8 +613,11 @@ def software_time() -> datetime:
     """When the running archive-service was installed or last changed: the newest
     modification time among its modules and templates, to the second."""
     package = Path(__file__).parent
-    newest = max(path.stat().st_mtime for path in package.rglob("*")
-                 if path.suffix in (".py", ".html"))
+    try:
+        newest = max(path.stat().st_mtime for path in package.rglob("*")
+                     if path.suffix in (".py", ".html"))
+    except (OSError, ValueError):  # not files on disk (a zip): the time it was first asked
+        newest = time.time()
     return datetime.fromtimestamp(int(newest), tz=timezone.utc)
 
 

@@ -12,13 +12,12 @@ from html.parser import HTMLParser
 
 import pytest
 
-from archive_service import pairs
+from archive_service import answers, pairs
 from conftest import ADDRESS, PLATFORM, SAMPLE, SERVICE, Client
 from serve_process import Serve
 from test_examples import EXAMPLE_8_1, EXAMPLE_8_2_SECOND, assert_answer
 
 CONTACT = "admin@example.org"
-ISO = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 ITEM = "iconet.com.br/banon/2009/09.09.22.01"  # LK47B6W/362SFKH: @relatorio.pdf, reference.bib
 
 
@@ -264,7 +263,8 @@ def test_the_service_ibi_gets_a_full_answer(serve):
     assert got["ibi"] == f"{{rep {SERVICE}}}"
     assert got["ibi.archiveservice"] == f"{{rep {SERVICE}}}"
     assert (got["state"], got["contenttype"]) == ("Original", "Data")
-    assert ISO.fullmatch(got["timestamp"])
+    # The time of the software that answers: this test's process reads the same files.
+    assert got["timestamp"] == answers.software_time().isoformat()[:19] + "Z"
     assert re.fullmatch(r"[0-9]{10,}-[0-9]{10,}", got["urlkey"])
     assert got["url"] == f"http://{serve.address}/{SERVICE}/about"
     # Found by its IBI in any case, like every item.
@@ -304,6 +304,22 @@ def test_the_service_url_keeps_the_mount_point(client: Client):
     got = dict(pairs.parse(client.url_request(SERVICE).text))
     assert got["url"] == f"http://{ADDRESS}{client.mount}/{SERVICE}/about"
     assert client.get_url(got["url"]).content_type == "text/html"
+
+
+def test_the_service_page_where_a_server_mounts_the_app_at_the_service_path(settings):
+    """mod_wsgi's WSGIScriptAlias of /<archiveserviceibi> (SCRIPT_NAME is the service path)."""
+    import webtest
+    from werkzeug.exceptions import NotFound
+    from werkzeug.middleware.dispatcher import DispatcherMiddleware
+
+    from archive_service.web import create_app
+
+    test = webtest.TestApp(DispatcherMiddleware(NotFound(), {f"/{SERVICE}": create_app(settings)}))
+    got = dict(pairs.parse(test.get(f"/{SERVICE}", params={
+        "servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4",
+        "parsedibiurl.ibi": SERVICE}).text))
+    assert got["url"] == f"http://{ADDRESS}/{SERVICE}/about"
+    assert SERVICE in test.get(f"/{SERVICE}/about").text
 
 
 def test_a_directory_for_the_service_still_wins(tmp_path):
