@@ -74,8 +74,8 @@ _O_PATH = getattr(os, "O_PATH", 0)
 def _resolved(path: str) -> tuple[str, os.stat_result] | None:
     """The real path of `path` (`os.path.realpath(strict=True)`) and its stat, or None when
     it is missing or a link loop. On Linux the kernel resolves it: an O_PATH descriptor (which
-    opens nothing, not even a FIFO) read back through /proc/self/fd costs a fifth of
-    realpath's lstat of every component (16 us against 67 us for a file 10 levels down)."""
+    opens nothing, not even a FIFO) read back through /proc/self/fd costs a fourth of
+    realpath's lstat of every component (10 us against 35 us for a file 10 levels down)."""
     try:
         fd = os.open(path, _O_PATH | os.O_CLOEXEC) if _O_PATH else None
     except OSError:
@@ -193,10 +193,11 @@ def _files_under(directory: str | Path, counter: list[int] | None = None
 def list_files(collection: Path, item: Item) -> list[tuple[str, int]]:
     """The item's files under doc/ with their sizes (for the file-list page): those
     `resolve_file` serves, links within doc/ to its files included."""
-    if real_in_doc(collection, item.directory, "") is None:
+    doc = real_in_doc(collection, item.directory, "")
+    if doc is None:
         return []  # doc/ is a link, or a level above it leads elsewhere
     listed = []
-    for rel, st in _files_under(os.path.join(collection, item.directory, DOC)):
+    for rel, st in _files_under(doc):
         if stat.S_ISLNK(st.st_mode):
             real = resolve_file(collection, item.directory, rel)
             if real is not None:
@@ -213,7 +214,7 @@ def doc_problems(root: str, directory: str,
     with a control character (for `check`)."""
     doc = os.path.join(root, directory, DOC)
     problems = []
-    if os.path.islink(doc):
+    if not files and os.path.islink(doc):  # the walk gives no files through a link
         problems.append(Problem(directory, f"doc is a symbolic link to {_readlink(doc)}: "
                                 "nothing under it is served"))
     names = []
@@ -226,7 +227,7 @@ def doc_problems(root: str, directory: str,
         elif resolve_file(root, directory, rel) is not None:
             names.append(rel)  # a link to a file inside the same doc/
         elif real_in_doc(root, directory, rel) is None:
-            problems.append(Problem(directory, f"doc/{rel} is a symbolic link to "
+            problems.append(Problem(directory, f"doc/{_shown(rel)} is a symbolic link to "
                                     f"{_readlink(os.path.join(doc, rel))}: it leads out of the "
                                     "item's doc/ (or nowhere, or round a loop) and is not served"))
     return names, problems
@@ -234,9 +235,15 @@ def doc_problems(root: str, directory: str,
 
 def _readlink(path: str) -> str:
     try:
-        return os.readlink(path)
+        return _shown(os.readlink(path))
     except OSError as exc:
         return f"? ({exc.strerror})"
+
+
+def _shown(name: str) -> str:
+    """A name for a problem line: quoted when it holds a control character (a raw CR or LF
+    would start a line of its own in check's output or the log)."""
+    return repr(name) if _CONTROL.search(name) else name
 
 
 def _utc(seconds: float) -> datetime:
@@ -260,7 +267,7 @@ def iter_item_dirs(root: Path, problems: list[Problem] | None = None):
                         found.append(e.name)
                     elif problems is not None and e.is_symlink() and e.is_dir():
                         problems.append(Problem(
-                            where + e.name, f"is a symbolic link to {_readlink(e.path)}: "
+                            where + _shown(e.name), f"is a symbolic link to {_readlink(e.path)}: "
                             "links are not followed, so nothing under it is served"))
                 return sorted(found)
         except OSError as exc:
