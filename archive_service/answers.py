@@ -7,7 +7,6 @@ Plain protocol logic: no web framework here. The web layer hands in the decoded 
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 import threading
 import time
@@ -16,13 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import NamedTuple
 from functools import lru_cache
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from urllib.parse import quote
 
 from . import ibi as ibimod
 from . import pairs as pairsmod
 from .ibi import Forms, Ibi
-from .index import DOC, Catalog, Item
+from .index import DOC, Catalog, Item, resolve_file
 from .urlkeys import UrlKeys, canonical_url
 
 ID_PAIRS = ("archiveaddress", "ibi", "ibi.archiveservice", "ibi.platformsoftware")
@@ -270,8 +269,8 @@ _PLACE = "\x00"  # where the urlkey goes in a rendered answer (never in a render
 class Rendered(NamedTuple):
     """An answer to urlRequest rendered once, waiting for the fresh urlkey of each use.
 
-    `checks` are the disk's answers the pairs depend on: ("file", path, exists) and
-    ("in-doc", root, directory, relpath, found); an answer is reused only while they still
+    `checks` are the disk's answers the pairs depend on, ("in-doc", root, directory,
+    relpath, found); an answer is reused only while they still
     hold (Archive.CHECK_EVERY), so a file that vanished since gets no URL. Only strings,
     bytes and booleans: a worker's cache of these is nothing the garbage collector has to
     walk through."""
@@ -431,13 +430,13 @@ class Archive:
             return links.file(item, relpath), item, item.contenttype
         if node.fmt:
             relpath = item.formats.get(node.fmt)
-            if relpath is None or not self.still_on_disk(item, relpath):
+            if relpath is None or not self.file_exists(item, relpath):
                 return None
             return links.file(item, relpath), item, item.contenttype
         if item.target is None:
             return links.filelist(item), item, item.contenttype
         # The index may be older than the disk: never hand out a URL that would 404.
-        if not self.still_on_disk(item, item.target):
+        if not self.file_exists(item, item.target):
             return None
         return links.file(item, item.target), item, item.contenttype
 
@@ -454,13 +453,9 @@ class Archive:
         return None
 
     def file_exists(self, item: Item, relpath: str) -> bool:
+        """Whether /col/ serves this file now (index.resolve_file): the index may be older
+        than the disk, and with url_base another server serves the URL without asking."""
         return self._traced("in-doc", str(self.catalog.root), item.directory, relpath)
-
-    def still_on_disk(self, item: Item, relpath: str) -> bool:
-        """One stat: the index may be older than the disk (a vanished file gets no URL).
-        Not a safety check: /col/ resolves every path it serves (resolve_file)."""
-        path = os.path.join(self.catalog.root, item.directory, DOC, relpath)
-        return self._traced("file", path)
 
     def _traced(self, kind: str, *arguments: str) -> bool:
         result = _DISK_CHECKS[kind](*arguments)
@@ -673,29 +668,9 @@ def filtrar_lista_de_url(answer: list[tuple[str, str]], verbs: Verbs) -> list[tu
     return kept
 
 
-def resolve_file(root: Path, item: Item, relpath: str) -> Path | None:
-    """The real path of a file of `item`, or None if absent or if it (or a link) leaves doc/."""
-    return _resolve_in_doc(root, item.directory, relpath)
-
-
-def _resolve_in_doc(root: str | Path, directory: str, relpath: str) -> Path | None:
-    doc = (Path(root) / directory / DOC).resolve()
-    parts = PurePosixPath(relpath).parts
-    if not parts or ".." in parts or any("\x00" in p or "\\" in p for p in parts):
-        return None
-    try:
-        real = (doc / relpath).resolve(strict=True)
-    except (OSError, RuntimeError):  # missing, unreadable, or a symlink loop
-        return None
-    if not real.is_relative_to(doc) or not real.is_file():
-        return None
-    return real
-
-
 # What an answer's URLs depend on, by the name its checks record (Rendered.checks).
 _DISK_CHECKS = {
-    "file": os.path.isfile,
-    "in-doc": lambda root, directory, relpath: _resolve_in_doc(root, directory, relpath) is not None,
+    "in-doc": lambda root, directory, relpath: resolve_file(root, directory, relpath) is not None,
 }
 
 

@@ -331,7 +331,8 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             if len(segments) > size + 1 and segments[size] == index.DOC:
                 item = catalog.item_at("/".join(segments[:size]))
                 if item is not None and item.state != "Deleted":  # a tombstone serves nothing
-                    real = answers.resolve_file(catalog.root, item, "/".join(segments[size + 1:]))
+                    real = index.resolve_file(catalog.root, item.directory,
+                                              "/".join(segments[size + 1:]))
                     if real is None:
                         break
                     return _send(real)
