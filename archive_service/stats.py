@@ -50,11 +50,9 @@ REFUSAL_LOG_EVERY = 60  # seconds between two summaries of refused acknowledgmen
 REASONS = ("malformed", "future", "expired", "forged", "unknown", "replay")
 SEEN_TABLE = "seen_keys"
 
-# auto_vacuum only takes on a database with no table yet: a new one gives purged pages back.
 # `seen` held whole keys (any length) before keys were counted by their head; those keys are
 # refused now, so its rows mean nothing (VACUUM gives its pages back to the file system).
 SCHEMA = f"""
-PRAGMA auto_vacuum = INCREMENTAL;
 CREATE TABLE IF NOT EXISTS {SEEN_TABLE} (
     issued INTEGER NOT NULL, nonce INTEGER NOT NULL, PRIMARY KEY (issued, nonce)) WITHOUT ROWID;
 DROP TABLE IF EXISTS seen;
@@ -120,6 +118,9 @@ class Store:
             conn = sqlite3.connect(self.path, timeout=10, isolation_level=None,
                                    check_same_thread=False)
             try:
+                # Only takes on a new database (before WAL and tables): it gives purged pages
+                # back to the file system.
+                conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.executescript(SCHEMA)
@@ -159,13 +160,12 @@ class Store:
     def _record(self, ack: Acknowledgment, reason: str, verdict, now: float, lifetime: int) -> str:
         conn = self._connection()
         day = _day(now)
+        purge = now - self._purged > PURGE_EVERY
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if now - self._purged > PURGE_EVERY:
+            if purge:
                 conn.execute(f"DELETE FROM {SEEN_TABLE} WHERE issued < ?",
                              (int(now) - lifetime - CLOCK_SKEW,))
-                conn.execute("PRAGMA incremental_vacuum").fetchall()
-                self._purged = now
             if reason == "valid":
                 fresh = conn.execute(f"INSERT INTO {SEEN_TABLE} (issued, nonce) VALUES (?, ?) "
                                      "ON CONFLICT DO NOTHING", (verdict.issued, verdict.nonce)).rowcount
@@ -182,6 +182,13 @@ class Store:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        if purge:
+            self._purged = now
+            try:
+                # executescript steps the pragma to its end: execute() frees one page only.
+                conn.executescript("PRAGMA incremental_vacuum;")
+            except sqlite3.Error:
+                pass  # the acknowledgment is recorded; the free pages wait for the next purge
         return reason
 
     def _note_refusal(self, reason: str, url: str) -> None:

@@ -26,7 +26,8 @@ per-answer storage, that this Archive answered a given URL at a given time:
   from another key breaks the seal, and the key is refused as forged before its tags are
   looked at. (Keys of the format before the seal, "urlkey/1", are refused likewise: they
   lived for the few seconds between an answer and its acknowledgment at the upgrade.)
-- Canonical URL: the bytes of the URL with `+` read as a space and every `%xx` decoded. The
+- Canonical URL: the bytes of the URL with `+` read as a space and every `%xx` decoded,
+  scheme and host in lower case and http's `:80` left out (RFC 3986 §6.2.2-3). The
   seed's own resolver sends `url=…/Relat%f3rio%20Final.pdf` unescaped inside the query (so
   the query decoding already turned `%f3` into a byte), a careful one sends it escaped
   (`%25f3`); both give the same canonical bytes as the answer's `Relat%f3rio%20Final.pdf`.
@@ -84,9 +85,19 @@ class Verdict:
     nonce: int = 0  # with `issued`, the key's identity (the answer it was issued with)
 
 
+_SCHEME_AND_HOST = re.compile(rb"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)")
+
+
 def canonical_url(url: str) -> bytes:
-    raw = url.encode("utf-8", "surrogateescape").replace(b"+", b" ")
-    return unquote_to_bytes(raw)
+    """The bytes every spelling of one URL shares (see the module's docstring)."""
+    canon = unquote_to_bytes(url.encode("utf-8", "surrogateescape").replace(b"+", b" "))
+    match = _SCHEME_AND_HOST.match(canon)
+    if match:  # RFC 3986 §6.2.2-3: scheme and host in any case, http's port 80 implied
+        scheme, host = match.group(1).lower(), match.group(2).lower()
+        if scheme == b"http" and host.endswith(b":80"):
+            host = host[:-3]
+        canon = scheme + b"://" + host + canon[match.end():]
+    return canon
 
 
 class UrlKeys:

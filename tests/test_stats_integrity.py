@@ -108,7 +108,8 @@ def test_one_answer_counts_once_even_when_it_carries_several_urls(app_client, se
     lambda u: u.replace("/col/sid.inpe.br/mtc-m19/", "/col/sid.inpe.br%2Fmtc-m19%2F"),
     lambda u: u.replace("/doc/", "/%64oc/"),
     lambda u: u.replace("%C3%B3", "%c3%b3"),
-], ids=["%73", "%2F", "%64oc", "lowercase-hex"])
+    lambda u: u.replace(f"http://{ADDRESS}/", f"HTTP://{ADDRESS.upper()}:80/"),
+], ids=["%73", "%2F", "%64oc", "lowercase-hex", "host-case-and-port"])
 def test_a_url_spelled_differently_counts_under_the_item_it_names(app_client, settings, respell):
     got = answer(app_client, RELATORIO)
     spelled = respell(got["url"])
@@ -254,9 +255,13 @@ def test_genuine_acknowledgments_cost_a_few_bytes_each_and_expire(tmp_path):
     assert store.acknowledge(stats.Acknowledgment(keys.issue([url]), url, **item), keys) == "counted"
     with sqlite3.connect(store.path) as conn:
         remembered = conn.execute(f"SELECT count(*) FROM {stats.SEEN_TABLE}").fetchone()[0]
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     store.close()
     assert remembered == 1, "keys past their lifetime are forgotten"
+    after, _ = _sizes(tmp_path)
+    print(f"after the purge: {after} bytes")
+    assert after <= 8 * 4096, "and the file gives their pages back"
     assert stats.Store(tmp_path).report()["total"] == FLOOD + 1
 
 
@@ -324,3 +329,30 @@ def test_keys_of_the_format_before_the_seal_are_refused():
 
     assert not keys.verify(f"{head}-{old_tag(url)}", url).ok
     assert not keys.verify(f"{head}-{old_tag(url)}{old_tag(url + 'x')}", url).ok
+
+
+def test_a_store_of_the_format_before_keeps_its_counts_and_forgets_whole_keys(tmp_path):
+    with sqlite3.connect(tmp_path / stats.DB_FILE) as conn:
+        conn.executescript("""
+            CREATE TABLE seen (urlkey TEXT PRIMARY KEY, issued INTEGER NOT NULL) WITHOUT ROWID;
+            CREATE INDEX seen_by_issue ON seen (issued);
+            CREATE TABLE counts (day TEXT NOT NULL, ibi TEXT NOT NULL, contenttype TEXT NOT NULL,
+                state TEXT NOT NULL, n INTEGER NOT NULL,
+                PRIMARY KEY (day, ibi, contenttype, state)) WITHOUT ROWID;
+            CREATE TABLE rejected (day TEXT NOT NULL, reason TEXT NOT NULL, n INTEGER NOT NULL,
+                PRIMARY KEY (day, reason)) WITHOUT ROWID;
+            INSERT INTO seen VALUES ('142724488912345678-12345678901234567890', 1427244889);
+            INSERT INTO counts VALUES ('2024-01-01', 'a.example/x/2024/01.01.00.00', 'Data', 'Original', 7);
+        """)
+    conn.close()
+    keys = UrlKeys.ephemeral()
+    url = "http://a.example/col/a.example/x/2024/01.01.00.00/doc/a.pdf"
+    store = stats.Store(tmp_path)
+    assert store.acknowledge(stats.Acknowledgment(keys.issue([url]), url, "Data", "Original",
+                                                  "a.example/x/2024/01.01.00.00"), keys) == "counted"
+    store.close()
+    with sqlite3.connect(tmp_path / stats.DB_FILE) as conn:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert "seen" not in tables and stats.SEEN_TABLE in tables
+    assert stats.Store(tmp_path).report()["total"] == 8
