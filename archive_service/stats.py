@@ -16,10 +16,10 @@ ERROR at once (then at most once a minute while it lasts, and once when it recov
 
 Storage: SQLite in `<state_dir>/stats.sqlite3`, WAL, one short IMMEDIATE transaction per
 acknowledgment, so any number of workers (and `archive-service stats` reading) share it.
-Tables: `seen_keys` (the heads counted: two integers, about 20 bytes a key; rows older than
-the key lifetime are purged once an hour per process, since such keys are refused as expired
-before `seen_keys` is consulted, and a new database gives the freed pages back to the file
-system), `counts` (per UTC day, item, contenttype and state: bounded by the items held) and
+Tables: `seen_keys` (the heads counted: two integers, about 18 bytes a key; rows older than
+the key lifetime, an hour, are purged every 10 minutes per process, since such keys are
+refused as expired before `seen_keys` is consulted, and a new database gives the freed pages
+back to the file system: at most an hour of answers is remembered), `counts` (per UTC day, item, contenttype and state: bounded by the items held) and
 `rejected` (per UTC day and reason: a handful of rows however many are refused). No Flask here.
 """
 
@@ -43,7 +43,7 @@ from .urlkeys import CLOCK_SKEW, UrlKeys
 log = logging.getLogger(__name__)
 
 DB_FILE = "stats.sqlite3"
-PURGE_EVERY = 3600  # seconds between purges of expired `seen` rows, per process
+PURGE_EVERY = 600  # seconds between purges of expired `seen_keys` rows, per process
 BUSY_RETRIES = 8  # tries again when SQLite says "locked" without using its busy timeout
 ERROR_LOG_EVERY = 60  # seconds between two logs of a failing store, per process
 REFUSAL_LOG_EVERY = 60  # seconds between two summaries of refused acknowledgments, per process

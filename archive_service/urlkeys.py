@@ -66,7 +66,10 @@ SECRET_BYTES = 32
 ISSUED_DIGITS = 10
 NONCE_DIGITS = 12
 TAG_DIGITS = 20  # also the seal's
-LIFETIME = 2 * 24 * 3600  # seconds a key stays acknowledgeable; resolvers acknowledge at once
+# Seconds a key stays acknowledgeable. The seed's resolver acknowledges before it even sends
+# the user on (§6.2, messages 5 then 7), so within seconds; an hour is room for slow ones and
+# bounds what the statistics must remember per key to one hour of answers (stats.py).
+LIFETIME = 3600
 CLOCK_SKEW = 300  # seconds a key may seem to come from the future (clock steps between hosts)
 _TAG_DOMAIN = b"urlkey/2\0tag\0"
 _SEAL_DOMAIN = b"urlkey/2\0seal\0"
