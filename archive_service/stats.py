@@ -19,8 +19,9 @@ acknowledgment, so any number of workers (and `archive-service stats` reading) s
 Tables: `seen_keys` (the heads counted: two integers, about 18 bytes a key; rows older than
 the key lifetime, an hour, are purged every 10 minutes per process, since such keys are
 refused as expired before `seen_keys` is consulted, and a new database gives the freed pages
-back to the file system: at most an hour of answers is remembered), `counts` (per UTC day, item, contenttype and state: bounded by the items held) and
-`rejected` (per UTC day and reason: a handful of rows however many are refused). No Flask here.
+back to the file system: at most an hour of answers is remembered), `counts` (per UTC day,
+item, contenttype and state: bounded by the items held) and `rejected` (per UTC day and
+reason: a handful of rows however many are refused). No Flask here.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .urlkeys import CLOCK_SKEW, UrlKeys
+from .urlkeys import CLOCK_SKEW, UrlKeys, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +158,8 @@ class Store:
             self._note_refusal(outcome, ack.url)
         return outcome
 
-    def _record(self, ack: Acknowledgment, reason: str, verdict, now: float, lifetime: int) -> str:
+    def _record(self, ack: Acknowledgment, reason: str, verdict: Verdict, now: float,
+                lifetime: int) -> str:
         conn = self._connection()
         day = _day(now)
         purge = now - self._purged > PURGE_EVERY
@@ -210,8 +212,7 @@ class Store:
             log.info("acknowledgment refused (%s): url=%r; further refusals are summed up "
                      "at most once a minute", reason, last)
         else:
-            log.info("%d acknowledgments refused in the last %d s (%s); the last: url=%r",
-                     total, REFUSAL_LOG_EVERY, counts, last)
+            log.info("%d more acknowledgments refused (%s); the last: url=%r", total, counts, last)
 
     def _failed(self, exc: Exception) -> None:
         now = time.monotonic()
