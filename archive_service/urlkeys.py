@@ -113,6 +113,8 @@ class UrlKeys:
         self._secret = secret
         self._clock = clock
         self.lifetime = lifetime
+        # None, or one line saying why keys will not verify after a restart (for a health check).
+        self.problem: str | None = None
 
     @classmethod
     def ephemeral(cls) -> "UrlKeys":
@@ -128,7 +130,10 @@ class UrlKeys:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             log.error("cannot keep the URL-key secret in %s (%s): using a secret of this "
                       "process only; acknowledgments verify until the next restart", state_dir, why)
-            return cls.ephemeral()
+            keys = cls.ephemeral()
+            keys.problem = (f"the URL-key secret cannot be kept in {state_dir} ({why}): keys "
+                            "issued before a restart will not verify after it")
+            return keys
 
     def _digits(self, message: bytes) -> str:
         mac = hmac.digest(self._secret, message, "sha256")

@@ -134,6 +134,8 @@ def test_an_unusable_state_directory_is_logged_and_keys_still_work(tmp_path: Pat
         keys = UrlKeys.from_state_dir(blocker / "state")
     assert "cannot keep the URL-key secret" in caplog.text
     assert keys.verify(keys.issue([URL]), URL).ok
+    assert "a-file" in keys.problem and "\n" not in keys.problem, "for a health check to say"
+    assert UrlKeys.from_state_dir(tmp_path / "state").problem is None
 
 
 def test_a_truncated_secret_is_reported_not_used(tmp_path: Path, caplog):
