@@ -446,13 +446,16 @@ class Archive:
         return links.file(item, item.target), item, item.contenttype
 
     def item_of_url(self, url: str, links: Links) -> tuple[Item, str] | None:
-        """The item held here that a URL this Archive hands out names, with the contenttype
-        its answer gave that URL (Metadata for the service's own metadata page), or None.
+        """The item held here that a URL this Archive hands out names (the service's own
+        item for its page), with the contenttype its answer gave that URL (Metadata for the
+        service's metadata pages), or None.
 
         Read from the URL's canonical form (urlkeys.canonical_url), the one its key is
         checked against: every spelling that verifies (`/col/%73id.inpe.br/…`) names the
         same item. The statistics count by this, never by what an acknowledgment claims."""
         canon = canonical_url(url)
+        if canon == canonical_url(links.about):
+            return self.service_item, self.service_item.contenttype
         for prefix, kind in ((links.files, "file"), (links.service + "/filelist", "filelist"),
                              (links.service + "/metadata", "metadata")):
             base = canonical_url(prefix) + b"/"

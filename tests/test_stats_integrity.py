@@ -356,3 +356,13 @@ def test_a_store_of_the_format_before_keeps_its_counts_and_forgets_whole_keys(tm
     conn.close()
     assert "seen" not in tables and stats.SEEN_TABLE in tables
     assert stats.Store(tmp_path).report()["total"] == 8
+
+
+def test_the_services_own_item_is_counted_under_the_service(app_client, settings):
+    """The Archive's service is an identified item (§7.1) with no directory: its URL is the
+    service's page, and an acknowledgment of it counts under the service's IBI."""
+    got = answer(app_client, SERVICE)
+    assert got["url"].endswith(f"/{SERVICE}/about")
+    ack(app_client, got["url"], got["urlkey"], ibi="rep " + CCSDS)
+    assert report(settings)["items"] == [{"ibi": SERVICE, "count": 1, "by_contenttype": {"Data": 1},
+                                          "by_state": {"Original": 1}}]
