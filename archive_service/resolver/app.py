@@ -23,7 +23,7 @@ from ..web import answer_unexpected_errors, error_response
 from . import config as rconfig
 from . import purl as purlmod
 from . import resolve as resolvemod
-from .archives import ArchiveClient
+from .archives import ArchiveClient, OwnAddress, loop_reason
 from .registry import Refused, Registry
 
 log = logging.getLogger(__name__)
@@ -89,12 +89,22 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     service_path = "/" + config.resolveribi
     bind = config.bind if not config.bind.startswith("unix:") else "localhost"
     address = config.address or bind
+    is_self = OwnAddress(config.bind, config.address)
+
+    @app.before_request
+    def refuse_loops() -> Response | None:
+        """A request this resolver sent itself: answering it by resolving would ask again."""
+        reason = loop_reason(request.headers.get("Via", ""), client.pseudonym)
+        if reason:
+            log.warning("%s %s: %s", request.method, request.path, reason)
+            return error_response(reason, 508)
+        return None
 
     @app.get(service_path, endpoint="service")
     def service() -> Response:
         try:
             query = pairs.parse_query(request.environ.get("QUERY_STRING", ""))
-            answer = registry.handle(query, client.confirm)
+            answer = registry.handle(query, client.confirm, is_self)
         except (RequestError, pairs.PairsError) as exc:
             return error_response(str(exc))
         except Refused as exc:
@@ -127,9 +137,10 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         except purlmod.PurlError as exc:
             return alert(400, str(exc), persistent_url)
         ips = client_ips(request.environ)
+        via = request.headers.get("Via", "")
 
         def ask(question: resolvemod.Question) -> list[resolvemod.Answer]:
-            return client.ask_all(registry.included(), question.params(ips, purl.filepath))
+            return client.ask_all(registry.included(), question.params(ips, purl.filepath), via)
 
         outcome = resolvemod.resolve(purl, ask, request.headers.get("Accept-Language"),
                                      config.rounds)
@@ -142,7 +153,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         chosen = outcome.reading.answer.archive
         if request.method != "HEAD":  # a link checker's HEAD is no access to thank for
             client.acknowledge(chosen, resolvemod.acknowledgment(outcome.reading, ips,
-                                                                 persistent_url))
+                                                                 persistent_url), via)
         target = outcome.url
         if purl.passthrough:  # the item's own query pairs (a web service's parameters)
             target += ("&" if "?" in target else "?") + purl.passthrough

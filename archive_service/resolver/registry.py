@@ -162,9 +162,13 @@ class Registry:
 
     # -- §5.2 messages ------------------------------------------------------------------
 
-    def handle(self, query: Mapping[str, str], confirm: Callable[[ArchiveRef], bool]
+    def handle(self, query: Mapping[str, str], confirm: Callable[[ArchiveRef], bool],
+               is_self: Callable[[str], bool] = lambda address: False
                ) -> list[tuple[str, str]]:
-        """Answer an inclusionRequest or exclusionRequest (Table 5.2) with its status pairs."""
+        """Answer an inclusionRequest or exclusionRequest (Table 5.2) with its status pairs.
+
+        `is_self(archiveaddress)`: whether that address is the resolver's own; an Archive
+        included there would make every resolution ask the resolver again."""
         subject = query.get("servicesubject")
         if not subject:
             raise RequestError("servicesubject is missing")
@@ -196,6 +200,12 @@ class Registry:
                            (_now(), ibimod.key(archive.serviceibi)))
             log.info("excluded %s", archive)
             return [("status.archive", "excluded")]
+        if is_self(archive.address):  # after the key: only a registered Archive costs a lookup
+            log.warning("inclusionRequest refused for %s: archiveaddress %s is the resolver's "
+                        "own address", archive.serviceibi, archive.address)
+            raise Refused(f"inclusionRequest refused: archiveaddress {archive.address} is the "
+                          "resolver's own address; give the address where the Archive's "
+                          "service answers")
         confirmation = "successful" if confirm(archive) else "unsuccessful"
         with self._db() as db:
             db.execute(
