@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -24,7 +25,7 @@ from . import config as rconfig
 from . import purl as purlmod
 from . import resolve as resolvemod
 from .archives import ArchiveClient, OwnAddress, loop_reason
-from .registry import Refused, Registry
+from .registry import Refused, Registry, Throttled
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,20 @@ def client_ips(environ: Mapping[str, Any]) -> str:
     return " ".join(ips) or "0.0.0.0"
 
 
+def throttle_source(environ: Mapping[str, Any]) -> str:
+    """Whom refused key checks are counted against (`KeyThrottle`): the peer, unless the peer
+    is a proxy on this machine, which names the client last in X-Forwarded-For (an outside
+    client cannot choose that entry; entries before it are not trusted)."""
+    remote = environ.get("REMOTE_ADDR", "")
+    forwarded = environ.get("HTTP_X_FORWARDED_FOR", "").split(",")[-1].strip()
+    try:
+        if forwarded and ipaddress.ip_address(remote).is_loopback:
+            return str(ipaddress.ip_address(forwarded))
+    except ValueError:
+        pass
+    return remote or "unknown"
+
+
 def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     """Build the resolver app from validated settings (or a mapping of them)."""
     if not isinstance(config, settings.Config):
@@ -104,9 +119,14 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     def service() -> Response:
         try:
             query = pairs.parse_query(request.environ.get("QUERY_STRING", ""))
-            answer = registry.handle(query, client.confirm, is_self)
+            answer = registry.handle(query, client.confirm, is_self,
+                                     throttle_source(request.environ))
         except (RequestError, pairs.PairsError) as exc:
             return error_response(str(exc))
+        except Throttled as exc:
+            response = error_response(str(exc), 429)
+            response.headers["Retry-After"] = str(math.ceil(exc.retry_after))
+            return response
         except Refused as exc:
             return error_response(str(exc), 403)
         return Response(pairs.render(answer), content_type=TEXT)
