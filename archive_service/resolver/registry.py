@@ -94,7 +94,7 @@ class KeyThrottle:
     with N workers a source gets up to N times as many."""
 
     BURST = 10
-    RATE = 1 / 6  # refused checks per second once the burst is used: 10 a minute
+    RATE = 1 / 10  # refused checks per second once the burst is used: 6 a minute
     MAX_SOURCES = 10_000  # forget the fullest buckets first beyond this
 
     def __init__(self, clock: Callable[[], float] = time.monotonic):
