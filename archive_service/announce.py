@@ -520,6 +520,8 @@ class Lifecycle:
                  "exclusionRequest with the old ones, then inclusionRequest with the new ones"
                  if old and announcement else
                  "exclusionRequest" if old else "inclusionRequest")
+        if announcement and (warning := transport_warning(announcement)):
+            log.warning("%s", warning)
         self._spawn(join=announcement, leave=old)
 
     @_never_raises

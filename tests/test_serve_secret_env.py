@@ -44,7 +44,8 @@ def test_the_key_leaves_the_environment_and_still_reaches_the_resolver(tmp_path,
     config = tmp_path / "archive-service.yaml"
     settings = {"collection": str(SAMPLE), "archiveserviceibi": SERVICE,
                 "archiveip": "127.0.0.1", "archiveadmemailaddress": "admin@example.org",
-                "resolver": resolver.url, "exclusion_timeout": 2, "workers": 2}
+                "resolver": resolver.url, "exclusion_timeout": 2, "workers": 2,
+                "state_dir": str(tmp_path / "state")}  # its own indexer, no other test's
     config.write_text(yaml.safe_dump(settings))
     serve = Serve(tmp_path, config=config, env={VARIABLE.decode(): KEY})
     try:
@@ -55,7 +56,7 @@ def test_the_key_leaves_the_environment_and_still_reaches_the_resolver(tmp_path,
         def ours() -> list[int]:
             return [serve.process.pid, *descendants(serve.process.pid)]
 
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # both workers and the indexer are up
             if (len(serve.workers()) == 2
                     and any(b"--watch" in cmdline(p) for p in descendants(serve.process.pid))):
