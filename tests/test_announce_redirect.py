@@ -101,7 +101,9 @@ def test_a_plain_http_resolver_elsewhere_is_warned_about(resolver, warns):
 
 def test_the_plain_http_warning_is_logged_when_serve_starts(caplog):
     lifecycle = announce.Lifecycle(announcement("http://resolver.example.org"))
-    lifecycle._spawn = lambda **kw: None  # the warning, not the announcer process, is tested
-    with caplog.at_level(logging.WARNING, logger="archive_service.announce"):
-        lifecycle.start(announce.Local("127.0.0.1", 1))
+    try:
+        with caplog.at_level(logging.WARNING, logger="archive_service.announce"):
+            lifecycle.start(announce.Local("127.0.0.1", 1))  # nothing answers: it only waits
+    finally:
+        lifecycle.stop_announcer()
     assert "https://" in caplog.text
