@@ -22,12 +22,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, Response, abort, render_template_string, request
+from flask import Flask, Response, abort, render_template, render_template_string, request
 from flask.logging import default_handler
 from werkzeug.exceptions import HTTPException
 from werkzeug.wsgi import wrap_file
 
-from . import __version__, answers, ibi as ibimod, index, limits, pairs, settings, stats, urlkeys
+from . import __version__, answers, index, limits, pairs, settings, stats, urlkeys
 from .answers import Archive, Links, RequestError
 from .sidecar import DC_ELEMENTS, xml_text
 from .watch import LiveIndex
@@ -123,14 +123,6 @@ def _send(path: Path) -> Response:
     except BaseException:
         stream.close()
         raise
-
-
-def _claimed_ibi(value: str) -> str:
-    """The first valid IBI in an acknowledgment's `ibi` (`rep X ibip Y`, braces optional)."""
-    for word in value.strip("{}").split():
-        if word not in ("rep", "ibip") and ibimod.is_valid(word):
-            return word
-    return "-"
 
 
 def oai_dc_xml(dc: Mapping[str, list[str]]) -> bytes:
@@ -280,11 +272,13 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         return Response(body, status=status, content_type=TEXT)
 
     def acknowledgment(query: dict[str, str], site: Links) -> stats.Acknowledgment:
-        # Counted under the item its URL names; the claimed `ibi` only when that is unknown.
-        item = archive.item_of_url(query["url"], site)
+        # Counted under the item its URL names, with that item's state and the contenttype
+        # the answer gave the URL; the claimed `ibi`, `contenttype` and `state` are ignored.
+        named = archive.item_of_url(query["url"], site)
+        item, contenttype = named if named else (None, "")
         return stats.Acknowledgment(
-            urlkey=query["urlkey"], url=query["url"], contenttype=query["contenttype"],
-            state=query["state"], ibi=item.name.text if item else _claimed_ibi(query.get("ibi", "")))
+            urlkey=query["urlkey"], url=query["url"], contenttype=contenttype,
+            state=item.state if item else "", ibi=item.name.text if item else None)
 
     @app.before_request
     def start_request() -> Response | None:
@@ -331,7 +325,8 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             if len(segments) > size + 1 and segments[size] == index.DOC:
                 item = catalog.item_at("/".join(segments[:size]))
                 if item is not None and item.state != "Deleted":  # a tombstone serves nothing
-                    real = answers.resolve_file(catalog.root, item, "/".join(segments[size + 1:]))
+                    real = index.resolve_file(catalog.root, item.directory,
+                                              "/".join(segments[size + 1:]))
                     if real is None:
                         break
                     return _send(real)
@@ -343,6 +338,16 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         text = (f"archive-service {__version__}: the Archive service of {config.archiveserviceibi}\n"
                 f"service: {site.service}\nitems: {catalog.count()}\n")
         return Response(text, content_type="text/plain; charset=utf-8")
+
+    @app.get(service_path + "/about", endpoint="about")
+    def about() -> Response:
+        # The URL of the service's own item (answers.service_item): what the service is.
+        site = links(request.environ)
+        page = render_template(
+            "service.html", service=config.archiveserviceibi, url=site.service,
+            archiveaddress=config.archiveaddress, platform=config.platformsoftware,
+            version=__version__, contact=config.archiveadmemailaddress, items=catalog.count())
+        return Response(page, content_type="text/html; charset=utf-8")
 
     answer_unexpected_errors(app, log)
 
