@@ -598,14 +598,16 @@ class Writer:
         self.store = store
         self.log_problems = log_problems
 
-    def refresh(self, scopes: Iterable[str] | None = None, *, progress: bool = False) -> Refreshed:
+    def refresh(self, scopes: Iterable[str] | None = None, *, progress: bool = False,
+                verify: bool | None = None) -> Refreshed:
         """Walk `scopes` (default: the whole collection) and rewrite what changed.
 
-        Changes are committed in batches, each item's rows in one transaction with it. A
-        full refresh first checks the index file (Store.damage); a damaged one, found then
-        or by any refresh, is rebuilt from the collection."""
+        Changes are committed in batches, each item's rows in one transaction with it. With
+        `verify` (default: for a full refresh) the index file is checked first (Store.damage);
+        a damaged one, found then or by any refresh, is rebuilt from the collection."""
         try:
-            return self._refresh(scopes, progress=progress, verify=scopes is None)
+            return self._refresh(scopes, progress=progress,
+                                 verify=scopes is None if verify is None else verify)
         except Damaged as exc:
             return self.rebuild(str(exc), progress=progress)
         except sqlite3.DatabaseError as exc:
