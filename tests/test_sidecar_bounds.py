@@ -6,6 +6,7 @@ test (with its exit status and memory), not as a dead test run."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import resource
@@ -155,9 +156,23 @@ def test_a_hostile_sidecar_takes_neither_the_master_nor_the_indexer_down(collect
         bomb.write_text(nested(60 * 1024 + 2))  # the indexer reads it
         serve.wait_log(f"archive_service.store: error: {BAD}/item.yaml: nested deeper than",
                        timeout=30)  # said by the indexer
-        # The indexer stopped (it is idle), only the reload's walk in the master reads it.
+        # The indexer stopped while idle (not holding the write lock, which the reload's walk
+        # needs): only the reload's walk, in the master, reads the sidecar.
         indexer = int(re.search(r"started the indexer of .* \(pid (\d+)\)", serve.log())[1])
-        os.kill(indexer, signal.SIGSTOP)
+        lock = os.open(f"{Store(collection, tmp_path / 'state').path}.write.lock", os.O_RDWR)
+        try:
+            while True:
+                os.kill(indexer, signal.SIGSTOP)
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.kill(indexer, signal.SIGCONT)
+                    time.sleep(0.1)
+                else:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+                    break
+        finally:
+            os.close(lock)
         try:
             bomb.write_text(nested(60 * 1024 + 4))
             serve.signal(signal.SIGHUP)
