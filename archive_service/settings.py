@@ -203,6 +203,12 @@ SETTINGS: tuple[Setting, ...] = (
             "systemd, else ~/.local/share/archive-service", _path, path=True),
     Setting("bind", "127.0.0.1:8080", "address serve listens on: HOST:PORT or unix:PATH", _bind),
     Setting("workers", 2, "number of gunicorn worker processes for serve", _positive_int),
+    Setting("threads", 16,
+            "threads of each serve worker: each request, and each slow client, holds one "
+            "while it lasts", _positive_int),
+    Setting("client_timeout", 15,
+            "seconds a client may take to send its request, or stay without reading while a "
+            "response is sent, before serve drops the connection", _positive_int),
     Setting("index_watch", "auto",
             "how serve follows changes to the collection: auto (inotify where it works, else "
             "periodic rescans), poll (periodic rescans only) or off (read at start only)",
