@@ -8,6 +8,7 @@ resolver are built from `archiveaddress`, never from the request's Host header.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import mimetypes
 import os
@@ -126,6 +127,34 @@ def _send(path: Path) -> Response:
     except BaseException:
         stream.close()
         raise
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        address = ipaddress.ip_address(text.strip())
+    except ValueError:
+        return None
+    # A dual-stack socket gives IPv4 users as ::ffff:a.b.c.d.
+    return getattr(address, "ipv4_mapped", None) or address
+
+
+def client_address(environ: Mapping[str, Any], trusted: tuple
+                   ) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The user's address: the connection's (REMOTE_ADDR), unless that is a trusted proxy;
+    then X-Forwarded-For is read from the right (each proxy appends whom it heard from), and
+    the first address that is not a trusted proxy is the user's. None when unknown.
+    A peer on a Unix socket (no REMOTE_ADDR) is a local proxy, as gunicorn takes it."""
+    remote = environ.get("REMOTE_ADDR", "")
+    forwarded = environ.get("HTTP_X_FORWARDED_FOR", "")
+    hops = [remote] if remote else []
+    hops += reversed(forwarded.split(",")) if forwarded else []
+    address = None
+    for hop in hops:
+        address = _address(hop)
+        if address is None or not any(address.version == net.version and address in net
+                                       for net in trusted):
+            return address
+    return address  # every hop a trusted proxy: the farthest one asked itself
 
 
 def _claimed_ibi(value: str) -> str:
@@ -253,6 +282,11 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             abort(404)
         return item
 
+    trusted = tuple(ipaddress.ip_network(n) for n in config.trusted_proxies)
+
+    def licensed_to_user(item: index.Item) -> bool:
+        return answers.client_allowed(item, client_address(request.environ, trusted))
+
     def answer(environ) -> tuple[int, bytes]:
         """The service (MontarResposta) for one WSGI request: its status and pairs body."""
         try:
@@ -302,7 +336,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     def filelist(directory: str) -> Response:
         item = item_or_404(directory)
         files = None
-        if item.filelist_public:
+        if item.filelist_public and licensed_to_user(item):
             site = links(request.environ)
             files = [(_displayable(rel), site.file(item, rel), size)
                      for rel, size in index.list_files(catalog.root, item)]
@@ -334,6 +368,9 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             if len(segments) > size + 1 and segments[size] == index.DOC:
                 item = catalog.item_at("/".join(segments[:size]))
                 if item is not None and item.state != "Deleted":  # a tombstone serves nothing
+                    if not licensed_to_user(item):  # before the path: no probing either
+                        abort(403, "This item is licensed: its files are served only "
+                                   "inside its networks.")
                     real = answers.resolve_file(catalog.root, item, "/".join(segments[size + 1:]))
                     if real is None:
                         break
