@@ -213,6 +213,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("url_base", None,
             "URL where an existing web server publishes the collection's files; "
             "default: this service serves them at http://<archiveaddress>/col/", _http_url),
+    Setting("file_offload", "none",
+            "who sends the bytes of /col/ files: none (serve), x-accel-redirect (nginx, "
+            "see contrib/nginx) or x-sendfile (Apache's mod_xsendfile); the service still "
+            "decides which file and who may have it", _choice("none", "x-accel-redirect", "x-sendfile")),
     Setting("state_dir", None,
             "writable directory for the service's own data; default $STATE_DIRECTORY under "
             "systemd, else ~/.local/share/archive-service", _path, path=True),

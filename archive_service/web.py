@@ -157,6 +157,31 @@ def client_address(environ: Mapping[str, Any], trusted: tuple
     return address  # every hop a trusted proxy: the farthest one asked itself
 
 
+OFFLOAD_LOCATION = "/.archive-service-files/"  # nginx's internal location for the collection
+
+
+def _offload(how: str, real: Path, root: Path) -> Response | None:
+    """A response that has the proxy in front send the file `real` (X-Accel-Redirect to the
+    collection's internal location, percent-encoded as nginx decodes it; or X-Sendfile with
+    its path's bytes, which mod_xsendfile 0.12 takes as they are); None when that cannot
+    name it."""
+    name = _displayable(real.name)
+    response = Response(mimetype=mimetypes.guess_type(name)[0] or "application/octet-stream")
+    response.cache_control.no_cache = True
+    response.headers.set("Content-Disposition", "inline", **_filename_options(name))
+    if how == "x-sendfile":
+        raw = os.fsencode(real)
+        if any(byte < 0x20 or byte == 0x7F for byte in raw):  # no header can carry those
+            return None
+        response.headers["X-Sendfile"] = raw.decode("latin-1")  # WSGI: bytes as latin-1
+    elif real.is_relative_to(root):
+        response.headers["X-Accel-Redirect"] = OFFLOAD_LOCATION + quote(
+            os.fsencode(real.relative_to(root)), safe="/")
+    else:  # reached through a link that leaves the collection: the location cannot name it
+        return None
+    return response
+
+
 def _claimed_ibi(value: str) -> str:
     """The first valid IBI in an acknowledgment's `ibi` (`rep X ibip Y`, braces optional)."""
     for word in value.strip("{}").split():
@@ -283,6 +308,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         return item
 
     trusted = tuple(ipaddress.ip_network(n) for n in config.trusted_proxies)
+    real_root = Path(catalog.root).resolve()
 
     def licensed_to_user(item: index.Item) -> bool:
         return answers.client_allowed(item, client_address(request.environ, trusted))
@@ -374,6 +400,10 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                     real = answers.resolve_file(catalog.root, item, "/".join(segments[size + 1:]))
                     if real is None:
                         break
+                    if config.file_offload != "none":
+                        offloaded = _offload(config.file_offload, real, real_root)
+                        if offloaded is not None:
+                            return offloaded
                     return _send(real)
         abort(404)
 
