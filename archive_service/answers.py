@@ -7,12 +7,12 @@ Plain protocol logic: no web framework here. The web layer hands in the decoded 
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import NamedTuple
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
@@ -21,7 +21,7 @@ from urllib.parse import quote
 from . import ibi as ibimod
 from . import pairs as pairsmod
 from .ibi import Forms, Ibi
-from .index import DOC, Catalog, Item
+from .index import DOC, Catalog, Item, resolve_file
 from .urlkeys import UrlKeys, canonical_url
 
 ID_PAIRS = ("archiveaddress", "ibi", "ibi.archiveservice", "ibi.platformsoftware")
@@ -76,12 +76,17 @@ class Verbs:
         return not self.relation and not self.filelist
 
 
+# Table 6.4 joins verbs with "+" (a "+" in a query string arrives as a blank, "%2B" as "+");
+# Example 8.2 sends blanks. Runs of either separate verbs.
+_VERB_SEPARATORS = re.compile(r"[\s+]+")
+
+
 @lru_cache(maxsize=1024)  # resolvers send few distinct verb lists; Verbs is immutable
 def parse_verblist(text: str) -> Verbs:
-    """Parse `parsedibiurl.verblist` (Table 6.4, verbs separated by spaces)."""
+    """Parse `parsedibiurl.verblist` (Table 6.4): verbs joined by `+` or by blanks."""
     steps: list[Step] = []
     filelist = False
-    for verb in text.split():
+    for verb in filter(None, _VERB_SEPARATORS.split(text)):
         match = _VERB_RE.fullmatch(verb)
         if not match:
             raise RequestError(f"unknown verb {verb}")
@@ -148,6 +153,12 @@ class Links:
         url = f"{self.service}/metadata/{self.path(item.directory)}"
         return f"{url}?format={fmt}" if fmt else url
 
+    @property
+    def about(self) -> str:
+        """The page describing the Archive's service, the service's own item (§7.1): under
+        the service's path, which every deployment forwards (contrib/)."""
+        return f"{self.service}/about"
+
 
 # ---------------------------------------------------------------------------- requests
 
@@ -171,12 +182,13 @@ def _client_ips(text: str) -> tuple:
 
 
 def filepath_parts(text: str) -> tuple[str, ...]:
-    """An absolute file path inside an item (`/reference.bib`); anything leaving it is an error."""
-    if not text.startswith("/"):
-        raise RequestError("parsedibiurl.filepath must start with a slash")
+    """A file path inside an item (`/reference.bib`); anything leaving it is an error.
+
+    Table 6.9 asks for a path-absolute, yet Example 7.11 sends `reference.bib`: a path
+    without its leading slash is read from the item's root all the same."""
     if "\x00" in text or "\\" in text:
         raise RequestError("parsedibiurl.filepath has a NUL or a backslash")
-    parts = tuple(p for p in PurePosixPath(text).parts[1:] if p not in ("", "."))
+    parts = tuple(p for p in PurePosixPath("/" + text).parts[1:] if p not in ("", "."))
     if ".." in parts:
         raise RequestError("parsedibiurl.filepath leaves the item")
     return parts
@@ -257,8 +269,8 @@ _PLACE = "\x00"  # where the urlkey goes in a rendered answer (never in a render
 class Rendered(NamedTuple):
     """An answer to urlRequest rendered once, waiting for the fresh urlkey of each use.
 
-    `checks` are the disk's answers the pairs depend on: ("file", path, exists) and
-    ("in-doc", root, directory, relpath, found); an answer is reused only while they still
+    `checks` are the disk's answers the pairs depend on, ("in-doc", root, directory,
+    relpath, found); an answer is reused only while they still
     hold (Archive.CHECK_EVERY), so a file that vanished since gets no URL. Only strings,
     bytes and booleans: a worker's cache of these is nothing the garbage collector has to
     walk through."""
@@ -298,6 +310,8 @@ class Archive:
         self.archiveaddress = archiveaddress
         self.service = Forms.of(ibimod.parse(archiveserviceibi))
         self.platform = Forms.of(ibimod.parse(platformsoftware)) if platformsoftware else None
+        self.service_item = service_item(ibimod.parse(archiveserviceibi), self.service)
+        self._service_keys = frozenset(self.service_item.keys())
         self._trace = threading.local()  # what an answer being built read from disk and client
 
     # Rendered answers kept per worker (1-3 KB each) while the index does not change.
@@ -314,13 +328,24 @@ class Archive:
         # Computed when asked: the languages held change as the collection does.
         return default_relations(self.catalog)
 
+    def lookup(self, ibi: str | Ibi) -> Item | None:
+        """The item held here under `ibi`. A directory of the collection is found by the
+        catalog (whose claim rule decides between directories); failing one, the Archive's
+        own service is an identified item all the same: "Cada Arquivo deve ter seu próprio
+        serviço de Arquivo e torná-lo um item identificado tido como original
+        intransferível" (§7.1, §5.1)."""
+        item = self.catalog.lookup(ibi)
+        if item is None and ibimod.key(str(ibi)) in self._service_keys:
+            return self.service_item
+        return item
+
     # -- relation steps ----------------------------------------------------------------
 
     def last_edition(self, item: Item) -> Item | None:
         """Follow nextedition through the items held here; None once the chain leaves."""
         seen = {item.name.key}
         while item.nextedition is not None:
-            nxt = self.catalog.lookup(item.nextedition)
+            nxt = self.lookup(item.nextedition)
             if nxt is None or nxt.name.key in seen:
                 return None
             seen.add(nxt.name.key)
@@ -328,7 +353,7 @@ class Archive:
         return item
 
     def _held_or_ref(self, ref: Ibi, fmt: str | None = None) -> Node:
-        held = self.catalog.lookup(ref)
+        held = self.lookup(ref)
         return Node(item=held, fmt=fmt) if held else Node(ref=ref)
 
     def translations(self, node: Node) -> dict[str | None, Node]:
@@ -373,9 +398,14 @@ class Archive:
     # -- pairs -------------------------------------------------------------------------
 
     def url_of(self, node: Node, request: UrlRequest, links: Links) -> tuple[str, Item, str] | None:
-        """CriarParURL: (url, item it describes, contenttype) or None when unknown here."""
+        """CriarParURL: (url, item it describes, contenttype) or None when unknown here.
+
+        With a verb list given (one verb or more), "deve prevalecer a segunda" (seed 000 §7):
+        the URL is the file-list page when GetFileList is among the verbs, otherwise the
+        related item's own URL; the file path counts only when no verb is given."""
+        filepath = request.filepath if request.verbs.empty else None
         if node.inline_of is not None:
-            if request.verbs.filelist or request.filepath:
+            if request.verbs.filelist or filepath:
                 return None
             return links.metadata(node.inline_of, node.fmt), node.inline_of, "Metadata"
         item = node.item
@@ -385,22 +415,28 @@ class Archive:
             # A licensed item: outside its networks the user gets its metadata instead.
             meta = self.step(Node(item=item), Step("m"))
             return self.url_of(meta[0][1], request, links) if meta else None
+        if item is self.service_item:
+            # Neither files nor a file list of its own: its URL is the page that says what
+            # the service is.
+            if request.verbs.filelist or filepath:
+                return None
+            return links.about, item, item.contenttype
         if request.verbs.filelist:
             return links.filelist(item), item, item.contenttype
-        if request.filepath:
-            relpath = "/".join(filepath_parts(request.filepath))
+        if filepath:
+            relpath = "/".join(filepath_parts(filepath))
             if not self.file_exists(item, relpath):
                 return None
             return links.file(item, relpath), item, item.contenttype
         if node.fmt:
             relpath = item.formats.get(node.fmt)
-            if relpath is None or not self.still_on_disk(item, relpath):
+            if relpath is None or not self.file_exists(item, relpath):
                 return None
             return links.file(item, relpath), item, item.contenttype
         if item.target is None:
             return links.filelist(item), item, item.contenttype
         # The index may be older than the disk: never hand out a URL that would 404.
-        if not self.still_on_disk(item, item.target):
+        if not self.file_exists(item, item.target):
             return None
         return links.file(item, item.target), item, item.contenttype
 
@@ -417,13 +453,9 @@ class Archive:
         return None
 
     def file_exists(self, item: Item, relpath: str) -> bool:
+        """Whether /col/ serves this file now (index.resolve_file): the index may be older
+        than the disk, and with url_base another server serves the URL without asking."""
         return self._traced("in-doc", str(self.catalog.root), item.directory, relpath)
-
-    def still_on_disk(self, item: Item, relpath: str) -> bool:
-        """One stat: the index may be older than the disk (a vanished file gets no URL).
-        Not a safety check: /col/ resolves every path it serves (resolve_file)."""
-        path = os.path.join(self.catalog.root, item.directory, DOC, relpath)
-        return self._traced("file", path)
 
     def _traced(self, kind: str, *arguments: str) -> bool:
         result = _DISK_CHECKS[kind](*arguments)
@@ -467,7 +499,7 @@ class Archive:
                             urlkey: bool = True) -> list[tuple[str, str]]:
         """Algorithm 2 over `relations` (default: this Archive's whole relation subset);
         `urlkey=False` leaves the key to the caller (who filters first)."""
-        item = self.catalog.lookup(request.ibi)
+        item = self.lookup(request.ibi)
         if item is None:
             return []
         answer = [
@@ -562,10 +594,34 @@ class Archive:
             # building its URL, state and timestamp to drop them (a third of the work).
             answer = self.montar_lista_de_url(request, links, [relation], urlkey=False)
             if answer and ("state", "Deleted") not in answer:
-                answer.append(("ibi", self.catalog.lookup(request.ibi).forms.render()))
+                answer.append(("ibi", self.lookup(request.ibi).forms.render()))
         else:
             answer = self.montar_lista_de_url(request, links, [()], urlkey=False)
         return filtrar_lista_de_url(answer, request.verbs)
+
+
+@lru_cache(maxsize=1)
+def software_time() -> datetime:
+    """When the running archive-service was installed or last changed: the newest
+    modification time among its modules and templates, to the second."""
+    package = Path(__file__).parent
+    try:
+        newest = max(path.stat().st_mtime for path in package.rglob("*")
+                     if path.suffix in (".py", ".html"))
+    except (OSError, ValueError):  # not files on disk (a zip): the time it was first asked
+        newest = time.time()
+    return datetime.fromtimestamp(int(newest), tz=timezone.utc)
+
+
+def service_item(name: Ibi, forms: Forms) -> Item:
+    """The Archive's own service as an item (§7.1): an Original, the data of its page.
+
+    Its timestamp is the time of the software that answers as the service (software_time):
+    the same in every worker and every process (gunicorn, mod_wsgi, CGI) and across
+    restarts, and it changes when that software does. A start time would differ from one
+    process to the next, and a CGI process starts for every request."""
+    return Item(directory="", name=name, forms=forms, state="Original", contenttype="Data",
+                language="en", timestamp=software_time(), target=None)
 
 
 def _is_url_pair(name: str) -> bool:
@@ -621,29 +677,9 @@ def client_allowed(item: Item, user: ipaddress.IPv4Address | ipaddress.IPv6Addre
     return any(user.version == net.version and user in net for net in item.networks)
 
 
-def resolve_file(root: Path, item: Item, relpath: str) -> Path | None:
-    """The real path of a file of `item`, or None if absent or if it (or a link) leaves doc/."""
-    return _resolve_in_doc(root, item.directory, relpath)
-
-
-def _resolve_in_doc(root: str | Path, directory: str, relpath: str) -> Path | None:
-    doc = (Path(root) / directory / DOC).resolve()
-    parts = PurePosixPath(relpath).parts
-    if not parts or ".." in parts or any("\x00" in p or "\\" in p for p in parts):
-        return None
-    try:
-        real = (doc / relpath).resolve(strict=True)
-    except (OSError, RuntimeError):  # missing, unreadable, or a symlink loop
-        return None
-    if not real.is_relative_to(doc) or not real.is_file():
-        return None
-    return real
-
-
 # What an answer's URLs depend on, by the name its checks record (Rendered.checks).
 _DISK_CHECKS = {
-    "file": os.path.isfile,
-    "in-doc": lambda root, directory, relpath: _resolve_in_doc(root, directory, relpath) is not None,
+    "in-doc": lambda root, directory, relpath: resolve_file(root, directory, relpath) is not None,
 }
 
 

@@ -52,7 +52,7 @@ from .index import DOC, Item, Problem
 log = logging.getLogger(__name__)
 
 # Bump when a record's shape or what index.load_item derives changes: old indexes are rebuilt.
-SCHEMA = "2"
+SCHEMA = "3"
 SEP = "\x01"  # sorts below every character of a directory name: key order = walk order
 NO_LANGUAGE = "-"  # the language-set row counting items that declare no language
 BATCH_ITEMS = 1000
@@ -216,25 +216,9 @@ class Walk:
 
     def files_under(self, directory: str) -> list[tuple[str, os.stat_result]]:
         """`index._files_under`, counting directories."""
-        found = []
-        stack = [(directory, "")]
-        while stack:
-            path, prefix = stack.pop()
-            try:
-                entries = os.scandir(path)
-            except OSError:
-                continue
-            self.dirs += 1
-            with entries:
-                for entry in entries:
-                    try:
-                        if entry.is_file(follow_symlinks=False):
-                            found.append((prefix + entry.name, entry.stat(follow_symlinks=False)))
-                        elif entry.is_dir(follow_symlinks=False):
-                            stack.append((entry.path, f"{prefix}{entry.name}/"))
-                    except OSError:
-                        continue
-        found.sort()
+        counter = [0]
+        found = index._files_under(directory, counter)
+        self.dirs += counter[0]
         return found
 
     def found(self, directory: str, name: Ibi | None = None) -> Found:
@@ -248,6 +232,8 @@ class Walk:
             pass
         has_sidecar = bool(parts)
         files = self.files_under(f"{path}/{DOC}")
+        if not files and os.path.islink(f"{path}/{DOC}"):  # the problem names where it leads
+            parts.append(b"l" + os.readlink(f"{path}/{DOC}").encode("utf-8", "surrogateescape"))
         for rel, st in files:
             parts.append(b"%s\0%d.%d" % (rel.encode("utf-8", "surrogateescape"),
                                          st.st_size, st.st_mtime_ns))
@@ -774,18 +760,20 @@ def _receive(stream):
 
 class _Mtime(NamedTuple):
     st_mtime: float  # all index.load_item needs of a file's stat
+    st_mode: int
 
 
 def _pack(chunk: list[tuple[Found, bool]]) -> list[tuple]:
     # Plain tuples: pickling whole stat results costs as much as parsing the sidecar.
-    return [(f.directory, f.name.text, f.fingerprint, [(rel, st.st_mtime) for rel, st in f.files],
+    return [(f.directory, f.name.text, f.fingerprint,
+             [(rel, st.st_mtime, st.st_mode) for rel, st in f.files],
              f.has_sidecar) for f, _ in chunk]
 
 
 def _unpack(packed: tuple) -> Found:
     directory, name, fingerprint, files, has_sidecar = packed
     return Found(directory, _ibi(name), fingerprint,  # the name passed the IBI rules there
-                 [(rel, _Mtime(mtime)) for rel, mtime in files], has_sidecar)
+                 [(rel, _Mtime(mtime, mode)) for rel, mtime, mode in files], has_sidecar)
 
 
 def walk_scope(root: str, scope: str) -> tuple[list[_Row], int]:

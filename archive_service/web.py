@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, Response, abort, render_template_string, request
+from flask import Flask, Response, abort, render_template, render_template_string, request
 from flask.logging import default_handler
 from werkzeug.exceptions import HTTPException
 from werkzeug.wsgi import wrap_file
@@ -177,7 +177,7 @@ def _offload(how: str, real: Path, root: Path) -> Response | None:
     elif real.is_relative_to(root):
         response.headers["X-Accel-Redirect"] = OFFLOAD_LOCATION + quote(
             os.fsencode(real.relative_to(root)), safe="/")
-    else:  # reached through a link that leaves the collection: the location cannot name it
+    else:  # outside the real collection (index.resolve_file serves none today): serve it
         return None
     return response
 
@@ -397,7 +397,8 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                     if not licensed_to_user(item):  # before the path: no probing either
                         abort(403, "This item is licensed: its files are served only "
                                    "inside its networks.")
-                    real = answers.resolve_file(catalog.root, item, "/".join(segments[size + 1:]))
+                    real = index.resolve_file(catalog.root, item.directory,
+                                              "/".join(segments[size + 1:]))
                     if real is None:
                         break
                     if config.file_offload != "none":
@@ -413,6 +414,16 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         text = (f"archive-service {__version__}: the Archive service of {config.archiveserviceibi}\n"
                 f"service: {site.service}\nitems: {catalog.count()}\n")
         return Response(text, content_type="text/plain; charset=utf-8")
+
+    @app.get(service_path + "/about", endpoint="about")
+    def about() -> Response:
+        # The URL of the service's own item (answers.service_item): what the service is.
+        site = links(request.environ)
+        page = render_template(
+            "service.html", service=config.archiveserviceibi, url=site.service,
+            archiveaddress=config.archiveaddress, platform=config.platformsoftware,
+            version=__version__, contact=config.archiveadmemailaddress, items=catalog.count())
+        return Response(page, content_type="text/html; charset=utf-8")
 
     answer_unexpected_errors(app, log)
 
