@@ -129,7 +129,9 @@ class _ClientSocket(socket.socket):
         left = self.deadline - now
         if left <= 0:
             return b""
-        self.settimeout(min(left, self.limit))
+        shorter = left < self.limit  # not on a request's first read: settimeout costs syscalls
+        if shorter:
+            self.settimeout(left)
         try:
             return super().recv(size, flags)
         except TimeoutError:
@@ -137,7 +139,8 @@ class _ClientSocket(socket.socket):
             # debug level, not as an error with a traceback.
             return b""
         finally:
-            self.settimeout(self.limit)
+            if shorter:
+                self.settimeout(self.limit)
 
     def sendall(self, data, flags: int = 0) -> None:
         self.deadline = float("inf")  # the request is in: from here on only stalls count
