@@ -147,8 +147,8 @@ class _ClientSocket(socket.socket):
         try:
             super().sendall(data, flags)
         except TimeoutError:
-            raise BrokenPipeError(errno.EPIPE, f"the client read nothing for {self.limit} s") \
-                from None
+            raise BrokenPipeError(errno.EPIPE, f"the client took over {self.limit} s to read "
+                                  f"{len(data)} bytes") from None
 
 
 class ClientTimeoutWorker(ThreadWorker):
