@@ -67,6 +67,35 @@ def test_a_download_longer_than_the_timeout_completes_and_is_logged_whole(collec
         service.stop()
 
 
+def test_a_client_that_stops_reading_is_dropped_and_logged_with_what_it_got(collection,
+                                                                             tmp_path):
+    size = 24 * 1024 * 1024
+    (collection / ITEM_DIR / "doc" / "big.bin").write_bytes(os.urandom(size))
+    service = serve(collection, tmp_path, "--client-timeout", "1")
+    try:
+        path = f"/col/{ITEM_DIR}/doc/big.bin"
+        host, port = service.address.split(":")
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+            sock.connect((host, int(port)))
+            sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode("ascii"))
+            time.sleep(3)  # reads nothing: the service gives up after client_timeout
+            sock.settimeout(5)
+            received = 0
+            try:
+                while chunk := sock.recv(1024 * 1024):
+                    received += len(chunk)
+            except ConnectionResetError:
+                pass
+        assert received < size
+        logged = re.compile(rf'"GET {re.escape(path)} HTTP/1.1" 200 (\d+) ')
+        assert wait_until(lambda: logged.search(service.log()), 5), service.log()
+        sent = int(logged.search(service.log()).group(1))
+        assert 0 < sent < size  # what went out, not the file's size, nor 0
+    finally:
+        service.stop()
+
+
 def normal_latency(service: Serve) -> float:
     start = time.monotonic()
     with urllib.request.urlopen(f"{service.url}?servicesubject=inclusionConfirmationRequest",
