@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urljoin, urlsplit
 
 from . import __version__
 from . import pairs as pairsmod
@@ -216,16 +216,54 @@ def _snippet(body: bytes) -> str:
     return repr(text) + (" …" if len(body) > 200 else "")
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Every message carries the registration key in its query: repeating it at a Location the
+    resolver names would hand the key to whatever host that is (issue 15)."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # urllib then raises the 3xx as an HTTPError
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect())
+
+
+def transport_warning(announcement: Announcement) -> str | None:
+    """Why the resolver URL is a risk for the key, or None: plain http:// to another machine
+    lets anyone on the path read the key in the query."""
+    parts = urlsplit(announcement.resolver)
+    if parts.scheme != "http" or not parts.hostname:
+        return None
+    host = parts.hostname
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host.lower() == "localhost"
+    if loopback:
+        return None
+    return (f"the resolver {announcement.resolver} is plain http://: the registrationkey in "
+            f"every inclusionRequest and exclusionRequest crosses the network readable by anyone "
+            f"on the path; use its https:// URL if it has one")
+
+
 def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, str]:
-    """Send one message to the resolver; its answer as a dict of pairs, or ResolverError."""
+    """Send one message to the resolver; its answer as a dict of pairs, or ResolverError.
+
+    Redirects are not followed (see `_NoRedirect`): a 3xx is a failure naming where it led."""
     shown = announcement.redact(announcement.url(subject))
     request = urllib.request.Request(announcement.url(subject),
                                      headers={"User-Agent": f"archive-service/{__version__}"})
     try:
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
+            with _OPENER.open(request, timeout=timeout) as response:
                 body = response.read(MAX_BODY)
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:
+                exc.close()
+                location = urljoin(request.full_url, exc.headers.get("Location", ""))
+                raise ResolverError(
+                    f"{shown} answered HTTP {exc.code} redirecting to "
+                    f"{urlsplit(location).netloc or 'nowhere'}: not followed, the request carries "
+                    f"the registration key; if that host is the resolver, set resolver to its URL")
             detail = _snippet(exc.read(MAX_BODY)) if exc.fp else ""
             raise ResolverError(f"{shown} answered HTTP {exc.code} {exc.reason} {detail}".rstrip())
         except urllib.error.URLError as exc:
@@ -464,6 +502,8 @@ class Lifecycle:
         if self.announcement is None:
             log.info("not announcing to any resolver (resolver: none)")
             return
+        if warning := transport_warning(self.announcement):
+            log.warning("%s", warning)
         self._spawn(join=self.announcement)
 
     @_never_raises
@@ -480,6 +520,8 @@ class Lifecycle:
                  "exclusionRequest with the old ones, then inclusionRequest with the new ones"
                  if old and announcement else
                  "exclusionRequest" if old else "inclusionRequest")
+        if announcement and (warning := transport_warning(announcement)):
+            log.warning("%s", warning)
         self._spawn(join=announcement, leave=old)
 
     @_never_raises

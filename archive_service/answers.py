@@ -219,17 +219,22 @@ def parse_url_request(query: dict[str, str]) -> UrlRequest:
     )
 
 
+# Table 6.11 marks every pair but `ibi` obligatory, yet the seed's own Example 6.9 has no
+# `state`: the item, contenttype and state counted are the Archive's own anyway.
+ACK_REQUIRED = ("clientinformation.ipaddress", "contenttype", "url", "url.persistent", "urlkey")
+
+
 def check_acknowledgment(query: dict[str, str]) -> None:
-    """Table 6.11: every pair but `ibi` is required; the urlkey must be a Table 5.1 key."""
-    for name in ("clientinformation.ipaddress", "contenttype", "state", "url",
-                 "url.persistent", "urlkey"):
+    """An acknowledgment the Archive answers: the pairs of ACK_REQUIRED (of which counting
+    needs only `url` and `urlkey`), each in its grammar, and `state`, `ibi` when present."""
+    for name in ACK_REQUIRED:
         if not query.get(name):
             raise RequestError(f"acknowledgment needs {name}")
     _client_ips(query["clientinformation.ipaddress"])
     if not _URLKEY_RE.fullmatch(query["urlkey"]):
         raise RequestError("urlkey must be digits with an optional dash, 10 or more each")
     for name, allowed in ACK_DOMAINS.items():
-        if query[name] not in allowed:
+        if query.get(name) and query[name] not in allowed:  # empty is as good as absent
             raise RequestError(f"{name} must be {' or '.join(allowed)}")
 
 
@@ -440,16 +445,35 @@ class Archive:
             return None
         return links.file(item, item.target), item, item.contenttype
 
-    def item_of_url(self, url: str, links: Links) -> Item | None:
-        """The item held here that a URL this Archive hands out belongs to, if any (the
-        statistics count acknowledgments by the item their URL names, not by what they claim)."""
-        for prefix in (links.files + "/", links.service + "/filelist/", links.service + "/metadata/"):
-            if url.startswith(prefix):
-                segments = url[len(prefix):].partition("?")[0].split("/")
-                for size in (4, 2):
-                    item = self.catalog.item_at("/".join(segments[:size]))
-                    if item is not None:
-                        return item
+    def item_of_url(self, url: str, links: Links) -> tuple[Item, str] | None:
+        """The item held here that a URL this Archive hands out names (the service's own
+        item for its page), with the contenttype its answer gave that URL (Metadata for the
+        service's metadata pages), or None.
+
+        Read from the URL's canonical form (urlkeys.canonical_url), the one its key is
+        checked against: every spelling that verifies (`/col/%73id.inpe.br/…`) names the
+        same item. The statistics count by this, never by what an acknowledgment claims."""
+        canon = canonical_url(url)
+        if canon == canonical_url(links.about):
+            return self.service_item, self.service_item.contenttype
+        for prefix, kind in ((links.files, "file"), (links.service + "/filelist", "filelist"),
+                             (links.service + "/metadata", "metadata")):
+            base = canonical_url(prefix) + b"/"
+            if not canon.startswith(base):
+                continue
+            rest = canon[len(base):]
+            if kind == "metadata":
+                rest = rest.partition(b"?")[0]  # ?format=oai_dc
+            segments = rest.split(b"/")
+            for size in (4, 2):  # a repository name or an IBIp, then doc/ for a file
+                if kind == "file":
+                    fits = len(segments) > size + 1 and segments[size] == DOC.encode()
+                else:
+                    fits = len(segments) == size
+                if fits:
+                    item = self.catalog.item_at(b"/".join(segments[:size]).decode("ascii", "replace"))
+                    if item is not None and item.state != "Deleted":  # a tombstone serves nothing
+                        return item, "Metadata" if kind == "metadata" else item.contenttype
         return None
 
     def file_exists(self, item: Item, relpath: str) -> bool:

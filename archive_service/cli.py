@@ -6,6 +6,7 @@ import argparse
 import csv
 import json
 import logging
+import os
 import sys
 import warnings
 from datetime import date
@@ -29,9 +30,9 @@ def _add_settings(parser: argparse.ArgumentParser, names=None, table=settings.SE
                            help=setting.help + default)
 
 
-def _config(args: argparse.Namespace, *required: str) -> settings.Config:
+def _config(args: argparse.Namespace, *required: str, environ=None) -> settings.Config:
     options = {s.name: getattr(args, s.name, None) for s in settings.SETTINGS}
-    config = settings.load(args.config, options)
+    config = settings.load(args.config, options, environ)
     config.require(*required)
     return config
 
@@ -42,9 +43,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.no_announce:
         args.resolver = "none"
+    # The key leaves the environment before anything is forked or started; the master keeps
+    # it here so that a reload (SIGHUP), which reads the settings again, still has it.
+    secrets = settings.withdraw_secrets()
 
     def configure() -> settings.Config:  # again on SIGHUP
-        config = _config(args, "collection", "archiveaddress", "archiveserviceibi")
+        config = _config(args, "collection", "archiveaddress", "archiveserviceibi",
+                         environ={**os.environ, **secrets})
         announce.from_config(config)  # settings for announcing: one line naming what is missing
         return config
 

@@ -321,6 +321,40 @@ def read_file(path: str | os.PathLike, table: Mapping[str, Setting] | None = Non
     return values
 
 
+def withdraw_secrets(table: tuple[Setting, ...] = SETTINGS,
+                     environ: os._Environ | None = None) -> dict[str, str]:
+    """Take the secret settings' variables (ARCHIVE_SERVICE_REGISTRATIONKEY) out of this
+    process's environment and return them, so that no process started or forked from here on
+    (workers, the indexer, the announcer) carries the key; the caller keeps them for `load`.
+
+    Leaving os.environ is not enough on Linux: /proc/<pid>/environ shows the block the process
+    was started with, which every fork copies; the variable is blanked there too."""
+    environ = os.environ if environ is None else environ
+    taken = {s.env: environ.pop(s.env) for s in table if s.secret and s.env in environ}
+    if taken and environ is os.environ:
+        _blank_start_environment(taken)
+    return taken
+
+
+def _blank_start_environment(names: Mapping[str, str]) -> None:
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # proc(5): env_start, env_end
+        with open("/proc/self/mem", "r+b", buffering=0) as memory:
+            memory.seek(start)
+            block = memory.read(end - start)
+            offset = 0
+            for entry in block.split(b"\0"):
+                name = entry.split(b"=", 1)[0]
+                if name and os.fsdecode(name) in names:
+                    memory.seek(start + offset)
+                    memory.write(b"\0" * len(entry))
+                offset += len(entry) + 1
+    except (OSError, IndexError, ValueError):
+        pass  # not Linux, or /proc unreadable: the variable has still left os.environ
+
+
 def load(config_file: str | None = None, options: Mapping[str, Any] | None = None,
          environ: Mapping[str, str] | None = None,
          table: tuple[Setting, ...] = SETTINGS) -> Config:

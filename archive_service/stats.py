@@ -1,17 +1,27 @@
 """Access statistics: acknowledgments (§6, Table 6.11) this Archive can vouch for, counted once.
 
 An acknowledgment counts when its `urlkey` is a key this Archive issued for its `url`
-(urlkeys.py) and that key was never counted before; anything else is refused, counted
-apart by reason (`malformed`, `future`, `expired`, `forged`, `replay`) and logged at INFO
-without the key. The answer to the resolver is `notice {acknowledgment received}` either way:
-the protocol fixes it, and a failing store must not turn it into an error, so every storage
-error is logged (at most once a minute per process) and swallowed here.
+(urlkeys.py), its URL names an item held here, and no acknowledgment of the same key was
+counted before. "The same key" is the key's identity, its head (the issue time and nonce of
+the answer it came with), not its spelling: one answer counts at most once, whatever is
+appended to its key or whichever of its URLs is acknowledged. The item, content type and state
+counted are what the Archive's index says of the URL (answers.Archive.item_of_url), never what
+the acknowledgment claims. Anything else is refused and counted apart by reason (`malformed`,
+`future`, `expired`, `forged`, `unknown`: no item held here, `replay`); refusals are logged at
+INFO summed up (the first at once, then at most one line a minute per process), never the key.
+The answer to the resolver is `notice {acknowledgment received}` either way: the protocol fixes
+it, and a failing store must not turn it into an error. A store that cannot write is logged at
+ERROR at once (then at most once a minute while it lasts, and once when it recovers) and
+`Store.problem` says so in one line until a write succeeds again, for a health check to read.
 
 Storage: SQLite in `<state_dir>/stats.sqlite3`, WAL, one short IMMEDIATE transaction per
 acknowledgment, so any number of workers (and `archive-service stats` reading) share it.
-Tables: `seen` (keys counted, with their issue time; rows older than the key lifetime are
-purged, since such keys are refused as expired before `seen` is consulted), `counts` (per UTC
-day, item, contenttype and state) and `rejected` (per UTC day and reason). No Flask here.
+Tables: `seen_keys` (the heads counted: two integers, about 18 bytes a key; rows older than
+the key lifetime, an hour, are purged every 10 minutes per process, since such keys are
+refused as expired before `seen_keys` is consulted, and a new database gives the freed pages
+back to the file system: at most an hour of answers is remembered), `counts` (per UTC day,
+item, contenttype and state: bounded by the items held) and `rejected` (per UTC day and
+reason: a handful of rows however many are refused). No Flask here.
 """
 
 from __future__ import annotations
@@ -29,20 +39,24 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .urlkeys import CLOCK_SKEW, UrlKeys
+from .urlkeys import CLOCK_SKEW, UrlKeys, Verdict
 
 log = logging.getLogger(__name__)
 
 DB_FILE = "stats.sqlite3"
-PURGE_EVERY = 3600  # seconds between purges of expired `seen` rows, per process
+PURGE_EVERY = 600  # seconds between purges of expired `seen_keys` rows, per process
 BUSY_RETRIES = 8  # tries again when SQLite says "locked" without using its busy timeout
 ERROR_LOG_EVERY = 60  # seconds between two logs of a failing store, per process
-REASONS = ("malformed", "future", "expired", "forged", "replay")
+REFUSAL_LOG_EVERY = 60  # seconds between two summaries of refused acknowledgments, per process
+REASONS = ("malformed", "future", "expired", "forged", "unknown", "replay")
+SEEN_TABLE = "seen_keys"
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS seen (
-    urlkey TEXT PRIMARY KEY, issued INTEGER NOT NULL) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS seen_by_issue ON seen (issued);
+# `seen` held whole keys (any length) before keys were counted by their head; those keys are
+# refused now, so its rows mean nothing (VACUUM gives its pages back to the file system).
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {SEEN_TABLE} (
+    issued INTEGER NOT NULL, nonce INTEGER NOT NULL, PRIMARY KEY (issued, nonce)) WITHOUT ROWID;
+DROP TABLE IF EXISTS seen;
 CREATE TABLE IF NOT EXISTS counts (
     day TEXT NOT NULL, ibi TEXT NOT NULL, contenttype TEXT NOT NULL, state TEXT NOT NULL,
     n INTEGER NOT NULL, PRIMARY KEY (day, ibi, contenttype, state)) WITHOUT ROWID;
@@ -54,13 +68,15 @@ CREATE TABLE IF NOT EXISTS rejected (
 
 @dataclass(frozen=True)
 class Acknowledgment:
-    """One well-formed acknowledgment; `ibi` is the item it is counted under."""
+    """One well-formed acknowledgment's `urlkey` and `url`, and what the Archive's index says
+    that URL names: the item's `ibi`, the `contenttype` and `state` it is counted with (None:
+    no item held here). Never what the acknowledgment claims."""
 
     urlkey: str
     url: str
     contenttype: str
     state: str
-    ibi: str
+    ibi: str | None
 
 
 class StatsError(RuntimeError):
@@ -82,6 +98,17 @@ class Store:
         self._pid = 0
         self._purged = 0.0
         self._error_logged = 0.0
+        self._problem: str | None = None
+        self._unrecorded = 0  # acknowledgments lost while the store fails
+        self._refused: Counter = Counter()  # refusals since the last summary
+        self._refusals_logged = 0.0
+        self._last_refused = ""
+
+    @property
+    def problem(self) -> str | None:
+        """None, or one line saying why acknowledgments are not being counted (the last
+        write of this process failed): for a health check."""
+        return self._problem
 
     # -- writing (the service) ------------------------------------------------------------
 
@@ -92,6 +119,9 @@ class Store:
             conn = sqlite3.connect(self.path, timeout=10, isolation_level=None,
                                    check_same_thread=False)
             try:
+                # Only takes on a new database (before WAL and tables): it gives purged pages
+                # back to the file system.
+                conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.executescript(SCHEMA)
@@ -105,12 +135,13 @@ class Store:
         """Count `ack` or refuse it; returns 'counted', a refusal reason, or 'unrecorded'
         when the store failed (logged). Never raises for a storage problem."""
         verdict = keys.verify(ack.urlkey, ack.url)
+        reason = verdict.reason if not verdict.ok else "unknown" if ack.ibi is None else "valid"
         now = self._clock()
         for attempt in range(BUSY_RETRIES + 1):
             try:
                 with self._lock:
-                    outcome = self._record(ack, verdict.ok, verdict.reason, verdict.issued, now,
-                                           keys.lifetime)
+                    outcome = self._record(ack, reason, verdict, now, keys.lifetime)
+                    self._recovered()
                 break
             except sqlite3.OperationalError as exc:
                 # SQLite answers "locked" without waiting in a few cases (a new database
@@ -118,28 +149,28 @@ class Store:
                 if "locked" in str(exc) and attempt < BUSY_RETRIES:
                     time.sleep(0.01 * (attempt + 1) + random.random() * 0.01)
                     continue
-                self._log_failure(exc)
+                self._failed(exc)
                 return "unrecorded"
             except (sqlite3.Error, OSError) as exc:
-                self._log_failure(exc)
+                self._failed(exc)
                 return "unrecorded"
         if outcome != "counted":
-            log.info("acknowledgment refused (%s): url=%r state=%s contenttype=%s",
-                     outcome, ack.url, ack.state, ack.contenttype)
+            self._note_refusal(outcome, ack.url)
         return outcome
 
-    def _record(self, ack: Acknowledgment, ok: bool, reason: str, issued: int, now: float,
+    def _record(self, ack: Acknowledgment, reason: str, verdict: Verdict, now: float,
                 lifetime: int) -> str:
         conn = self._connection()
         day = _day(now)
+        purge = now - self._purged > PURGE_EVERY
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if now - self._purged > PURGE_EVERY:
-                conn.execute("DELETE FROM seen WHERE issued < ?", (int(now) - lifetime - CLOCK_SKEW,))
-                self._purged = now
-            if ok:
-                fresh = conn.execute("INSERT INTO seen (urlkey, issued) VALUES (?, ?) "
-                                     "ON CONFLICT DO NOTHING", (ack.urlkey, issued)).rowcount
+            if purge:
+                conn.execute(f"DELETE FROM {SEEN_TABLE} WHERE issued < ?",
+                             (int(now) - lifetime - CLOCK_SKEW,))
+            if reason == "valid":
+                fresh = conn.execute(f"INSERT INTO {SEEN_TABLE} (issued, nonce) VALUES (?, ?) "
+                                     "ON CONFLICT DO NOTHING", (verdict.issued, verdict.nonce)).rowcount
                 reason = "counted" if fresh else "replay"
             if reason == "counted":
                 conn.execute(
@@ -153,15 +184,64 @@ class Store:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        if purge:
+            self._purged = now
+            try:
+                # executescript steps the pragma to its end: execute() frees one page only.
+                conn.executescript("PRAGMA incremental_vacuum;")
+            except sqlite3.Error:
+                pass  # the acknowledgment is recorded; the free pages wait for the next purge
         return reason
 
-    def _log_failure(self, exc: Exception) -> None:
+    def _note_refusal(self, reason: str, url: str) -> None:
+        # A flood of forged keys must not become a flood of log lines: the first refusal is
+        # logged at once, later ones summed up at most once a minute (the database has them all).
+        with self._lock:
+            self._refused[reason] += 1
+            self._last_refused = url[:200]
+            now = time.monotonic()
+            if self._refusals_logged and now - self._refusals_logged < REFUSAL_LOG_EVERY:
+                return
+            counts = ", ".join(f"{k} {v}" for k, v in sorted(self._refused.items()))
+            total = sum(self._refused.values())
+            first = not self._refusals_logged
+            self._refused.clear()
+            self._refusals_logged = now
+            last = self._last_refused
+        if first:
+            log.info("acknowledgment refused (%s): url=%r; further refusals are summed up "
+                     "at most once a minute", reason, last)
+        else:
+            log.info("%d more acknowledgments refused (%s); the last: url=%r", total, counts, last)
+
+    def _failed(self, exc: Exception) -> None:
         now = time.monotonic()
-        if now - self._error_logged >= ERROR_LOG_EVERY or not self._error_logged:
+        with self._lock:
+            self._unrecorded += 1
+            first = self._problem is None
+            if not first and now - self._error_logged < ERROR_LOG_EVERY:
+                return
             self._error_logged = now
-            log.error("cannot record acknowledgment statistics in %s: %s (the answer is "
-                      "unaffected; further failures are logged at most once a minute)",
-                      self.path, exc)
+            if first:
+                since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                self._problem = (f"acknowledgments are not counted since {since}: cannot "
+                                 f"record them in {self.path}: {exc}")
+            lost = self._unrecorded
+        if first:
+            log.error("cannot record acknowledgment statistics in %s: %s. Acknowledgments are "
+                      "still answered but not counted until the state directory %s can be "
+                      "written again (free space? permissions?); this is logged again at most "
+                      "once a minute", self.path, exc, self.path.parent)
+        else:
+            log.error("cannot record acknowledgment statistics in %s still: %s (%d "
+                      "acknowledgments not counted so far)", self.path, exc, lost)
+
+    def _recovered(self) -> None:
+        # Called with the lock held, after a successful write.
+        if self._problem is not None:
+            log.warning("acknowledgment statistics are recorded in %s again; %d "
+                        "acknowledgments were not counted meanwhile", self.path, self._unrecorded)
+            self._problem, self._unrecorded, self._error_logged = None, 0, 0.0
 
     def close(self) -> None:
         if self._conn is not None and self._pid == os.getpid():

@@ -5,22 +5,34 @@ authorise incrementing the access statistics" and "should change on every answer
 here is a Table 5.1 key (`digits "-" digits`, 10+ digits each) that proves, without any
 per-answer storage, that this Archive answered a given URL at a given time:
 
-    <issued: 10 digits, POSIX seconds><nonce: 8 digits> "-" <tag: 20 digits> [<tag> ...]
+    <issued: 10 digits, POSIX seconds><nonce: 12 digits> "-" <tag: 20 digits>... <seal: 20 digits>
 
-- `issued` and `nonce` make every key new; `issued` also lets a key expire (`LIFETIME`).
+- The head (`issued` and `nonce`) is the key's identity: it names the one answer the key was
+  issued with, and the statistics count a head at most once (stats.py), however the rest of
+  the key is spelled. `issued` also lets a key expire (`LIFETIME`); 12 random digits make
+  two answers of the same second share a head about once in 10**12 / n**2 seconds at n
+  answers a second (a lost count once in 6 days at 2,000 a second).
 - One tag per distinct URL of the answer: the first 20 decimal digits (about 66 bits) of
-  HMAC-SHA256(secret, "urlkey/1" NUL issued+nonce NUL canonical URL). An answer may carry
-  several URLs under one key (GetTranslation without a language gives one `url.translation(xx)`
-  per language; a full MontarListaDeURL one per relation), and the resolver acknowledges
-  whichever one it chose: an acknowledgment verifies when the tag of *its* `url` is among the
-  key's tags. The key is computed last, over the URLs the answer really carries after
-  FiltrarListaDeURL, so it vouches for no URL the answer did not give. Tags are sorted, so
-  the key says nothing about which URL is which; an answer with no URL gets one tag of the
-  empty URL, which no acknowledgment can present (`url` is required).
-- Canonical URL: the bytes of the URL with `+` read as a space and every `%xx` decoded. The
+  HMAC-SHA256(secret, "urlkey/2" NUL "tag" NUL head NUL canonical URL). An answer may carry
+  several URLs under one key (GetTranslation without a language gives one
+  `url.translation(xx)` per language; a full MontarListaDeURL one per relation), and the
+  resolver acknowledges whichever one it chose: an acknowledgment verifies when the tag of
+  *its* `url` is among the key's tags. The key is computed last, over the URLs the answer
+  really carries after FiltrarListaDeURL, so it vouches for no URL the answer did not give.
+  Tags are sorted, so the key says nothing about which URL is which; an answer with no URL
+  gets one tag of the empty URL, which no acknowledgment can present (`url` is required).
+- The seal: 20 digits of HMAC-SHA256(secret, "urlkey/2" NUL "seal" NUL head NUL tags), so a
+  key carries exactly the tags it was issued with. A tag appended, doubled, removed or moved
+  from another key breaks the seal, and the key is refused as forged before its tags are
+  looked at. (Keys of the format before the seal, "urlkey/1", are refused likewise: they
+  lived for the few seconds between an answer and its acknowledgment at the upgrade.)
+- Canonical URL: the bytes of the URL with `+` read as a space and every `%xx` decoded,
+  scheme and host in lower case and http's `:80` left out (RFC 3986 §6.2.2-3). The
   seed's own resolver sends `url=…/Relat%f3rio%20Final.pdf` unescaped inside the query (so
   the query decoding already turned `%f3` into a byte), a careful one sends it escaped
   (`%25f3`); both give the same canonical bytes as the answer's `Relat%f3rio%20Final.pdf`.
+  The item a verified URL is counted under is read from the same canonical bytes
+  (answers.Archive.item_of_url), so every spelling that verifies names the same item.
 - The secret (32 random bytes) lives in `<state_dir>/urlkey.secret`, mode 0600, created once
   atomically (written to a private temporary file, then hard-linked into place, which fails
   if another process got there first; everyone then reads the one file back). Every worker
@@ -28,9 +40,9 @@ per-answer storage, that this Archive answered a given URL at a given time:
   hold it, the service logs an error and signs with a per-process secret: answers continue,
   and acknowledgments verify until the next restart.
 
-A key proves the URL came from this Archive; counting it once (replays) is the statistics
-store's job (stats.py). Anyone may send a urlRequest, so a key is not proof that a person
-followed the link: it bounds the counts to one per answer this Archive really gave.
+A key proves the URL came from this Archive; counting its head once (replays, respellings) is
+the statistics store's job (stats.py). Anyone may send a urlRequest, so a key is not proof
+that a person followed the link: it bounds the counts to one per answer this Archive gave.
 """
 
 from __future__ import annotations
@@ -52,12 +64,18 @@ log = logging.getLogger(__name__)
 SECRET_FILE = "urlkey.secret"
 SECRET_BYTES = 32
 ISSUED_DIGITS = 10
-NONCE_DIGITS = 8
-TAG_DIGITS = 20
-LIFETIME = 2 * 24 * 3600  # seconds a key stays acknowledgeable; resolvers acknowledge at once
+NONCE_DIGITS = 12
+TAG_DIGITS = 20  # also the seal's
+# Seconds a key stays acknowledgeable. The seed's resolver acknowledges before it even sends
+# the user on (§6.2, messages 5 then 7), so within seconds; an hour is room for slow ones and
+# bounds what the statistics must remember per key to one hour of answers (stats.py).
+LIFETIME = 3600
 CLOCK_SKEW = 300  # seconds a key may seem to come from the future (clock steps between hosts)
-_DOMAIN = b"urlkey/1"
-_KEY_RE = re.compile(rf"([0-9]{{{ISSUED_DIGITS}}})([0-9]{{{NONCE_DIGITS}}})-((?:[0-9]{{{TAG_DIGITS}}})+)")
+_TAG_DOMAIN = b"urlkey/2\0tag\0"
+_SEAL_DOMAIN = b"urlkey/2\0seal\0"
+# head "-" one or more tags, then the seal
+_KEY_RE = re.compile(rf"([0-9]{{{ISSUED_DIGITS}}})([0-9]{{{NONCE_DIGITS}}})-"
+                     rf"((?:[0-9]{{{TAG_DIGITS}}})+)([0-9]{{{TAG_DIGITS}}})")
 
 
 @dataclass(frozen=True)
@@ -67,11 +85,22 @@ class Verdict:
     ok: bool
     reason: str  # 'valid', 'malformed', 'expired', 'future' or 'forged'
     issued: int = 0
+    nonce: int = 0  # with `issued`, the key's identity (the answer it was issued with)
+
+
+_SCHEME_AND_HOST = re.compile(rb"([A-Za-z][A-Za-z0-9+.-]*)://([^/?#]*)")
 
 
 def canonical_url(url: str) -> bytes:
-    raw = url.encode("utf-8", "surrogateescape").replace(b"+", b" ")
-    return unquote_to_bytes(raw)
+    """The bytes every spelling of one URL shares (see the module's docstring)."""
+    canon = unquote_to_bytes(url.encode("utf-8", "surrogateescape").replace(b"+", b" "))
+    match = _SCHEME_AND_HOST.match(canon)
+    if match:  # RFC 3986 §6.2.2-3: scheme and host in any case, http's port 80 implied
+        scheme, host = match.group(1).lower(), match.group(2).lower()
+        if scheme == b"http" and host.endswith(b":80"):
+            host = host[:-3]
+        canon = scheme + b"://" + host + canon[match.end():]
+    return canon
 
 
 class UrlKeys:
@@ -84,6 +113,8 @@ class UrlKeys:
         self._secret = secret
         self._clock = clock
         self.lifetime = lifetime
+        # None, or one line saying why keys will not verify after a restart (for a health check).
+        self.problem: str | None = None
 
     @classmethod
     def ephemeral(cls) -> "UrlKeys":
@@ -99,13 +130,13 @@ class UrlKeys:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             log.error("cannot keep the URL-key secret in %s (%s): using a secret of this "
                       "process only; acknowledgments verify until the next restart", state_dir, why)
-            return cls.ephemeral()
+            keys = cls.ephemeral()
+            keys.problem = (f"the URL-key secret cannot be kept in {state_dir} ({why}): keys "
+                            "issued before a restart will not verify after it")
+            return keys
 
-    def _tag(self, head: str, url: bytes) -> str:
-        return self._tag_after(_DOMAIN + b"\0" + head.encode() + b"\0", url)
-
-    def _tag_after(self, prefix: bytes, url: bytes) -> str:
-        mac = hmac.digest(self._secret, prefix + url, "sha256")
+    def _digits(self, message: bytes) -> str:
+        mac = hmac.digest(self._secret, message, "sha256")
         return f"{int.from_bytes(mac, 'big') % 10 ** TAG_DIGITS:0{TAG_DIGITS}d}"
 
     def issue(self, urls: Iterable[str]) -> str:
@@ -115,8 +146,12 @@ class UrlKeys:
     def issue_canonical(self, canon: Iterable[bytes]) -> str:
         """`issue` for URLs already in canonical_url form."""
         head = f"{int(self._clock()):0{ISSUED_DIGITS}d}{_nonce():0{NONCE_DIGITS}d}"
-        prefix = _DOMAIN + b"\0" + head.encode() + b"\0"
-        return head + "-" + "".join(sorted(self._tag_after(prefix, c) for c in canon or {b""}))
+        prefix = _TAG_DOMAIN + head.encode() + b"\0"
+        tags = "".join(sorted({self._digits(prefix + c) for c in canon or {b""}}))
+        return f"{head}-{tags}{self._seal(head, tags)}"
+
+    def _seal(self, head: str, tags: str) -> str:
+        return self._digits(_SEAL_DOMAIN + head.encode() + b"\0" + tags.encode())
 
     def verify(self, key: str, url: str) -> Verdict:
         match = _KEY_RE.fullmatch(key)
@@ -128,12 +163,16 @@ class UrlKeys:
             return Verdict(False, "future", issued)
         if issued < now - self.lifetime:
             return Verdict(False, "expired", issued)
-        mine = self._tag(match.group(1) + match.group(2), canonical_url(url))
-        tags = match.group(3)
+        head, tags, seal = match.group(1) + match.group(2), match.group(3), match.group(4)
+        if not hmac.compare_digest(seal, self._seal(head, tags)):
+            return Verdict(False, "forged", issued)
+        mine = self._digits(_TAG_DOMAIN + head.encode() + b"\0" + canonical_url(url))
         found = False
         for i in range(0, len(tags), TAG_DIGITS):  # every tag compared: no early exit to time
             found |= hmac.compare_digest(tags[i:i + TAG_DIGITS], mine)
-        return Verdict(True, "valid", issued) if found else Verdict(False, "forged", issued)
+        if not found:
+            return Verdict(False, "forged", issued)
+        return Verdict(True, "valid", issued, int(match.group(2)))
 
 
 class _Nonces:
@@ -149,7 +188,7 @@ class _Nonces:
             self.pool, self.used = os.urandom(4096), 0
         chunk = self.pool[self.used:self.used + 8]
         self.used += 8
-        return int.from_bytes(chunk, "big") % 10 ** NONCE_DIGITS  # bias < 1e-11
+        return int.from_bytes(chunk, "big") % 10 ** NONCE_DIGITS  # bias < 1e-7
 
     def forget(self) -> None:
         self.pool, self.used = b"", 0

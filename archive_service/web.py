@@ -28,7 +28,7 @@ from flask.logging import default_handler
 from werkzeug.exceptions import HTTPException
 from werkzeug.wsgi import wrap_file
 
-from . import __version__, answers, ibi as ibimod, index, limits, pairs, settings, stats, urlkeys
+from . import __version__, answers, index, limits, pairs, settings, stats, urlkeys
 from .answers import Archive, Links, RequestError
 from .sidecar import DC_ELEMENTS
 from .watch import LiveIndex
@@ -180,14 +180,6 @@ def _offload(how: str, real: Path, root: Path) -> Response | None:
     else:  # outside the real collection (index.resolve_file serves none today): serve it
         return None
     return response
-
-
-def _claimed_ibi(value: str) -> str:
-    """The first valid IBI in an acknowledgment's `ibi` (`rep X ibip Y`, braces optional)."""
-    for word in value.strip("{}").split():
-        if word not in ("rep", "ibip") and ibimod.is_valid(word):
-            return word
-    return "-"
 
 
 def oai_dc_xml(dc: Mapping[str, list[str]]) -> bytes:
@@ -343,11 +335,13 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         return Response(body, status=status, content_type=TEXT)
 
     def acknowledgment(query: dict[str, str], site: Links) -> stats.Acknowledgment:
-        # Counted under the item its URL names; the claimed `ibi` only when that is unknown.
-        item = archive.item_of_url(query["url"], site)
+        # Counted under the item its URL names, with that item's state and the contenttype
+        # the answer gave the URL; the claimed `ibi`, `contenttype` and `state` are ignored.
+        named = archive.item_of_url(query["url"], site)
+        item, contenttype = named if named else (None, "")
         return stats.Acknowledgment(
-            urlkey=query["urlkey"], url=query["url"], contenttype=query["contenttype"],
-            state=query["state"], ibi=item.name.text if item else _claimed_ibi(query.get("ibi", "")))
+            urlkey=query["urlkey"], url=query["url"], contenttype=contenttype,
+            state=item.state if item else "", ibi=item.name.text if item else None)
 
     @app.before_request
     def start_request() -> Response | None:

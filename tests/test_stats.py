@@ -65,7 +65,7 @@ def test_a_valid_acknowledgment_counts_once_and_replays_are_refused(app_client, 
     assert got["rejected_by_reason"] == {"replay": 2}
     assert got["items"] == [{"ibi": "sid.inpe.br/mtc-m19/2013/09.04.12.27.57", "count": 1,
                              "by_contenttype": {"Data": 1}, "by_state": {"Original": 1}}]
-    assert caplog.text.count("acknowledgment refused (replay)") == 2
+    assert caplog.text.count("acknowledgment refused (replay)") == 1, "later ones summed up"
     assert ack_params(answer(app_client, RELATORIO))["urlkey"].split("-")[0] not in caplog.text
 
 
@@ -162,7 +162,7 @@ def test_the_store_is_wal_sqlite_in_the_state_dir(app_client, settings):
     path = Path(settings["state_dir"]) / stats.DB_FILE
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert conn.execute("SELECT count(*) FROM seen").fetchone() == (1,)
+        assert conn.execute(f"SELECT count(*) FROM {stats.SEEN_TABLE}").fetchone() == (1,)
     conn.close()
 
 
@@ -179,7 +179,7 @@ def test_seen_keys_are_purged_once_expired(settings):
     key = keys.issue([url])
     store.acknowledge(stats.Acknowledgment(key, url, "Data", "Original", "a"), keys)
     with sqlite3.connect(store.path) as conn:
-        assert conn.execute("SELECT count(*) FROM seen").fetchone() == (1,)
+        assert conn.execute(f"SELECT count(*) FROM {stats.SEEN_TABLE}").fetchone() == (1,)
     conn.close()
     store.close()
     assert store.report()["total"] == 4

@@ -49,7 +49,7 @@ def test_one_key_covers_every_url_of_its_answer():
     urls = [f"http://a.example/col/x/doc/{lang}.pdf" for lang in ("en", "pt", "fr")]
     key = keys.issue(urls)
     assert all(keys.verify(key, u).ok for u in urls)
-    assert len(key.split("-")[1]) == 3 * urlkeys.TAG_DIGITS
+    assert len(key.split("-")[1]) == (3 + 1) * urlkeys.TAG_DIGITS  # a tag each, and the seal
     assert keys.verify(key, "http://a.example/col/x/doc/de.pdf").reason == "forged"
 
 
@@ -134,6 +134,8 @@ def test_an_unusable_state_directory_is_logged_and_keys_still_work(tmp_path: Pat
         keys = UrlKeys.from_state_dir(blocker / "state")
     assert "cannot keep the URL-key secret" in caplog.text
     assert keys.verify(keys.issue([URL]), URL).ok
+    assert "a-file" in keys.problem and "\n" not in keys.problem, "for a health check to say"
+    assert UrlKeys.from_state_dir(tmp_path / "state").problem is None
 
 
 def test_a_truncated_secret_is_reported_not_used(tmp_path: Path, caplog):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -23,8 +24,8 @@ from ..web import answer_unexpected_errors, error_response
 from . import config as rconfig
 from . import purl as purlmod
 from . import resolve as resolvemod
-from .archives import ArchiveClient
-from .registry import Refused, Registry
+from .archives import ArchiveClient, OwnAddress, loop_reason
+from .registry import Refused, Registry, Throttled
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,20 @@ def client_ips(environ: Mapping[str, Any]) -> str:
     return " ".join(ips) or "0.0.0.0"
 
 
+def throttle_source(environ: Mapping[str, Any]) -> str:
+    """Whom refused key checks are counted against (`KeyThrottle`): the peer, unless the peer
+    is a proxy on this machine, which names the client last in X-Forwarded-For (an outside
+    client cannot choose that entry; entries before it are not trusted)."""
+    remote = environ.get("REMOTE_ADDR", "")
+    forwarded = environ.get("HTTP_X_FORWARDED_FOR", "").split(",")[-1].strip()
+    try:
+        if forwarded and ipaddress.ip_address(remote).is_loopback:
+            return str(ipaddress.ip_address(forwarded))
+    except ValueError:
+        pass
+    return remote or "unknown"
+
+
 def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     """Build the resolver app from validated settings (or a mapping of them)."""
     if not isinstance(config, settings.Config):
@@ -89,14 +104,29 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     service_path = "/" + config.resolveribi
     bind = config.bind if not config.bind.startswith("unix:") else "localhost"
     address = config.address or bind
+    is_self = OwnAddress(config.bind, config.address)
+
+    @app.before_request
+    def refuse_loops() -> Response | None:
+        """A request this resolver sent itself: answering it by resolving would ask again."""
+        reason = loop_reason(request.headers.get("Via", ""), client.pseudonym)
+        if reason:
+            log.warning("%s %s: %s", request.method, request.path, reason)
+            return error_response(reason, 508)
+        return None
 
     @app.get(service_path, endpoint="service")
     def service() -> Response:
         try:
             query = pairs.parse_query(request.environ.get("QUERY_STRING", ""))
-            answer = registry.handle(query, client.confirm)
+            answer = registry.handle(query, client.confirm, is_self,
+                                     throttle_source(request.environ))
         except (RequestError, pairs.PairsError) as exc:
             return error_response(str(exc))
+        except Throttled as exc:
+            response = error_response(str(exc), 429)
+            response.headers["Retry-After"] = str(math.ceil(exc.retry_after))
+            return response
         except Refused as exc:
             return error_response(str(exc), 403)
         return Response(pairs.render(answer), content_type=TEXT)
@@ -127,9 +157,10 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         except purlmod.PurlError as exc:
             return alert(400, str(exc), persistent_url)
         ips = client_ips(request.environ)
+        via = request.headers.get("Via", "")
 
         def ask(question: resolvemod.Question) -> list[resolvemod.Answer]:
-            return client.ask_all(registry.included(), question.params(ips, purl.filepath))
+            return client.ask_all(registry.included(), question.params(ips, purl.filepath), via)
 
         outcome = resolvemod.resolve(purl, ask, request.headers.get("Accept-Language"),
                                      config.rounds)
@@ -142,7 +173,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         chosen = outcome.reading.answer.archive
         if request.method != "HEAD":  # a link checker's HEAD is no access to thank for
             client.acknowledge(chosen, resolvemod.acknowledgment(outcome.reading, ips,
-                                                                 persistent_url))
+                                                                 persistent_url), via)
         target = outcome.url
         if purl.passthrough:  # the item's own query pairs (a web service's parameters)
             target += ("&" if "?" in target else "?") + purl.passthrough

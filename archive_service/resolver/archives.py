@@ -4,19 +4,27 @@ Each Archive gets its own request with a timeout; answers are collected in the o
 arrive, and an Archive that does not answer in time is reported, never waited on longer.
 Requests go straight to the Archives (no proxy from the environment): an Archive's address
 is what it announced.
+
+Every request carries a `Via` entry naming this resolver (after the ones of the request that
+caused it), so a request that comes back to the resolver, through an Archive registered at
+its own address or through other resolvers of this kit, is recognised (`loop_reason`) and
+answered at once instead of being resolved again, recursively, until the timeout.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
+import secrets
+import socket
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from concurrent.futures import TimeoutError as FuturesTimeout
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from .. import __version__
 from .. import pairs as pairsmod
@@ -30,8 +38,108 @@ MAX_ANSWER = 1 << 20  # an answer is a few hundred bytes; anything near this is 
 _SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%&+=?#")
 
 
+PSEUDONYM = "archive-service-resolver"
+MAX_HOPS = 4  # resolvers of this kit a request may already have passed through
+
+
 class ArchiveError(Exception):
     """An Archive gave no usable answer; the message says why, for logs and alert pages."""
+
+
+def new_pseudonym() -> str:
+    """This resolver's name in Via headers: made once per start, before gunicorn forks, so
+    every worker knows it (workers that made their own would still see the loop: see
+    `loop_reason`)."""
+    return f"{PSEUDONYM}-{secrets.token_hex(6)}"
+
+
+def _via_names(via: str) -> list[str]:
+    """The received-by names of a Via header (RFC 9110 §7.6.3: `1.1 name (comment)`, …)."""
+    names = []
+    for entry in via.split(","):
+        words = entry.split()
+        if len(words) >= 2:
+            names.append(words[1])
+    return names
+
+
+def loop_reason(via: str, pseudonym: str) -> str | None:
+    """Why a request with this Via header must not be resolved again, or None.
+
+    The request was sent by this very resolver (its own pseudonym is listed), or it has
+    already passed through MAX_HOPS resolvers of this kit: a loop across resolvers whose
+    workers each have their own pseudonym ends at the latest when it comes round again."""
+    names = _via_names(via)
+    if pseudonym in names:
+        return ("loop: this request was sent by this resolver itself (an Archive is "
+                "registered at the resolver's own address)")
+    hops = sum(name.startswith(PSEUDONYM) for name in names)
+    if hops >= MAX_HOPS:
+        return f"loop: this request has already passed through {hops} resolvers"
+    return None
+
+
+class OwnAddress:
+    """Whether an Archive's `archiveaddress` is this resolver itself (its bind address or its
+    public `address`, in any spelling): an Archive there makes every resolution ask the
+    resolver again. The public name is compared as a name only: another site behind the
+    same proxy and IP address is a different Archive."""
+
+    def __init__(self, bind: str, address: str = ""):
+        self.public = _split(address) if address else None
+        self.bind = None if bind.startswith("unix:") else _split(bind)
+
+    def __call__(self, archiveaddress: str) -> bool:
+        host, port = _split(archiveaddress)
+        if self.public and (host, port) == self.public:
+            return True
+        if self.bind is None or port != self.bind[1]:
+            return False
+        bound = _addresses(self.bind[0])
+        for ip in _addresses(host):
+            if ip in bound:
+                return True
+            if ip.is_loopback and any(b.is_loopback or b.is_unspecified for b in bound):
+                return True
+            if any(b.is_unspecified for b in bound) and _is_local(ip):
+                return True
+        return False
+
+
+def _split(hostport: str) -> tuple[str, int]:
+    parts = urlsplit("//" + hostport)
+    host = (parts.hostname or "").rstrip(".").lower()
+    return host, parts.port or 80
+
+
+def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+def _addresses(host: str) -> set:
+    if (ip := _ip(host)) is not None:
+        return {ip}
+    if host == "localhost" or host.endswith(".localhost"):  # RFC 6761: always loopback
+        return {ipaddress.ip_address("127.0.0.1")}
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return set()  # the confirmation call-back will say it cannot be reached
+    return {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
+
+
+def _is_local(ip) -> bool:
+    """Whether `ip` is one of this machine's addresses: only those can be bound."""
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((str(ip), 0))
+        return True
+    except OSError:
+        return False
 
 
 def encode_query(params: Mapping[str, str]) -> str:
@@ -49,9 +157,10 @@ class ArchiveClient:
     """HTTP to Archives. The thread pool is made on first use in each process, so a gunicorn
     master that builds the app before forking never owns threads its workers would lose."""
 
-    def __init__(self, timeout: float, pool_size: int = 32):
+    def __init__(self, timeout: float, pool_size: int = 32, pseudonym: str | None = None):
         self.timeout = timeout
         self.pool_size = pool_size
+        self.pseudonym = pseudonym or new_pseudonym()
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
@@ -64,10 +173,14 @@ class ArchiveClient:
                 self._pid = os.getpid()
             return self._pool
 
-    def get(self, archive: ArchiveRef, params: Mapping[str, str]) -> list[tuple[str, str]]:
-        """One request to an Archive service; its list of pairs, or ArchiveError."""
+    def get(self, archive: ArchiveRef, params: Mapping[str, str], via: str = ""
+            ) -> list[tuple[str, str]]:
+        """One request to an Archive service; its list of pairs, or ArchiveError.
+
+        `via`: the Via header of the request being resolved, which this one continues."""
         request = urllib.request.Request(service_url(archive, params), headers={
-            "User-Agent": f"archive-service-resolver/{__version__}"})
+            "User-Agent": f"archive-service-resolver/{__version__}",
+            "Via": ", ".join(filter(None, (via.strip(), f"1.1 {self.pseudonym}")))})
         try:
             with self._opener.open(request, timeout=self.timeout) as response:
                 body = response.read(MAX_ANSWER + 1)
@@ -84,12 +197,14 @@ class ArchiveClient:
         except (UnicodeDecodeError, pairsmod.PairsError) as exc:
             raise ArchiveError(f"answer is not a list of pairs ({exc})") from None
 
-    def ask_all(self, archives: Sequence[ArchiveRef], params: Mapping[str, str]) -> list[Answer]:
+    def ask_all(self, archives: Sequence[ArchiveRef], params: Mapping[str, str], via: str = ""
+                ) -> list[Answer]:
         """The same urlRequest to every Archive at once; answers in arrival order."""
         if not archives:
             return []
         pool = self._executor()
-        futures: dict[Future, ArchiveRef] = {pool.submit(self.get, a, params): a for a in archives}
+        futures: dict[Future, ArchiveRef] = {pool.submit(self.get, a, params, via): a
+                                             for a in archives}
         answers: list[Answer] = []
         try:
             # Each request has its own timeout; this bounds the whole round even when the
@@ -122,10 +237,10 @@ class ArchiveClient:
             return False
         return True
 
-    def acknowledge(self, archive: ArchiveRef, params: Mapping[str, str]) -> bool:
+    def acknowledge(self, archive: ArchiveRef, params: Mapping[str, str], via: str = "") -> bool:
         """Send the acknowledgment (Table 6.11); a failure is logged, the user is still sent on."""
         try:
-            answer = self.get(archive, params)
+            answer = self.get(archive, params, via)
         except ArchiveError as exc:
             log.warning("acknowledgment to %s failed: %s", archive, exc)
             return False

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import logging
+import math
 import os
 import re
 import sqlite3
+import threading
+import time
 from collections.abc import Callable, Mapping
 from contextlib import closing
 from dataclasses import dataclass
@@ -73,6 +77,66 @@ class Refused(Exception):
     """An inclusion or exclusion with an unknown Archive or a wrong key (HTTP 403)."""
 
 
+class Throttled(Refused):
+    """Too many refused key checks from one source: HTTP 429, answered before any scrypt."""
+
+    def __init__(self, message: str, retry_after: float):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class KeyThrottle:
+    """A token bucket per source address for key checks (scrypt: ~50 ms of CPU and 16 MiB
+    each). A check takes a token before scrypt runs and gives it back when the key was right,
+    so only refused checks use the bucket: a source gets BURST of them at once, then one
+    every 1/RATE seconds; past that it is answered 429 at once, whatever key it sends.
+    IPv6 sources count by /64 (one host may hold all of it). Kept in each worker's memory:
+    with N workers a source gets up to N times as many."""
+
+    BURST = 10
+    RATE = 1 / 10  # refused checks per second once the burst is used: 6 a minute
+    MAX_SOURCES = 10_000  # forget the fullest buckets first beyond this
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._buckets: dict[str, tuple[float, float]] = {}  # source: (tokens, at)
+
+    @staticmethod
+    def _source(address: str) -> str:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return address
+        if ip.version == 6:
+            if ip.ipv4_mapped:
+                return str(ip.ipv4_mapped)
+            return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+        return str(ip)
+
+    def take(self, address: str) -> float:
+        """0 when a check may run (a token is taken), else the seconds until one may."""
+        source, now = self._source(address), self._clock()
+        with self._lock:
+            tokens, at = self._buckets.get(source, (self.BURST, now))
+            tokens = min(self.BURST, tokens + (now - at) * self.RATE)
+            if tokens < 1:
+                self._buckets[source] = (tokens, now)
+                return (1 - tokens) / self.RATE
+            self._buckets[source] = (tokens - 1, now)
+            if len(self._buckets) > self.MAX_SOURCES:
+                for full in [k for k, (t, _) in self._buckets.items() if t >= self.BURST - 1]:
+                    del self._buckets[full]
+            return 0.0
+
+    def give_back(self, address: str) -> None:
+        source = self._source(address)
+        with self._lock:
+            if source in self._buckets:
+                tokens, at = self._buckets[source]
+                self._buckets[source] = (min(self.BURST, tokens + 1), at)
+
+
 class RegistryError(Exception):
     """The registry database cannot be used (state directory missing, unwritable, corrupt)."""
 
@@ -108,6 +172,7 @@ class Registry:
 
     def __init__(self, state_dir: str | os.PathLike):
         self.path = Path(state_dir) / REGISTRY_FILE
+        self.throttle = KeyThrottle()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._db() as db:
@@ -162,9 +227,14 @@ class Registry:
 
     # -- §5.2 messages ------------------------------------------------------------------
 
-    def handle(self, query: Mapping[str, str], confirm: Callable[[ArchiveRef], bool]
-               ) -> list[tuple[str, str]]:
-        """Answer an inclusionRequest or exclusionRequest (Table 5.2) with its status pairs."""
+    def handle(self, query: Mapping[str, str], confirm: Callable[[ArchiveRef], bool],
+               is_self: Callable[[str], bool] = lambda address: False,
+               source: str | None = None) -> list[tuple[str, str]]:
+        """Answer an inclusionRequest or exclusionRequest (Table 5.2) with its status pairs.
+
+        `is_self(archiveaddress)`: whether that address is the resolver's own; an Archive
+        included there would make every resolution ask the resolver again. `source`: the
+        address the request came from, for `KeyThrottle` (None: not throttled)."""
         subject = query.get("servicesubject")
         if not subject:
             raise RequestError("servicesubject is missing")
@@ -183,6 +253,9 @@ class Registry:
                     raise RequestError("registrationkey breaks Table 5.1") from None
                 raise RequestError(f"{name} {exc}") from None
         archive = ArchiveRef(values["archiveaddress"], values["archiveserviceibi"])
+        if source is not None and (wait := self.throttle.take(source)):
+            raise Throttled(f"too many refused inclusion and exclusion requests from {source}: "
+                            f"try again in {math.ceil(wait)} s", wait)
         if not self.check_key(archive.serviceibi, values["registrationkey"]):
             # Logged without the key; the same answer whether the Archive is unknown or the
             # key is wrong.
@@ -190,12 +263,20 @@ class Registry:
                         subject, archive.serviceibi, values["archiveip"])
             raise Refused(f"{subject} refused: {archive.serviceibi} is not registered here "
                           "or the registration key is wrong")
+        if source is not None:
+            self.throttle.give_back(source)
         if subject == EXCLUSION:
             with self._db() as db:
                 db.execute("UPDATE archive SET included = 0, since = ? WHERE ibikey = ?",
                            (_now(), ibimod.key(archive.serviceibi)))
             log.info("excluded %s", archive)
             return [("status.archive", "excluded")]
+        if is_self(archive.address):  # after the key: only a registered Archive costs a lookup
+            log.warning("inclusionRequest refused for %s: archiveaddress %s is the resolver's "
+                        "own address", archive.serviceibi, archive.address)
+            raise Refused(f"inclusionRequest refused: archiveaddress {archive.address} is the "
+                          "resolver's own address; give the address where the Archive's "
+                          "service answers")
         confirmation = "successful" if confirm(archive) else "unsuccessful"
         with self._db() as db:
             db.execute(

@@ -1,0 +1,83 @@
+"""Wrong-key inclusion and exclusion requests cannot make the resolver run scrypt without
+bound (issue 15: 31 such requests per second raised resolution latency 20x): past a burst of
+refused checks, a source is answered HTTP 429 before any scrypt; right keys cost it nothing."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import webtest
+
+from archive_service.resolver.app import create_resolver_app
+from archive_service.resolver.registry import KeyThrottle, Registry
+from resolver_support import KEY_A, RESOLVER_IBI, SERVICE_A
+
+SERVICE = "/" + RESOLVER_IBI
+FLOODER, OTHER = "203.0.113.9", "198.51.100.4"
+
+
+@pytest.fixture
+def resolver(tmp_path):
+    Registry(tmp_path / "state").register(SERVICE_A, KEY_A)
+    return webtest.TestApp(create_resolver_app({"state_dir": str(tmp_path / "state")}))
+
+
+def request(subject: str, key: str) -> dict[str, str]:
+    return {"servicesubject": subject, "archiveaddress": "127.0.0.1:9",
+            "archiveserviceibi": SERVICE_A, "archiveip": "127.0.0.1", "archiveprotocol": "HTTP",
+            "archiveplatformversion": "test", "archiveadmemailaddress": "admin@example.org",
+            "registrationkey": key}
+
+
+def wrong(i: int) -> dict[str, str]:
+    return request("inclusionRequest", f"{5000000000 + i:010d}")
+
+
+def test_a_source_past_its_burst_of_wrong_keys_gets_429_without_scrypt(resolver):
+    for i in range(KeyThrottle.BURST):
+        resolver.get(SERVICE, wrong(i), extra_environ={"REMOTE_ADDR": FLOODER}, status=403)
+    started = time.perf_counter()
+    for i in range(20):
+        response = resolver.get(SERVICE, wrong(100 + i), extra_environ={"REMOTE_ADDR": FLOODER},
+                                status=429)
+    per_request = (time.perf_counter() - started) / 20
+    assert per_request < 0.010, f"{per_request * 1000:.1f} ms: scrypt ran"  # scrypt: ~50 ms
+    assert response.text.startswith("error {too many refused")
+    assert FLOODER in response.text
+    assert int(response.headers["Retry-After"]) >= 1
+    # The right key from the flooding source waits too (it cannot be told apart without scrypt),
+    assert resolver.get(SERVICE, request("exclusionRequest", KEY_A),
+                        extra_environ={"REMOTE_ADDR": FLOODER}, status=429)
+    # …but other sources do not.
+    assert resolver.get(SERVICE, request("exclusionRequest", KEY_A),
+                        extra_environ={"REMOTE_ADDR": OTHER}).text == "status.archive excluded"
+    resolver.get(SERVICE, wrong(999), extra_environ={"REMOTE_ADDR": OTHER}, status=403)
+
+
+def test_right_keys_do_not_use_up_the_burst(resolver):
+    for _ in range(KeyThrottle.BURST + 2):
+        assert resolver.get(SERVICE, request("exclusionRequest", KEY_A),
+                            extra_environ={"REMOTE_ADDR": OTHER}).text == "status.archive excluded"
+    resolver.get(SERVICE, wrong(0), extra_environ={"REMOTE_ADDR": OTHER}, status=403)
+
+
+def test_behind_a_local_proxy_the_forwarded_client_is_the_source(resolver):
+    proxied = {"REMOTE_ADDR": "127.0.0.1", "HTTP_X_FORWARDED_FOR": FLOODER}
+    for i in range(KeyThrottle.BURST):
+        resolver.get(SERVICE, wrong(i), extra_environ=proxied, status=403)
+    resolver.get(SERVICE, wrong(50), extra_environ=proxied, status=429)
+    resolver.get(SERVICE, wrong(51), extra_environ={"REMOTE_ADDR": "127.0.0.1",
+                                                    "HTTP_X_FORWARDED_FOR": OTHER}, status=403)
+
+
+def test_the_bucket_refills_and_ipv6_sources_count_by_64():
+    now = [0.0]
+    throttle = KeyThrottle(clock=lambda: now[0])
+    for _ in range(KeyThrottle.BURST):
+        assert throttle.take("2001:db8::1") == 0
+    assert throttle.take("2001:db8::2") > 0  # the same /64
+    assert throttle.take("2001:db8:0:1::1") == 0  # another /64
+    now[0] += 1 / KeyThrottle.RATE
+    assert throttle.take("2001:db8::3") == 0
+    assert throttle.take("2001:db8::3") > 0
