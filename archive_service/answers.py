@@ -490,10 +490,7 @@ class Archive:
 
     def _client_allowed(self, item: Item, request: UrlRequest) -> bool:
         self._trace.by_client = True
-        if not request.client_ips:
-            return False
-        user = request.client_ips[0]
-        return any(user.version == net.version and user in net for net in item.networks)
+        return client_allowed(item, request.client_ips[0] if request.client_ips else None)
 
     def forms_for(self, qualifier: str, node: Node) -> Forms:
         """`ibi` and `ibi.lastedition` carry every known form (Examples 7.2, 7.6); other
@@ -690,6 +687,18 @@ def filtrar_lista_de_url(answer: list[tuple[str, str]], verbs: Verbs) -> list[tu
     if any(name.startswith("url") for name, _ in kept):
         kept += [(n, v) for n, v in answer if n == "urlkey"]
     return kept
+
+
+def client_allowed(item: Item, user: ipaddress.IPv4Address | ipaddress.IPv6Address | None
+                   ) -> bool:
+    """The rule of a licensed item (`access: networks`): its files, and their list, go only
+    to users inside its networks; a user whose address is unknown is outside. The answers
+    (url_of) and the web server's /col/ and file-list pages both ask here."""
+    if not item.networks:
+        return True
+    if user is None:
+        return False
+    return any(user.version == net.version and user in net for net in item.networks)
 
 
 # What an answer's URLs depend on, by the name its checks record (Rendered.checks).

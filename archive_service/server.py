@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
+import socket
+import time
 from collections.abc import Callable
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.workers.gthread import ThreadWorker
 
 from . import announce, limits, settings, watch
 
@@ -27,6 +31,19 @@ class ArchiveServer(BaseApplication):
     def load_config(self) -> None:
         self.cfg.set("bind", [self.config.bind])
         self.cfg.set("workers", self.config.workers)
+        # Threads, so that a slow client holds one thread, not a whole process; and the
+        # heartbeat (gunicorn's timeout) comes from the worker's loop, not from the request,
+        # so a long download no longer gets its worker killed mid-send (sync workers did
+        # at 30 s). ClientTimeoutWorker drops clients that stall.
+        self.cfg.set("worker_class", ClientTimeoutWorker)
+        self.cfg.set("threads", self.config.threads)
+        # gunicorn's sendfile path does not count what it sends (the access log said 0 for
+        # every file); web._send hands it 64 KB blocks instead, which it counts.
+        self.cfg.set("sendfile", False)
+        # The mount point comes from the server's configuration, never from a client's
+        # SCRIPT_NAME or PATH_INFO header (gunicorn takes those from loopback peers).
+        self.cfg.set("forwarder_headers", "")
+        self.cfg.set("header_map", "drop")
         # Build the index once and share it copy-on-write; start-up errors stop the master.
         self.cfg.set("preload_app", True)
         self.cfg.set("proc_name", "archive-service")
@@ -44,6 +61,10 @@ class ArchiveServer(BaseApplication):
         self.cfg.set("limit_request_fields", limits.MAX_HEADER_FIELDS)
         self.cfg.set("pre_fork", _freeze_heap)
         self.cfg.set("post_worker_init", _follow_collection)
+
+    @property
+    def client_timeout(self) -> float:
+        return self.config.client_timeout
 
     def load(self):
         return self._build(self.config)
@@ -76,6 +97,69 @@ class ArchiveServer(BaseApplication):
 
     def _on_exit(self, arbiter) -> None:
         self.lifecycle.leave(handing_over=bool(arbiter.reexec_pid))
+
+
+class _ClientSocket(socket.socket):
+    """A client's connection whose waits are bounded by `limit` seconds: the request must
+    arrive whole within `limit` of its first byte read, and each write must progress within
+    `limit`. gunicorn's gthread makes client sockets blocking with no time limit, so one
+    client that dribbles its headers (slowloris) or stops reading held a thread for ever."""
+
+    limit: float
+    deadline: float | None  # for the request being read; None until its first byte is read
+
+    @classmethod
+    def adopt(cls, sock: socket.socket, limit: float) -> _ClientSocket:
+        own = cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        own.limit, own.deadline = limit, None
+        return own
+
+    def setblocking(self, flag: bool) -> None:
+        # gthread calls this before a thread reads a request (True) and before it hands the
+        # connection back to its poller (False).
+        if flag:
+            self.settimeout(self.limit)
+        else:
+            super().setblocking(False)
+
+    def recv(self, size: int, flags: int = 0) -> bytes:
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + self.limit
+        left = self.deadline - now
+        if left <= 0:
+            return b""
+        shorter = left < self.limit  # not on a request's first read: settimeout costs syscalls
+        if shorter:
+            self.settimeout(left)
+        try:
+            return super().recv(size, flags)
+        except TimeoutError:
+            # As if the client had gone: gunicorn closes the connection and logs it at
+            # debug level, not as an error with a traceback.
+            return b""
+        finally:
+            if shorter:
+                self.settimeout(self.limit)
+
+    def sendall(self, data, flags: int = 0) -> None:
+        self.deadline = float("inf")  # the request is in: from here on only stalls count
+        try:
+            super().sendall(data, flags)
+        except TimeoutError:
+            raise BrokenPipeError(errno.EPIPE, f"the client took over {self.limit} s to read "
+                                  f"{len(data)} bytes") from None
+
+
+class ClientTimeoutWorker(ThreadWorker):
+    """gunicorn's gthread worker whose client connections time out (_ClientSocket); the
+    limit is the application's `client_timeout`."""
+
+    def handle(self, conn):
+        if not isinstance(conn.sock, _ClientSocket):
+            conn.sock = _ClientSocket.adopt(conn.sock, self.app.client_timeout)
+        conn.sock.deadline = None  # a new request
+        return super().handle(conn)
 
 
 def _freeze_heap(arbiter, worker) -> None:

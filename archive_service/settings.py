@@ -62,6 +62,21 @@ def _ip(value: str) -> str:
     return str(ipaddress.ip_address(value))
 
 
+def _networks(value: str) -> tuple[str, ...]:
+    # Commas or spaces between entries; a YAML list arrives as its str(): brackets, quotes.
+    words = re.findall(r"[^\s,\[\]'\"]+", value)
+    if words == ["none"]:
+        return ()
+    networks = []
+    for word in words:
+        try:
+            networks.append(str(ipaddress.ip_network(word, strict=False)))
+        except ValueError:
+            raise ValueError(f"{word} is neither an IP address nor a network such as "
+                             "10.0.0.0/8") from None
+    return tuple(networks)
+
+
 def _ascii(value: str) -> str:
     if not value.isascii() or not value.strip() or " " in value:
         raise ValueError("must be a single ASCII word")
@@ -198,11 +213,24 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("url_base", None,
             "URL where an existing web server publishes the collection's files; "
             "default: this service serves them at http://<archiveaddress>/col/", _http_url),
+    Setting("file_offload", "none",
+            "who sends the bytes of /col/ files: none (serve), x-accel-redirect (nginx, "
+            "see contrib/nginx) or x-sendfile (Apache's mod_xsendfile); the service still "
+            "decides which file and who may have it", _choice("none", "x-accel-redirect", "x-sendfile")),
     Setting("state_dir", None,
             "writable directory for the service's own data; default $STATE_DIRECTORY under "
             "systemd, else ~/.local/share/archive-service", _path, path=True),
     Setting("bind", "127.0.0.1:8080", "address serve listens on: HOST:PORT or unix:PATH", _bind),
+    Setting("trusted_proxies", ("127.0.0.0/8", "::1/128"),
+            "addresses or networks of the reverse proxies whose X-Forwarded-For names the "
+            "user (for licensed items); none trusts no proxy", _networks),
     Setting("workers", 2, "number of gunicorn worker processes for serve", _positive_int),
+    Setting("threads", 16,
+            "threads of each serve worker: each request, and each slow client, holds one "
+            "while it lasts", _positive_int),
+    Setting("client_timeout", 15,
+            "seconds a client may take to send its request, or stay without reading while a "
+            "response is sent, before serve drops the connection", _positive_int),
     Setting("index_watch", "auto",
             "how serve follows changes to the collection: auto (inotify where it works, else "
             "periodic rescans), poll (periodic rescans only) or off (read at start only)",

@@ -195,15 +195,24 @@ def test_serve_as_the_unit_runs_it(tmp_path):
 
 def test_apache_vhost_proxies_the_service_path_unchanged():
     text = APACHE_VHOST.read_text()
-    [[path, target, *flags]] = directives(text, "ProxyPass")
+    [[path, target, *flags], [col, col_target, *col_flags]] = directives(text, "ProxyPass")
     assert path == "/" + SERVICE and target == f"http://{BACKEND}/{SERVICE}"
     assert "nocanon" in flags
     assert directives(text, "ProxyPassReverse") == [[path, target]]
+    # /col/ too: the service enforces licensed items on every file request.
+    assert (col, col_target, col_flags) == ("/col/", f"http://{BACKEND}/col/", ["nocanon"])
     assert settings.BY_NAME["bind"].default == BACKEND
 
 
+def apache_alias_alternative() -> str:
+    """The commented block of the Apache vhost that serves /col/ from disk instead."""
+    lines = re.findall(r"^    #   (.*)$", APACHE_VHOST.read_text(), re.MULTILINE)
+    assert lines, "the commented AliasMatch block is gone"
+    return "".join(f"    {line}\n" for line in lines)
+
+
 def test_apache_alias_maps_exactly_the_files_the_app_links():
-    [[pattern, target]] = directives(APACHE_VHOST.read_text(), "AliasMatch")
+    [[pattern, target]] = directives(apache_alias_alternative(), "AliasMatch")
     assert target == COLLECTION + "/$1"
     regex = re.compile(pattern)
     for url_path, on_disk in app_file_paths():
@@ -373,6 +382,12 @@ def check_front(front: str, collection: Path, light: bool = False) -> None:
     for path in sidecar[:2] if light else sidecar:
         status, body = fetch(front + path)
         assert status in (400, 403, 404), (path, status)
+    # A client's SCRIPT_NAME header is no mount point, through any of the servers.
+    request = urllib.request.Request(
+        f"{front}/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
+        f"&parsedibiurl.ibi={TARGET_IBI}", headers={"SCRIPT_NAME": "/evil"})
+    with urllib.request.urlopen(request, timeout=20) as response:
+        assert dict(pairs.parse(response.read().decode()))["url"].startswith(f"{front}/col/")
     # The protocol's own errors pass through unchanged.
     status, body = fetch(f"{front}/{SERVICE}?servicesubject=nonsense")
     assert status == 400 and body.startswith(b"error {")
@@ -465,10 +480,11 @@ def test_apache_vhost_in_front_of_serve(public, tmp_path, fronts, col):
     serve = serve_behind(public, tmp_path, port, fronts)
     site = rewrite(APACHE_VHOST.read_text(), ("*:80", f"*:{port}"),
                    (BACKEND, serve.address), (COLLECTION, str(public / "collection")))
-    if col == "proxy":  # the alternative the file names: the service serves /col/ itself
-        alias = site[site.index("    AliasMatch"):site.index("    </Directory>\n") + 17]
-        site = site.replace(alias, f'    ProxyPass "/col/" "http://{serve.address}/col/" nocanon\n')
-    fronts.append(front := start_apache(public, site, port, ["proxy", "proxy_http"]))
+    if col == "alias":  # the alternative the file names: files straight from disk
+        site = rewrite(site, (f'    ProxyPass "/col/" "http://{serve.address}/col/" nocanon\n',
+                              rewrite(apache_alias_alternative(),
+                                      (COLLECTION, str(public / "collection")))))
+    fronts.append(front := start_apache(public, site, port, ["proxy", "proxy_http", "headers"]))
     check_front(front.url, public / "collection")
     assert ('"GET /col/' in serve.log()) == (col == "proxy")
 
@@ -566,6 +582,12 @@ def test_nginx_in_front_of_serve(public, tmp_path, fronts, col):
         assert commented, "the commented alias block is gone"
         block = "\n".join("    " + line for line in commented)
         site = site[:site.rindex("}")] + rewrite(block, (COLLECTION, str(public / "collection"))) + "\n}\n"
+    fronts.append(front := start_nginx(public, site, port))
+    check_front(front.url, public / "collection")
+    assert ('"GET /col/' in serve.log()) == (col == "proxy")
+
+
+def start_nginx(public: Path, site: str, port: int) -> Front:
     run = public / "nginx"
     run.mkdir()
     run.chmod(0o777)
@@ -587,7 +609,4 @@ http {{
 {site}
 }}
 """)
-    fronts.append(front := Front([NGINX, "-c", str(run / "nginx.conf"), "-p", str(run)], port,
-                                 run / "server.log"))
-    check_front(front.url, public / "collection")
-    assert ('"GET /col/' in serve.log()) == (col == "proxy")
+    return Front([NGINX, "-c", str(run / "nginx.conf"), "-p", str(run)], port, run / "server.log")

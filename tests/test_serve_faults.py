@@ -75,11 +75,15 @@ class Server(Serve):
         assert inode, "no server socket for this connection"
         for pid in self.workers():
             try:
-                links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+                fds = os.listdir(f"/proc/{pid}/fd")
             except OSError:
                 continue
-            if f"socket:[{inode}]" in links:
-                return pid
+            for fd in fds:
+                try:  # the worker's other threads open and close connections meanwhile
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{inode}]":
+                        return pid
+                except OSError:
+                    pass
         raise AssertionError("no worker holds the connection")
 
 
@@ -108,6 +112,7 @@ def without_key(answer: dict[str, str]) -> dict[str, str]:
 def test_a_worker_killed_mid_download_is_replaced_and_nothing_is_answered_wrongly(server):
     expected = without_key(url_request(server, OAIS))
     failures: list[str] = []
+    cut: list[str] = []
     answered = [0]
     stop = threading.Event()
 
@@ -118,6 +123,8 @@ def test_a_worker_killed_mid_download_is_replaced_and_nothing_is_answered_wrongl
                 if without_key(got) != expected:
                     failures.append(f"wrong answer {got}")
                 answered[0] += 1
+            except (ConnectionError, http.client.IncompleteRead) as exc:
+                cut.append(repr(exc))
             except Exception as exc:  # noqa: BLE001 - any failure is what we look for
                 failures.append(repr(exc))
 
@@ -149,7 +156,9 @@ def test_a_worker_killed_mid_download_is_replaced_and_nothing_is_answered_wrongl
     finally:
         stop.set()
         asker.join()
-    assert failures == [] and answered[0] > 0
+    # A worker's threads share its fate: the one request of this asker that the killed
+    # worker was answering at that moment may be cut, never answered wrongly.
+    assert failures == [] and len(cut) <= 1 and answered[0] > 0, (failures, cut)
     # The replacement serves the whole file, byte for byte.
     status, body = server.fetch(f"/col/{BIG_DIR}/doc/big.bin")
     assert status == 200 and hashlib.sha256(body).digest() == hashlib.sha256(bytes(BIG)).digest()

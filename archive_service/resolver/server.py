@@ -10,6 +10,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 
 from .. import settings
+from ..server import ClientTimeoutWorker
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,9 @@ class ResolverServer(BaseApplication):
         self.cfg.set("bind", [self.config.bind])
         self.cfg.set("workers", self.config.workers)
         self.cfg.set("threads", self.config.threads)
-        self.cfg.set("worker_class", "gthread")
+        # gthread whose clients time out (server.ClientTimeoutWorker): a slowloris client
+        # held one of its threads for ever, and `threads` of them held the resolver.
+        self.cfg.set("worker_class", ClientTimeoutWorker)
         # Open the registry once before forking so a bad state directory stops start-up.
         self.cfg.set("preload_app", True)
         self.cfg.set("proc_name", "archive-service-resolver")
@@ -47,6 +50,12 @@ class ResolverServer(BaseApplication):
         self.cfg.set("control_socket_disable", True)
         # A resolution may take `rounds` x `timeout` seconds; the worker must outlive it.
         self.cfg.set("timeout", max(30, int(self.config.rounds * (self.config.timeout + 1)) + 5))
+
+    @property
+    def client_timeout(self) -> float:
+        # As long as an Archive gets to answer: a browser sends its request at once, and
+        # the resolver's pages and redirects are small.
+        return max(self.config.timeout, 1.0)
 
     def load(self):
         from .app import create_resolver_app

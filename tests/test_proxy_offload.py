@@ -1,0 +1,121 @@
+"""The real nginx and Apache of contrib/ in front of the real `serve`: the proxy sends the bytes
+of /col/ files the service chose (file_offload), and a licensed item is refused to a user
+outside its networks however the user spoofs X-Forwarded-For."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import webtest
+
+from archive_service.web import create_app
+from serve_process import SERVICE, Serve, free_port
+from test_contrib import (APACHE_MODULES, APACHE_VHOST, BACKEND, COLLECTION, NGINX_SITE,
+                          TARGET_FILE, check_front, fronts, needs_apache, needs_nginx, public,
+                          rewrite, start_apache, start_nginx, write_config)
+
+__all__ = ["fronts", "public"]  # fixtures used here
+
+LICENSED = "sid.inpe.br/mtc-m19/2014/02.11.10.05"
+INSIDER, OUTSIDER = "127.0.0.3", "127.0.0.2"  # the proxy itself is 127.0.0.1
+
+
+def serve_behind(public: Path, tmp_path: Path, port: int, fronts: list, *args: str) -> Serve:
+    config = write_config(public, f"127.0.0.1:{port}")
+    serve = Serve(tmp_path, "--archiveaddress", f"127.0.0.1:{port}", *args, config=config)
+    fronts.append(serve)
+    serve.wait_answering()
+    return serve
+
+
+def nginx_site(port: int, serve: Serve, public: Path) -> str:
+    return rewrite(NGINX_SITE.read_text(), ("listen 80;", f"listen 127.0.0.1:{port};"),
+                   (f"server {BACKEND};", f"server {serve.address};"),
+                   (f"alias {COLLECTION}/;", f"alias {public / 'collection'}/;"))
+
+
+def get_from(source: str, port: int, path: str, headers: dict | None = None) -> tuple[int, bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=20,
+                                            source_address=(source, 0))
+    try:
+        connection.request("GET", path, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def col_lines(log: str) -> list[tuple[str, str]]:
+    return re.findall(r'"GET (/col/\S+) HTTP/1\.[01]" (\d+ \d+)', log)
+
+
+@needs_nginx
+def test_nginx_sends_the_files_serve_chooses(public, tmp_path, fronts):
+    port = free_port()
+    serve = serve_behind(public, tmp_path, port, fronts, "--file-offload", "x-accel-redirect")
+    fronts.append(front := start_nginx(public, nginx_site(port, serve, public), port))
+    check_front(front.url, public / "collection")
+    sent = [size for _, size in col_lines(serve.log()) if size.startswith("200 ")]
+    assert sent and set(sent) == {"200 0"}, sent  # nginx sent the bytes
+    # The internal location is not reachable from outside.
+    status, _ = get_from("127.0.0.1", port, "/.archive-service-files/" + quote(TARGET_FILE))
+    assert status == 404
+
+
+@needs_apache
+@pytest.mark.skipif(not (APACHE_MODULES / "mod_xsendfile.so").exists(),
+                    reason="mod_xsendfile is not installed (Debian: libapache2-mod-xsendfile)")
+def test_apache_sends_the_files_serve_chooses(public, tmp_path, fronts):
+    port = free_port()
+    serve = serve_behind(public, tmp_path, port, fronts, "--file-offload", "x-sendfile")
+    site = rewrite(APACHE_VHOST.read_text(), ("*:80", f"*:{port}"),
+                   (BACKEND, serve.address), (COLLECTION, str(public / "collection")))
+    fronts.append(front := start_apache(public, site, port,
+                                        ["proxy", "proxy_http", "headers", "xsendfile"]))
+    check_front(front.url, public / "collection")
+    sent = [size for _, size in col_lines(serve.log()) if size.startswith("200 ")]
+    assert sent and set(sent) == {"200 0"}, sent  # Apache sent the bytes
+
+
+@needs_nginx
+def test_licensed_files_through_nginx(public, tmp_path, fronts):
+    sidecar = public / "collection" / LICENSED / "item.yaml"
+    sidecar.write_text(sidecar.read_text().replace("    - 150.163.0.0/16",
+                                                   f"    - 150.163.0.0/16\n    - {INSIDER}/32"))
+    port = free_port()
+    serve = serve_behind(public, tmp_path, port, fronts, "--trusted-proxies", "127.0.0.1")
+    fronts.append(start_nginx(public, nginx_site(port, serve, public), port))
+    file = f"/col/{LICENSED}/doc/article.pdf"
+    filelist = f"/{SERVICE}/filelist/{LICENSED}"
+    article = (public / "collection" / LICENSED / "doc" / "article.pdf").read_bytes()
+    assert get_from(INSIDER, port, file) == (200, article)
+    assert get_from(INSIDER, port, filelist)[0] == 200
+    assert get_from(OUTSIDER, port, file)[0] == 403
+    assert get_from(OUTSIDER, port, filelist)[0] == 403
+    # nginx appends the address it heard from: the spoofed one on the left does not count.
+    assert get_from(OUTSIDER, port, file, {"X-Forwarded-For": INSIDER})[0] == 403
+
+
+# ------------------------------------------------------------------ the app's side, WebTest
+
+
+@pytest.mark.parametrize("how, header", [("x-accel-redirect", "X-Accel-Redirect"),
+                                         ("x-sendfile", "X-Sendfile")])
+def test_offloaded_answers_name_the_file_and_still_check_the_user(settings, collection, how,
+                                                                  header):
+    app = webtest.TestApp(create_app({**settings, "file_offload": how}),
+                          extra_environ={"REMOTE_ADDR": "192.0.2.7"})
+    response = app.get(quote(f"/col/{TARGET_FILE}"))
+    assert response.status_int == 200 and response.body == b""
+    assert response.content_type == "application/pdf"
+    real = collection.resolve() / TARGET_FILE
+    if how == "x-sendfile":
+        assert response.headers[header] == os.fsencode(real).decode("latin-1")
+    else:
+        assert response.headers[header] == "/.archive-service-files/" + quote(TARGET_FILE)
+    assert app.get(f"/col/{LICENSED}/doc/article.pdf", status=403).headers.get(header) is None

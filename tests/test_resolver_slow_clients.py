@@ -1,0 +1,33 @@
+"""The real `archive-service resolver serve` and slowloris clients: more of them than it has
+threads no longer hold it for ever; each is dropped after the resolver's `timeout` (the
+seconds it gives an Archive to answer), and the resolver answers again."""
+
+from __future__ import annotations
+
+import time
+
+from resolver_support import Process, free_port, http_get
+from test_serve_slow_clients import Dribbler
+
+
+def test_slow_clients_are_dropped_and_the_resolver_answers_again(tmp_path):
+    port = free_port()
+    resolver = Process(["resolver", "serve", "--state-dir", str(tmp_path / "state"),
+                        "--bind", f"127.0.0.1:{port}", "--threads", "2", "--timeout", "1"],
+                       tmp_path / "resolver.log")
+    url = f"http://127.0.0.1:{port}/"
+    slow: list[Dribbler] = []
+    resolver.start()
+    try:
+        resolver.wait_answering(url)
+        slow = [Dribbler(f"127.0.0.1:{port}") for _ in range(4)]  # twice its threads
+        for client in slow:
+            client.start()
+        time.sleep(0.5)
+        start = time.monotonic()
+        assert http_get(url, timeout=8)[0] == 200  # once the slow ones are dropped
+        assert time.monotonic() - start < 1 + 2
+    finally:
+        for client in slow:
+            client.stop.set()
+        resolver.stop()
