@@ -24,8 +24,8 @@ from archive_service import store, watch
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
 
-from test_serve_index import state_of
-from test_store import pairs_of, settings_for, url_request
+from serve_process import state_of
+from support import pairs_of, settings_for, url_request
 
 LATENCY = 1.0  # seconds from a change on disk to the answers that show it (the issue's bound)
 REP = "iconet.com.br/banon/2009/09.09.22.01"
@@ -84,6 +84,8 @@ CHANGES = {
 }
 
 
+@pytest.mark.process
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", CHANGES)
 def test_each_kind_of_change_is_answered_within_a_second(kind, live_app, collection) -> None:
     change, ibi, filepath, shows = CHANGES[kind]
@@ -92,6 +94,7 @@ def test_each_kind_of_change_is_answered_within_a_second(kind, live_app, collect
     assert seen_within(live_app, ibi, shows, filepath=filepath), kind
 
 
+@pytest.mark.process
 def test_an_ibip_item_appears_and_its_files_follow(live_app, collection) -> None:
     item = collection / "8JMKD3MGP8W" / "2222222"
     (item / "doc").mkdir(parents=True)
@@ -103,6 +106,7 @@ def test_an_ibip_item_appears_and_its_files_follow(live_app, collection) -> None
                        lambda p: p.get("url", "").endswith("/doc/index.html"))
 
 
+@pytest.mark.process
 def test_timestamp_follows_a_touched_file(live_app, collection) -> None:
     # The item's timestamp comes from its files' times (its sidecar gives none).
     item = collection / "sid.inpe.br/mtc-m18@80/2009/08.25.19.43"
@@ -117,6 +121,7 @@ def test_timestamp_follows_a_touched_file(live_app, collection) -> None:
                        lambda p: p.get("timestamp") == "2033-05-18T03:33:20Z")
 
 
+@pytest.mark.process
 def test_a_collection_swapped_in_place_is_watched_again(live_app, collection, tmp_path) -> None:
     # A deployment that rebuilds the collection beside it and swaps the directories.
     shutil.copytree(collection, tmp_path / "next")
@@ -128,6 +133,7 @@ def test_a_collection_swapped_in_place_is_watched_again(live_app, collection, tm
     assert seen_within(live_app, NEW, lambda p: "url" in p)
 
 
+@pytest.mark.process
 def test_a_replaced_indexer_follows_on(live_app, collection) -> None:
     live = live_app.app.extensions["archive_index"]
     first = live.follower.indexer_pid
@@ -156,6 +162,8 @@ class InThread:
         assert not self.thread.is_alive()
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_burst_of_2000_new_items_ends_consistent_in_few_waves(tmp_path: Path) -> None:
     make_collection(tmp_path / "col", 50)
     make_collection(tmp_path / "incoming", 2000, start=50)
@@ -291,6 +299,7 @@ def write_lock_held(st: store.Store, seconds: float = 20) -> Iterator[None]:
             holder.kill()
 
 
+@pytest.mark.process
 def test_serve_answers_from_a_complete_index_while_its_early_walk_runs(
         collection: Path, tmp_path: Path, caplog, request) -> None:
     from archive_service import settings
@@ -326,6 +335,7 @@ def test_serve_answers_from_a_complete_index_while_its_early_walk_runs(
     again.catalog.close()
 
 
+@pytest.mark.process
 def test_serve_waits_for_its_early_walk_when_there_is_no_index_yet(collection: Path,
                                                                     tmp_path: Path) -> None:
     from archive_service import settings
@@ -342,6 +352,7 @@ def test_serve_waits_for_its_early_walk_when_there_is_no_index_yet(collection: P
     again.catalog.close()
 
 
+@pytest.mark.process
 def test_an_early_walk_stops_when_serve_does(collection: Path, tmp_path: Path) -> None:
     from archive_service import settings
 
