@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from archive_service import store, watch
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
 
-from serve_process import state_of
+from serve_process import Process, state_of
 from support import pairs_of, settings_for, url_request
 
 LATENCY = 1.0  # seconds from a change on disk to the answers that show it (the issue's bound)
@@ -239,17 +240,35 @@ def test_too_few_inotify_watches_means_polling(collection: Path, tmp_path: Path,
     assert len(said) == 1 and "fs.inotify.max_user_watches is 10" in said[0]
 
 
-def test_an_overflow_rescans_everything(collection: Path, tmp_path: Path, caplog) -> None:
-    caplog.set_level(logging.INFO, "archive_service")
-    st = store.Store(collection, tmp_path / "state")
-    store.Writer(st).refresh()
-    with InThread(st):
-        assert wait_until(lambda: "watching" in st.meta().get("indexer", ""), timeout=30)
-        # What watchdog logs (and only logs) when the kernel's event queue overflowed.
-        logging.getLogger("watchdog.observers.inotify_c").warning(
-            "Inotify queue overflowed; filesystem events were lost")
-        assert wait_until(lambda: any(r.message.startswith("the inotify queue overflowed: ")
-                                      for r in caplog.records), timeout=5)
+@pytest.mark.process
+def test_an_overflow_rescans_everything(collection: Path, tmp_path: Path) -> None:
+    """A real overflow of the kernel's queue: the indexer process is stopped (SIGSTOP) while
+    more events than fs.inotify.max_queued_events arrive, then the item that came last (whose
+    events the kernel dropped) is found by the rescan the overflow asks for."""
+    indexer = Process(["index", "--watch", "--collection", str(collection),
+                       "--state-dir", str(tmp_path / "state")], tmp_path / "indexer.log").start()
+    try:
+        indexer.wait_log("watching ")
+        limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+        # Two files in turn: the kernel merges an event only into an identical last one.
+        files = [collection / REP / "doc" / name for name in ("reference.bib", "@relatorio.pdf")]
+        indexer.proc.send_signal(signal.SIGSTOP)
+        try:
+            for i in range(limit + 1000):
+                os.utime(files[i % 2])
+            _new_item(collection)
+        finally:
+            indexer.proc.send_signal(signal.SIGCONT)
+        indexer.wait_log("the inotify queue overflowed: ")
+        st = store.Store(collection, tmp_path / "state")
+        catalog = store.StoreCatalog(st)
+        try:
+            assert wait_until(lambda: catalog.item_at(NEW) is not None, timeout=10)
+        finally:
+            catalog.close()
+        indexer.check_running()
+    finally:
+        assert indexer.stop() == 0, indexer.text()
 
 
 def test_the_file_system_type_is_read_from_the_kernel(tmp_path: Path) -> None:
