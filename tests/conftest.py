@@ -1,24 +1,39 @@
-"""Shared fixtures: a private copy of the sample collection and the app, mounted or not."""
+"""Shared fixtures, and the rule for what tests share.
+
+- Fixtures (builders of collections, settings, apps, started servers) live here.
+- Code a test imports lives in support modules, never in test modules: support.py (the sample's
+  names, the WebTest `Client`, the seed's reference answers), serve_process.py (`free_port`,
+  the one launcher of our own processes, `Process`, and `Serve` on top of it), fronts.py
+  (apache2 / nginx in front of `serve`), resolver_support.py, resolver_double.py (the outside
+  resolver), isolation.py (forked, unprivileged or size-limited children).
+- A test module imports nothing from another test module, nor from this file.
+- The environment is changed through `monkeypatch`, so that it is restored.
+- Markers: `process` for tests that start real processes or servers of ours (or apache2 /
+  nginx), `slow` for tests that take seconds even alone. `pytest -m "not process"` is the quick
+  run; the default run (and CI) runs everything.
+"""
 
 from __future__ import annotations
 
-import os
 import shutil
-import socket
 from pathlib import Path
 
 import pytest
-import webtest
-from werkzeug.exceptions import NotFound
-from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from archive_service.web import create_app
+from fronts import public_copy, started_fronts
+from support import ADDRESS, PLATFORM, ROOT, SAMPLE, SERVICE, Client  # noqa: F401 (old imports)
 
-ROOT = Path(__file__).resolve().parent.parent
-SAMPLE = ROOT / "sample_collection"
-SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
-PLATFORM = "dpi.inpe.br/banon/1998/08.02.08.56"
-ADDRESS = "mtc-m16c.sid.inpe.br"
+MARKERS = {
+    "process": "starts real processes or servers of ours, or a front web server (deselect "
+               "with -m 'not process' for a quick run)",
+    "slow": "takes seconds even alone",
+}
+
+
+def pytest_configure(config) -> None:
+    for name, meaning in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {meaning}")
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -26,13 +41,9 @@ def private_data_home(tmp_path_factory):
     """Settings without a state_dir default to the user's data directory: keep tests (and the
     serve processes they start, which inherit the environment) out of the real one."""
     home = tmp_path_factory.mktemp("data-home")
-    old = os.environ.get("XDG_DATA_HOME")
-    os.environ["XDG_DATA_HOME"] = str(home)
-    yield home
-    if old is None:
-        del os.environ["XDG_DATA_HOME"]
-    else:
-        os.environ["XDG_DATA_HOME"] = old
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_DATA_HOME", str(home))
+        yield home
 
 
 @pytest.fixture
@@ -55,43 +66,20 @@ def settings(collection: Path, tmp_path: Path) -> dict:
     }
 
 
-class Client:
-    """WebTest over the app, either at the root or mounted under a prefix through WSGI."""
-
-    def __init__(self, app, mount: str):
-        self.mount = mount
-        self.app = app
-        wsgi = DispatcherMiddleware(NotFound(), {mount: app}) if mount else app
-        self.test = webtest.TestApp(wsgi)
-
-    def path(self, path: str) -> str:
-        return self.mount + path
-
-    def service(self, status=200, **params):
-        return self.test.get(self.path("/" + SERVICE), params=params, status=status)
-
-    def url_request(self, ibi: str, status=200, ip="150.163.2.175", **extra):
-        params = {"servicesubject": "urlRequest", "clientinformation.ipaddress": ip,
-                  "parsedibiurl.ibi": ibi}
-        params.update({f"parsedibiurl.{k}": v for k, v in extra.items()})
-        return self.test.get(self.path("/" + SERVICE), params=params, status=status)
-
-    def get(self, path: str, **kwargs):
-        return self.test.get(self.path(path), **kwargs)
-
-    def get_url(self, url: str, **kwargs):
-        """GET an absolute URL the Archive handed out (its host is archiveaddress)."""
-        prefix = f"http://{ADDRESS}"
-        assert url.startswith(prefix + self.mount), url
-        return self.test.get(url[len(prefix):], **kwargs)
-
-
 @pytest.fixture(params=["", "/archive"], ids=["root", "mounted"])
 def client(request, settings) -> Client:
     return Client(create_app(settings), request.param)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+@pytest.fixture
+def public() -> Path:
+    """A copy of the sample collection that apache2's and nginx's unprivileged user can read."""
+    with public_copy() as top:
+        yield top
+
+
+@pytest.fixture
+def fronts() -> list:
+    """Append started front servers and Serves here; each is stopped after the test."""
+    with started_fronts() as started:
+        yield started

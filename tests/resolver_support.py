@@ -1,19 +1,12 @@
-"""Helpers for the resolver tests: Archive collections built from the sample, Archives and a
-resolver as real servers on loopback ports, and readers of what the Archives received."""
+"""Helpers for the resolver tests: Archive collections built from the sample, Archives as
+in-process servers on loopback ports, and readers of what the Archives received. (Real
+processes of ours start through serve_process.Process.)"""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -22,6 +15,7 @@ from werkzeug.serving import make_server
 
 from archive_service.resolver.archives import encode_query
 from archive_service.resolver.resolve import Answer, ArchiveRef
+from serve_process import http_get
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_collection"
@@ -39,12 +33,6 @@ BANON = "iconet.com.br/banon/2009/09.09.22.01"  # LK47B6W/362SFKH
 DOUBLE = "iconet.com.br/banon/2011/06.14.16.40"  # Original in both Archives
 COPY_ONLY = "dpi.inpe.br/banon/2003/12.10.19.30"  # a Copy in A, no Original anywhere
 DELETED = "iconet.com.br/banon/2010/01.20.11.05"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def set_sidecar(item: Path, **values) -> None:
@@ -73,84 +61,9 @@ def build_collections(base: Path) -> tuple[Path, Path]:
     return a, b
 
 
-# ------------------------------------------------------------------------- HTTP helpers
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):
-        return None
-
-
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
-
-
-def http_get(url: str, headers: dict | None = None, timeout: float = 30):
-    """(status, headers, body) of one GET, redirects not followed."""
-    request = urllib.request.Request(url, headers=headers or {})
-    try:
-        with _OPENER.open(request, timeout=timeout) as response:
-            return response.status, response.headers, response.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers, exc.read()
-
-
 def service_call(base: str, **params) -> tuple[int, str]:
     status, _, body = http_get(f"{base}?{encode_query(params)}")
     return status, body.decode("ascii")
-
-
-def wait_until(predicate, timeout: float = 15, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-# -------------------------------------------------------------------------- processes
-
-
-class Process:
-    """A command of this project run as a real process, its output in a log file."""
-
-    def __init__(self, args: list[str], log: Path):
-        self.args, self.log = args, log
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "archive_service.cli", *self.args],
-                                         stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
-
-    def wait_answering(self, url: str) -> None:
-        def up():
-            if self.proc.poll() is not None:
-                raise AssertionError(f"{self.args[0]} exited {self.proc.returncode}:\n"
-                                     + self.log.read_text(errors="replace")[-3000:])
-            try:
-                return http_get(url, timeout=2)[0] == 200
-            except OSError:
-                return False
-
-        wait_until(up, 30, f"{url} to answer")
-
-    def stop(self, sig=signal.SIGTERM, timeout: float = 20) -> int:
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(f"{self.args[0]} did not stop within {timeout} s")
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
 
 
 _REQUEST_LINE = re.compile(r'"GET (\S+) HTTP/1\.[01]" (\d{3}) ')

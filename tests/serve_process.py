@@ -1,4 +1,6 @@
-"""The real `archive-service serve` process on a free loopback port, its log in a file."""
+"""Our own programs as real child processes: `free_port`, the one launcher of any
+`archive-service` command (`Process`) and, on top of it, `Serve`, the Archive's `serve` on a
+free loopback port. Every test that starts one of our processes starts it through here."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -17,25 +21,153 @@ SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
 
 
 def free_port() -> int:
+    """A loopback port nothing listens on (the kernel's pick; free until someone binds it)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
 
 
+def children(pid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(b")", 1)[1].split()[1]) == pid:
+                found.append(int(name))
+    return found
+
+
+def cmdline(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def state_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except OSError:
+        return "gone"
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
+def http_get(url: str, headers: dict | None = None, timeout: float = 30):
+    """(status, headers, body) of one GET, redirects not followed."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, exc.read()
+
+
+def wait_until(predicate, timeout: float = 15, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Process:
+    """`python -m archive_service.cli ARGS` as a real process, its output appended to `log`.
+    `env` adds to (or, with None values, removes from) the test's environment."""
+
+    def __init__(self, args: list[str], log: Path, env: dict[str, str | None] | None = None):
+        self.args, self.log = list(args), log
+        self.env = env or {}
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Process:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+        for name, value in self.env.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "archive_service.cli", *self.args],
+                                         stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
+        return self
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def check_running(self) -> None:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"{self.args[0]} exited {self.proc.returncode}:\n"
+                                 + self.text()[-3000:])
+
+    def wait_answering(self, url: str, timeout: float = 30) -> None:
+        def up():
+            self.check_running()
+            try:
+                return http_get(url, timeout=2)[0] == 200
+            except OSError:
+                return False
+
+        wait_until(up, timeout, f"{url} to answer")
+
+    def wait_log(self, text: str, count: int = 1, timeout: float = 30) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.text().count(text) >= count:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"{text!r} not logged {count} time(s) within {timeout} s:\n"
+                             + self.text())
+
+    def stop(self, sig=signal.SIGTERM, timeout: float = 20) -> int:
+        """Send `sig` (SIGTERM, like systemd); the exit status (AssertionError, the process
+        killed, if it takes over `timeout`)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"{self.args[0]} did not stop within {timeout} s:\n"
+                                 + self.text()[-3000:]) from None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
 class Serve:
-    """`archive-service serve --config CONFIG ARGS`, listening on 127.0.0.1:<free port>."""
+    """`archive-service serve --config CONFIG ARGS`, listening on 127.0.0.1:<free port>
+    (`config=None`: no --config, the settings all in ARGS)."""
 
     def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None,
-                 config: Path = SAMPLE / "archive-service.yaml"):
+                 config: Path | None = SAMPLE / "archive-service.yaml"):
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.log_path = tmp_path / f"serve-{self.port}.log"
-        command = [sys.executable, "-m", "archive_service.cli", "serve",
-                   "--config", str(config),
-                   "--bind", self.address, "--archiveaddress", self.address, *args]
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+        self.log_path.write_bytes(b"")
+        head = ["serve", "--config", str(config)] if config is not None else ["serve"]
+        self.child = Process([*head, "--bind", self.address, "--archiveaddress", self.address,
+                              *args], self.log_path, env).start()
+        self.process = self.child.proc
 
     @property
     def url(self) -> str:
@@ -59,15 +191,10 @@ class Serve:
         raise AssertionError(f"serve did not answer within {timeout} s:\n{self.log()}")
 
     def wait_log(self, text: str, count: int = 1, timeout: float = 30) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if self.log().count(text) >= count:
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"{text!r} not logged {count} time(s) within {timeout} s:\n{self.log()}")
+        self.child.wait_log(text, count, timeout)
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        return self.child.text()
 
     def workers(self) -> list[int]:
         """Worker pids: children of the master other than the announcer."""
@@ -91,16 +218,30 @@ class Serve:
 
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM, like systemd; the exit status (AssertionError if it takes over `timeout`)."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise AssertionError(f"serve did not stop within {timeout} s:\n{self.log()}") from None
+        return self.child.stop(signal.SIGTERM, timeout)
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        self.child.kill()
+
+
+class Dribbler(threading.Thread):
+    """A slowloris client: it sends a request line and then one header byte every 0.2 s,
+    never ending its headers; `closed_after` is when the server dropped it."""
+
+    def __init__(self, address: str):
+        super().__init__(daemon=True)
+        host, port = address.split(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=5)
+        self.sock.sendall(f"GET /{SERVICE} HTTP/1.1\r\nHost: {address}\r\nX-A: ".encode())
+        self.opened = time.monotonic()
+        self.closed_after: float | None = None
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stop.wait(0.2):
+                self.sock.sendall(b"a")
+        except OSError:
+            self.closed_after = time.monotonic() - self.opened
+        finally:
+            self.sock.close()

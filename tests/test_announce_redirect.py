@@ -99,6 +99,7 @@ def test_a_plain_http_resolver_elsewhere_is_warned_about(resolver, warns):
         assert "https://" in warning and "registrationkey" in warning
 
 
+@pytest.mark.process
 def test_the_plain_http_warning_is_logged_when_serve_starts(caplog):
     lifecycle = announce.Lifecycle(announcement("http://resolver.example.org"))
     try:

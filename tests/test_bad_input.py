@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 
 from archive_service import limits, pairs
 from archive_service.web import create_app
-from conftest import ADDRESS, SERVICE, Client
+from support import ADDRESS, SERVICE, Client
 
 ITEM = "iconet.com.br/banon/2009/09.09.22.01"  # LK47B6W/362SFKH: reference.bib, @relatorio.pdf
 BASE = ("servicesubject=urlRequest&clientinformation.ipaddress=1.2.3.4"
@@ -22,7 +22,7 @@ BASE = ("servicesubject=urlRequest&clientinformation.ipaddress=1.2.3.4"
 def hostile(tmp_path_factory) -> Client:
     """One app over a collection with links out of an item and loops planted in it."""
     import shutil
-    from conftest import SAMPLE
+    from support import SAMPLE
     root = tmp_path_factory.mktemp("hostile")
     collection = root / "collection"
     shutil.copytree(SAMPLE, collection, symlinks=True)

@@ -10,12 +10,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 FIGURES = ("urlRequest throughput", "one full answer repeated", "urlRequest p99", "cold index build", "warm start",
            "change-to-answer", "peak RSS per worker", "cost growth")
 
 
+@pytest.mark.slow
 def test_smoke_run_writes_a_well_formed_table(tmp_path: Path) -> None:
     readme = tmp_path / "README.md"
     readme.write_text(f"# Project\n\nbefore\n{BEGIN}\nstale table\n{END}\nafter\n")

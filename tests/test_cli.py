@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -15,7 +9,8 @@ import pytest
 
 from archive_service import index, pairs
 from archive_service.cli import main
-from conftest import SAMPLE, SERVICE, free_port
+from serve_process import Serve
+from support import SAMPLE, SERVICE
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = SAMPLE / "archive-service.yaml"
@@ -81,34 +76,17 @@ def _get(url: str) -> tuple[int, bytes]:
 @pytest.fixture
 def served(tmp_path):
     """The real `archive-service serve` process on a free loopback port."""
-    port = free_port()
-    log = open(tmp_path / "serve.log", "w+")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "archive_service.cli", "serve", "--config", str(CONFIG),
-         "--bind", f"127.0.0.1:{port}", "--archiveaddress", f"127.0.0.1:{port}",
-         "--state-dir", str(tmp_path / "state")],
-        stdout=log, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            _get(f"{base}/{SERVICE}?servicesubject=inclusionConfirmationRequest")
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail("serve did not start:\n" + log.read())
-            time.sleep(0.1)
-    yield base, process, log
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=60)
-    log.close()
+    serve = Serve(tmp_path, "--state-dir", str(tmp_path / "state"), config=CONFIG)
+    try:
+        serve.wait_answering(timeout=20)
+        yield serve
+    finally:
+        serve.kill()
 
 
+@pytest.mark.process
 def test_serve_runs_gunicorn_and_answers_over_http(served):
-    base, process, log = served
+    base = f"http://{served.address}"
     status, body = _get(f"{base}/{SERVICE}?servicesubject=urlRequest"
                         "&clientinformation.ipaddress=127.0.0.1&parsedibiurl.ibi=LK47B6W/362SFKH")
     got = dict(pairs.parse(body.decode()))
@@ -116,15 +94,9 @@ def test_serve_runs_gunicorn_and_answers_over_http(served):
         f"{base}/col/iconet.com.br/banon/2009/09.09.22.01/doc/@relatorio.pdf")
     status, pdf = _get(got["url"])
     assert status == 200 and pdf.startswith(b"%PDF")
-    process.send_signal(signal.SIGTERM)
-    try:
-        # gunicorn gives busy workers graceful_timeout (30 s) before killing them.
-        code = process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        log.seek(0)
-        pytest.fail("serve did not stop within 60 s of SIGTERM:\n" + log.read())
-    log.seek(0)
-    text = log.read()
+    # gunicorn gives busy workers graceful_timeout (30 s) before killing them.
+    code = served.stop(timeout=60)
+    text = served.log()
     assert code == 0, text
     assert "Starting gunicorn" in text and "Booting worker" in text
     assert "Traceback" not in text

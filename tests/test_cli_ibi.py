@@ -135,6 +135,7 @@ def test_every_rule_6_1_failure_is_located(subdomain, word, year, when):
 ADDRESS = ("--archiveaddress", "mtc-m16c.sid.inpe.br", "--archiveip", "150.163.2.174")
 
 
+@pytest.mark.process
 def test_mint_twice_from_two_processes_gives_two_distinct_labels(tmp_path):
     """The real console command, twice, sharing the distributor state."""
     state = str(tmp_path / "state")

@@ -13,9 +13,9 @@ from html.parser import HTMLParser
 import pytest
 
 from archive_service import answers, pairs
-from conftest import ADDRESS, PLATFORM, SAMPLE, SERVICE, Client
 from serve_process import Serve
-from test_examples import EXAMPLE_8_1, EXAMPLE_8_2_SECOND, assert_answer
+from support import (ADDRESS, EXAMPLE_8_1, EXAMPLE_8_2_SECOND, PLATFORM, SAMPLE, SERVICE, Client,
+                     assert_answer)
 
 CONTACT = "admin@example.org"
 ITEM = "iconet.com.br/banon/2009/09.09.22.01"  # LK47B6W/362SFKH: @relatorio.pdf, reference.bib
@@ -70,6 +70,7 @@ def without_urlkey(answer: dict[str, str]) -> dict[str, str]:
 # ------------------------------------------------- the seed's example messages, verbatim
 
 
+@pytest.mark.process
 def test_example_4_1_url_request(serve):
     body = ask(serve, "servicesubject=urlRequest&clientinformation.ipaddress=150.163.2.175"
                       "&parsedibiurl.ibi=8JMKD3MGP7W/3EPGUE5")
@@ -83,6 +84,7 @@ def test_example_4_1_url_request(serve):
                           "doc/Relat%C3%B3rio%20Final.pdf")
 
 
+@pytest.mark.process
 def test_example_5_4_inclusion_confirmation(serve):
     assert ask(serve, "servicesubject=inclusionConfirmationRequest") == "confirmation yes"
 
@@ -94,6 +96,7 @@ def test_example_5_4_inclusion_confirmation(serve):
     ("7.8", "GetMetadata", ".metadata", "/2013/09.04.12.27.58/doc/metadata.html"),
     ("7.10", "GetMetadata", ".metadata", "/2013/09.04.12.27.58/doc/metadata.html"),
 ])
+@pytest.mark.process
 def test_examples_7_3_to_7_10_each_relation_the_verbs_name(serve, name, verbs, relation, want):
     ibi = "8JMKD3MGP8W/35MME4E" if name == "7.3" else "8JMKD3MGP7W/3EPGUE5"
     got = answer(serve, url_request(ibi, **({"verblist": verbs} if verbs else {})))
@@ -106,11 +109,13 @@ def test_examples_7_3_to_7_10_each_relation_the_verbs_name(serve, name, verbs, r
         assert got["ibi.metadata"] == "{rep sid.inpe.br/mtc-m19/2013/09.04.12.27.58}"
 
 
+@pytest.mark.process
 def test_example_7_9_the_items_target(serve):
     got = answer(serve, url_request("LK47B6W/362SFKH"))
     assert got["url"] == f"http://{serve.address}/col/{ITEM}/doc/@relatorio.pdf"
 
 
+@pytest.mark.process
 def test_example_7_11_filepath_as_the_seed_sends_it_without_a_slash(serve):
     """Example 7.11 sends `reference.bib`; Table 6.9 asks for a path-absolute. Both are read
     as the file reference.bib of the item."""
@@ -123,6 +128,7 @@ def test_example_7_11_filepath_as_the_seed_sends_it_without_a_slash(serve):
     assert nested["url"] == want
 
 
+@pytest.mark.process
 def test_example_7_12_get_file_list(serve):
     got = answer(serve, url_request("LK47B6W/362SFKH", verblist="GetFileList"))
     assert got["url"] == f"http://{serve.address}/{SERVICE}/filelist/{ITEM}"
@@ -130,6 +136,7 @@ def test_example_7_12_get_file_list(serve):
     assert status == 200 and "reference.bib" in page
 
 
+@pytest.mark.process
 def test_example_8_1_url_request_and_acknowledgment(serve):
     body = ask(serve, "clientinformation.ipaddress=172.16.44.200%20150.163.68.1"
                       "&parsedibiurl.ibi=8JMKD3MGP8W/35MMLL8&servicesubject=urlRequest")
@@ -144,6 +151,7 @@ def test_example_8_1_url_request_and_acknowledgment(serve):
     assert notice == "notice {acknowledgment received}"
 
 
+@pytest.mark.process
 def test_example_8_2_both_messages(serve):
     first = answer(serve, "clientinformation.ipaddress=172.16.44.200%20150.163.68.1"
                           "&parsedibiurl.ibi=8JMKD3MGP8W/35MMLL8"
@@ -166,6 +174,7 @@ def test_example_8_2_both_messages(serve):
     "GetLastEdition%20GetMetadata(oai_dc)",  # Example 8.2
     "%20GetLastEdition%2B%2BGetMetadata(oai_dc)%2B",
 ])
+@pytest.mark.process
 def test_a_verb_list_joined_by_plus_or_blanks_means_the_same(serve, verblist):
     got = answer(serve, url_request("sid.inpe.br/mtc-m18/2012/07.12.18.08", verblist=verblist))
     assert got["url.lastedition.metadata(oai_dc)"].endswith("/2012/07.12.18.08.49/doc/oai_dc.xml")
@@ -183,6 +192,7 @@ def test_a_verb_list_joined_by_plus_or_blanks_means_the_same(serve, verblist):
     ({"filepath": "/x.pdf", "verblist": "GetTranslation%2BGetNothing"}, "unknown verb"),
     ({"filepath": "../../x", "verblist": "GetTranslation"}, "leaves the item"),
 ])
+@pytest.mark.process
 def test_what_is_truly_malformed_is_still_400(serve, extra, reason):
     body = ask(serve, url_request("LK47B6W/362SFKH", **extra), status=400)
     [(name, value)] = pairs.parse(body)
@@ -201,6 +211,7 @@ def test_what_is_truly_malformed_is_still_400(serve, extra, reason):
     ("GetLastEdition", ".lastedition"),
     ("GetMetadata%20GetTranslation", ".metadata.translation"),
 ])
+@pytest.mark.process
 def test_with_verbs_the_file_path_is_ignored(serve, verbs, relation):
     """Seed 000 §7, CriarParURL: with both variables given "deve prevalecer a segunda": the
     URL is ⟨r,i,z⟩₃, which without GetFileList is simply ⟨r,i⟩₁."""
@@ -212,6 +223,7 @@ def test_with_verbs_the_file_path_is_ignored(serve, verbs, relation):
         assert without_urlkey(got) == without_urlkey(alone), filepath
 
 
+@pytest.mark.process
 def test_a_file_of_the_item_is_ignored_too_when_verbs_are_given(serve):
     """reference.bib is a file of the item: with GetLastEdition the last edition's own URL
     (its target, Example 7.9) is still the answer, not that file."""
@@ -220,6 +232,7 @@ def test_a_file_of_the_item_is_ignored_too_when_verbs_are_given(serve):
     assert got["url.lastedition"] == f"http://{serve.address}/col/{ITEM}/doc/@relatorio.pdf"
 
 
+@pytest.mark.process
 def test_get_file_list_with_a_file_path_gives_the_file_list(serve):
     for verbs in ("GetFileList", "GetLastEdition%20GetFileList"):
         got = answer(serve, url_request("LK47B6W/362SFKH", verblist=verbs, filepath="/reference.bib"))
@@ -227,6 +240,7 @@ def test_get_file_list_with_a_file_path_gives_the_file_list(serve):
         assert got["url" + relation] == f"http://{serve.address}/{SERVICE}/filelist/{ITEM}"
 
 
+@pytest.mark.process
 def test_a_blank_verb_list_is_no_verb_list(serve):
     """`parsedibiurl.verblist=+` decodes to a blank: no verb is given, so the file path
     counts (⟨r,i,y⟩₂)."""
@@ -253,6 +267,7 @@ def page_text(html: str) -> str:
     return " ".join(" ".join(parser.parts).split())
 
 
+@pytest.mark.process
 def test_the_service_ibi_gets_a_full_answer(serve):
     """§7.1: each Archive makes its own service an identified item held as an intransferable
     original; the sample collection has no directory for it."""
@@ -271,6 +286,7 @@ def test_the_service_ibi_gets_a_full_answer(serve):
     assert answer(serve, url_request(SERVICE.upper()))["url"] == got["url"]
 
 
+@pytest.mark.process
 def test_the_service_page_says_what_the_service_is(serve):
     url = answer(serve, url_request(SERVICE))["url"]
     status, content_type, html = get(url)
@@ -281,6 +297,7 @@ def test_the_service_page_says_what_the_service_is(serve):
     assert "archive-service" in text  # the software that answers
 
 
+@pytest.mark.process
 def test_the_service_answers_its_relations_like_any_item(serve):
     got = answer(serve, url_request(SERVICE, verblist="GetLastEdition"))
     assert got["url.lastedition"] == f"http://{serve.address}/{SERVICE}/about"
@@ -291,6 +308,7 @@ def test_the_service_answers_its_relations_like_any_item(serve):
     assert "url" not in answer(serve, url_request(SERVICE, filepath="/x.pdf"))
 
 
+@pytest.mark.process
 def test_the_service_url_comes_from_archiveaddress_not_the_host_header(serve):
     status, _, body = get(f"{serve.url}?{url_request(SERVICE)}", headers={"Host": "evil.example.com"})
     assert status == 200 and "evil" not in body
@@ -322,6 +340,7 @@ def test_the_service_page_where_a_server_mounts_the_app_at_the_service_path(sett
     assert SERVICE in test.get(f"/{SERVICE}/about").text
 
 
+@pytest.mark.process
 def test_a_directory_for_the_service_still_wins(tmp_path):
     collection = tmp_path / "collection"
     shutil.copytree(SAMPLE, collection, symlinks=True)

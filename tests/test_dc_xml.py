@@ -9,7 +9,7 @@ from pathlib import Path
 
 from archive_service.cli import main
 from archive_service.web import create_app, oai_dc_xml
-from conftest import SERVICE, Client
+from support import SERVICE, Client
 
 ITEM = "iconet.com.br/banon/2012/03.05.08.15"
 DC = "{http://purl.org/dc/elements/1.1/}"

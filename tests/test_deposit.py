@@ -17,7 +17,7 @@ import yaml
 
 from archive_service import cli, deposit, ibip, index, pairs, sidecar, sidecar_update
 from archive_service.web import create_app
-from conftest import ADDRESS, ROOT, Client
+from support import ADDRESS, ROOT, Client
 
 IP = "150.163.2.174"
 OAIS_2002 = "sid.inpe.br/mtc-m18@80/2009/07.21.14.43"  # en, ibip 8JMKD3MGP8W/35MMLL8
@@ -123,6 +123,7 @@ def test_deposit_is_answered_by_url_request_and_passes_check(capsys, settings, c
     check(capsys, collection)
 
 
+@pytest.mark.process
 def test_deposit_through_the_console_command_and_config_file(collection, settings, files):
     """The real command, reading the sample's config file, then `check` and `query`."""
     config = collection / "archive-service.yaml"  # collection: . (this copy), localhost:8080
@@ -302,6 +303,7 @@ def test_a_label_already_held_is_refused_when_the_state_was_lost(settings, colle
     assert snapshot(collection) == before
 
 
+@pytest.mark.process
 def test_a_deposit_killed_before_the_rename_leaves_nothing_visible(capsys, settings, collection, files):
     """SIGKILL between building the item and renaming it: the index sees what it saw before."""
     before_dirs = set(index.scan(collection).by_directory)
@@ -337,6 +339,7 @@ def test_a_deposit_failing_before_the_rename_cleans_up(settings, collection, fil
     assert snapshot(collection) == before  # no .deposit-*, no staged .item.yaml.*.tmp
 
 
+@pytest.mark.process
 def test_a_deposit_waits_while_another_is_between_reading_and_writing_a_sidecar(
         settings, collection, files, tmp_path):
     """Process A has read OAIS_2002's sidecar and staged its new text, and pauses before its

@@ -7,7 +7,6 @@ urlkeys are fresh on every answer.
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
@@ -15,122 +14,10 @@ import pytest
 
 from archive_service import answers, index, pairs
 from archive_service.answers import Archive, Links, UrlRequest
-from conftest import ADDRESS, PLATFORM, SERVICE, Client
+from support import (ADDRESS, EXAMPLE_7_2, EXAMPLE_7_3, EXAMPLE_8_1, EXAMPLE_8_2_FIRST,
+                     EXAMPLE_8_2_SECOND, PLATFORM, SERVICE, Client, assert_answer, expected)
 
 from archive_service.web import create_app
-
-COL = f"http://{ADDRESS}/col"
-URLKEY = re.compile(r"[0-9]{10,}-[0-9]{10,}")
-
-ID = f"""
-archiveaddress {ADDRESS}
-ibi.archiveservice {{rep {SERVICE}}}
-ibi.platformsoftware {{rep {PLATFORM}}}
-"""
-
-EXAMPLE_7_2 = ID + f"""
-contenttype Data
-contenttype.lastedition Data
-contenttype.lastedition.metadata Metadata
-contenttype.lastedition.metadata(oai_dc) Metadata
-contenttype.metadata Metadata
-contenttype.metadata(oai_dc) Metadata
-contenttype.metadata.translation Metadata
-contenttype.translation(en) Data
-contenttype.translation(pt) Data
-ibi {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23 ibip 8JMKD3MGP8W/35MME4E}}
-ibi.lastedition {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23 ibip 8JMKD3MGP8W/35MME4E}}
-ibi.lastedition.metadata {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47}}
-ibi.lastedition.metadata(oai_dc) {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47}}
-ibi.metadata {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47}}
-ibi.metadata(oai_dc) {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47}}
-ibi.metadata.translation {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47}}
-ibi.translation(en) {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23}}
-ibi.translation(pt) {{rep sid.inpe.br/mtc-m18@80/2009/08.25.19.43}}
-state Original
-state.lastedition Original
-state.lastedition.metadata Original
-state.lastedition.metadata(oai_dc) Original
-state.metadata Original
-state.metadata(oai_dc) Original
-state.metadata.translation Original
-state.translation(en) Original
-state.translation(pt) Original
-timestamp 2009-07-21T13:23:45Z
-timestamp.lastedition 2009-07-21T13:23:45Z
-timestamp.lastedition.metadata 2014-04-04T17:39:54Z
-timestamp.lastedition.metadata(oai_dc) 2014-04-04T17:39:54Z
-timestamp.metadata 2014-04-04T17:39:54Z
-timestamp.metadata(oai_dc) 2014-04-04T17:39:54Z
-timestamp.metadata.translation 2014-04-04T17:39:54Z
-timestamp.translation(en) 2009-07-21T13:23:45Z
-timestamp.translation(pt) 2011-09-22T14:45:11Z
-url {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23/doc/CCSDS%20643.0-B-1.pdf
-url.lastedition {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23/doc/CCSDS%20643.0-B-1.pdf
-url.lastedition.metadata {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47/doc/metadata.html
-url.lastedition.metadata(oai_dc) {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47/doc/oai_dc.xml
-url.metadata {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47/doc/metadata.html
-url.metadata(oai_dc) {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47/doc/oai_dc.xml
-url.metadata.translation {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47/doc/metadata.html
-url.translation(en) {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23/doc/CCSDS%20643.0-B-1.pdf
-url.translation(pt) {COL}/sid.inpe.br/mtc-m18@80/2009/08.25.19.43/doc/RTC-07.pdf
-urlkey *
-"""
-
-EXAMPLE_7_3 = ID + f"""
-contenttype.translation(en) Data
-contenttype.translation(pt) Data
-ibi {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23 ibip 8JMKD3MGP8W/35MME4E}}
-ibi.translation(en) {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23}}
-ibi.translation(pt) {{rep sid.inpe.br/mtc-m18@80/2009/08.25.19.43}}
-state.translation(en) Original
-state.translation(pt) Original
-timestamp.translation(en) 2009-07-21T13:23:45Z
-timestamp.translation(pt) 2011-09-22T14:45:11Z
-url.translation(en) {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23/doc/CCSDS%20643.0-B-1.pdf
-url.translation(pt) {COL}/sid.inpe.br/mtc-m18@80/2009/08.25.19.43/doc/RTC-07.pdf
-urlkey *
-"""
-
-EXAMPLE_8_1 = ID + f"""
-contenttype Data
-ibi {{rep sid.inpe.br/mtc-m18@80/2009/07.21.14.43 ibip 8JMKD3MGP8W/35MMLL8}}
-state Original
-timestamp 2009-07-21T14:43:31Z
-url {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.14.43/doc/CCSDS%20650.0-B-1.pdf
-urlkey *
-"""
-
-EXAMPLE_8_2_FIRST = ID + """
-ibi {rep sid.inpe.br/mtc-m18@80/2009/07.21.14.43 ibip 8JMKD3MGP8W/35MMLL8}
-ibi.nextedition {rep sid.inpe.br/mtc-m18/2012/07.12.18.08}
-"""
-
-EXAMPLE_8_2_SECOND = ID + f"""
-contenttype.lastedition.metadata(oai_dc) Metadata
-ibi {{rep sid.inpe.br/mtc-m18/2012/07.12.18.08 ibip 8JMKD3MGP8W/3C9EP6P}}
-ibi.lastedition.metadata(oai_dc) {{rep sid.inpe.br/mtc-m18/2012/07.12.18.08.49}}
-state.lastedition.metadata(oai_dc) Original
-timestamp.lastedition.metadata(oai_dc) 2014-04-04T17:36:01Z
-url.lastedition.metadata(oai_dc) {COL}/sid.inpe.br/mtc-m18/2012/07.12.18.08.49/doc/oai_dc.xml
-urlkey *
-"""
-
-
-def expected(text: str) -> list[tuple[str, str]]:
-    return sorted(tuple(line.split(" ", 1)) for line in text.strip().splitlines() if line)
-
-
-def assert_answer(body: str, text: str) -> None:
-    """`body` is exactly the expected list (sorted, CRLF) but for a fresh, well-formed urlkey."""
-    got = pairs.parse(body)
-    assert body == pairs.render(got), "pairs must be sorted by name, one per CRLF line"
-    want = expected(text)
-    keys = [v for n, v in got if n == "urlkey"]
-    assert len(keys) == (1 if ("urlkey", "*") in want else 0)
-    assert all(URLKEY.fullmatch(k) for k in keys)
-    assert [(n, "*" if n == "urlkey" else v) for n, v in got] == want
-
 
 def test_example_7_2_montar_lista_de_url(collection):
     """Algorithm 2 over this Archive's whole relation subset, before any filtering."""

@@ -16,8 +16,8 @@ from archive_service import pairs, stats
 from archive_service.answers import Archive
 from archive_service.testing import wait_until
 from archive_service.web import create_app
-from conftest import ADDRESS, SAMPLE, SERVICE, Client
 from isolation import chown_tree, in_child, shared_tmp
+from support import ADDRESS, SAMPLE, SERVICE, Client
 
 RELATORIO = "8JMKD3MGP7W/3EPGUE5"
 RELATORIO_DIR = "sid.inpe.br/mtc-m19/2013/09.04.12.27.57"
@@ -57,6 +57,7 @@ def ack(client: Client, got: dict[str, str]) -> str:
 # --------------------------------------------------------------------- the collection
 
 
+@pytest.mark.process
 def test_an_unreadable_sidecar_skips_its_item_only(world):
     (world / "collection" / RELATORIO_DIR / "item.yaml").chmod(0o000)
 
@@ -81,6 +82,7 @@ def test_a_broken_sidecar_skips_its_item_only(collection, settings, text, caplog
     assert f"{RELATORIO_DIR}/item.yaml" in caplog.text
 
 
+@pytest.mark.process
 def test_an_unreadable_doc_directory_gives_no_url_and_a_404(world):
     doc = world / "collection" / OAIS_DIR / "doc"
 
@@ -174,6 +176,7 @@ def test_a_file_replaced_as_it_is_opened_is_served_whole_from_one_version(
 # ---------------------------------------------------------------------- the state dir
 
 
+@pytest.mark.process
 def test_a_state_dir_that_cannot_be_created_leaves_the_service_answering(world):
     (world / "state").write_text("a file where the state directory should be")
 
@@ -188,6 +191,7 @@ def test_a_state_dir_that_cannot_be_created_leaves_the_service_answering(world):
     assert any("ERROR" in line and "cannot record acknowledgment statistics" in line for line in log)
 
 
+@pytest.mark.process
 def test_a_state_dir_turned_read_only_keeps_the_answers_and_logs_once(world):
     state = world / "state"
 
@@ -212,6 +216,7 @@ def test_a_state_dir_turned_read_only_keeps_the_answers_and_logs_once(world):
     assert stats.Store(state).report()["total"] == 1
 
 
+@pytest.mark.process
 def test_a_full_state_dir_keeps_the_answers_and_recovers(world):
     """A file-size limit makes every write that grows a file fail (EFBIG), as a full disk
     would: the acknowledgment is still answered, and counting resumes once there is room."""

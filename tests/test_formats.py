@@ -22,6 +22,7 @@ def test_parse_accepts_the_grammar_and_rejects_the_rest():
             pairs.parse(bad)
 
 
+@pytest.mark.slow
 @given(st.lists(st.tuples(st.from_regex(r"[a-z][a-z.()_]{0,12}", fullmatch=True), st.text(max_size=20)),
                 max_size=8))
 def test_any_text_becomes_a_parseable_ascii_word(items):

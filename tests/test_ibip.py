@@ -195,6 +195,7 @@ def ibip_unencodable(address) -> bool:
     return False
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(address=st.one_of(ipv4, ipv6), port=ports, t=times)
 def test_encode_decode_round_trip(address, port, t):

@@ -20,6 +20,8 @@ from archive_service import pairs, testing
 from archive_service.store import Store, StoreCatalog, Writer
 from serve_process import Serve
 
+pytestmark = pytest.mark.process
+
 ITEMS = 2000
 
 
@@ -84,6 +86,7 @@ def index_file(collection: Path, state: Path) -> Path:
     return Store(collection, state).path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", DAMAGE)
 def test_a_damaged_index_is_rebuilt_by_the_next_start(generated, tmp_path, damage):
     collection, ibis = generated
@@ -119,6 +122,7 @@ def test_a_damaged_index_is_rebuilt_by_the_next_start(generated, tmp_path, damag
         conn.close()
 
 
+@pytest.mark.slow
 def test_a_running_service_recovers_from_an_index_damaged_under_it(generated, tmp_path):
     collection, ibis = generated
     state = tmp_path / "state"

@@ -9,7 +9,7 @@ import webtest
 
 from archive_service import settings as settingsmod
 from archive_service.web import create_app
-from conftest import SERVICE
+from support import SERVICE
 
 LICENSED = "sid.inpe.br/mtc-m19/2014/02.11.10.05"
 FILE = f"/col/{LICENSED}/doc/article.pdf"

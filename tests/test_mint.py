@@ -282,6 +282,8 @@ for _ in range(count):
 """
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_two_processes_never_mint_the_same_label(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     start = time.time() + 1.0  # both interpreters are up by then, so they really compete

@@ -15,7 +15,7 @@ from archive_service import index, pairs
 from archive_service.cli import main
 from archive_service.testing import wait_until
 from archive_service.web import create_app
-from conftest import SERVICE, Client
+from support import SERVICE, Client, settings_for
 
 ITEM = "iconet.com.br/banon/2009/09.09.22.01"  # LK47B6W/362SFKH, target @relatorio.pdf
 IBIP = "LK47B6W/362SFKH"
@@ -191,10 +191,9 @@ def test_check_reports_each_link_out_with_its_item_path_and_destination(collecti
 # ------------------------------------------------------------------------ the indexer
 
 
+@pytest.mark.process
 def test_the_indexer_neither_walks_nor_watches_through_a_doc_linked_to_a_big_tree(
         collection, tmp_path):
-    from test_store import settings_for
-
     big = tmp_path / "big"
     for i in range(400):
         (big / f"d{i:03}").mkdir(parents=True)

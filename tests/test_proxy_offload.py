@@ -14,23 +14,13 @@ import pytest
 import webtest
 
 from archive_service.web import create_app
+from fronts import (APACHE_MODULES, APACHE_VHOST, BACKEND, COLLECTION, NGINX_SITE, TARGET_FILE,
+                    check_front, needs_apache, needs_nginx, rewrite, serve_behind, start_apache,
+                    start_nginx)
 from serve_process import SERVICE, Serve, free_port
-from test_contrib import (APACHE_MODULES, APACHE_VHOST, BACKEND, COLLECTION, NGINX_SITE,
-                          TARGET_FILE, check_front, fronts, needs_apache, needs_nginx, public,
-                          rewrite, start_apache, start_nginx, write_config)
-
-__all__ = ["fronts", "public"]  # fixtures used here
 
 LICENSED = "sid.inpe.br/mtc-m19/2014/02.11.10.05"
 INSIDER, OUTSIDER = "127.0.0.3", "127.0.0.2"  # the proxy itself is 127.0.0.1
-
-
-def serve_behind(public: Path, tmp_path: Path, port: int, fronts: list, *args: str) -> Serve:
-    config = write_config(public, f"127.0.0.1:{port}")
-    serve = Serve(tmp_path, "--archiveaddress", f"127.0.0.1:{port}", *args, config=config)
-    fronts.append(serve)
-    serve.wait_answering()
-    return serve
 
 
 def nginx_site(port: int, serve: Serve, public: Path) -> str:
@@ -54,6 +44,7 @@ def col_lines(log: str) -> list[tuple[str, str]]:
     return re.findall(r'"GET (/col/\S+) HTTP/1\.[01]" (\d+ \d+)', log)
 
 
+@pytest.mark.process
 @needs_nginx
 def test_nginx_sends_the_files_serve_chooses(public, tmp_path, fronts):
     port = free_port()
@@ -67,6 +58,7 @@ def test_nginx_sends_the_files_serve_chooses(public, tmp_path, fronts):
     assert status == 404
 
 
+@pytest.mark.process
 @needs_apache
 @pytest.mark.skipif(not (APACHE_MODULES / "mod_xsendfile.so").exists(),
                     reason="mod_xsendfile is not installed (Debian: libapache2-mod-xsendfile)")
@@ -82,6 +74,7 @@ def test_apache_sends_the_files_serve_chooses(public, tmp_path, fronts):
     assert sent and set(sent) == {"200 0"}, sent  # Apache sent the bytes
 
 
+@pytest.mark.process
 @needs_nginx
 def test_licensed_files_through_nginx(public, tmp_path, fronts):
     sidecar = public / "collection" / LICENSED / "item.yaml"

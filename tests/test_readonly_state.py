@@ -40,6 +40,8 @@ def read_only(tmp_path: Path):
         subprocess.run(["umount", "-l", str(directory)], check=False)
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_read_only_state_is_said_once_by_the_standby_worker(collection: Path, tmp_path,
                                                               read_only):
     state = tmp_path / "state"

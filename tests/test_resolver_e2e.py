@@ -25,8 +25,10 @@ import yaml
 from archive_service.resolver.registry import Registry
 from resolver_support import (BANON, COPY_ONLY, DELETED, DOUBLE, E4E, KEY_A, KEY_B, LL8,
                               NEXT_EDITION, NEXT_METADATA, PLATFORM, RESOLVER_IBI, ROOT,
-                              SERVICE_A, SERVICE_B, Process, build_collections, free_port,
-                              http_get, received, wait_until)
+                              SERVICE_A, SERVICE_B, build_collections, received)
+from serve_process import Process, free_port, http_get, wait_until
+
+pytestmark = pytest.mark.process
 
 URLKEY = re.compile(r"[0-9]{10,}(?:-[0-9]{10,})?")  # Table 5.1
 EXAMPLE_6_8_LANGUAGES = "pt-BR,fr;q=0.8,en;q=0.5,pt;q=0.3"

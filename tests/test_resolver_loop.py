@@ -9,8 +9,8 @@ import time
 import pytest
 
 from archive_service.resolver.registry import Registry
-from resolver_support import (KEY_A, RESOLVER_IBI, SERVICE_A, Process, free_port, http_get,
-                              service_call)
+from resolver_support import KEY_A, RESOLVER_IBI, SERVICE_A, service_call
+from serve_process import Process, free_port, http_get
 
 TIMEOUT = 3  # the resolver's --timeout: what the loop cost before
 
@@ -39,6 +39,7 @@ def inclusion(address: str) -> dict[str, str]:
             "registrationkey": KEY_A}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("spelling", ["127.0.0.1:{port}", "localhost:{port}",
                                       "LocalHost.:{port}", "[::1]:{port}",
                                       "resolver.example.org", "RESOLVER.example.org:80"])
@@ -52,6 +53,7 @@ def test_an_inclusion_at_the_resolvers_own_address_is_refused(running, spelling)
     assert not any(r.included for r in registry.records())
 
 
+@pytest.mark.process
 def test_a_looping_registration_answers_at_once(running):
     url, port, registry, resolver = running
     with registry._db() as db:  # as an older resolver would have let it in
@@ -78,6 +80,7 @@ def test_a_looping_registration_answers_at_once(running):
     ("unix:/run/resolver.sock", "resolver.example.org", "resolver.example.org", True),
     ("unix:/run/resolver.sock", "resolver.example.org", "archive.example.org", False),
 ])
+@pytest.mark.process
 def test_own_address_spellings(bind, public, archiveaddress, own):
     from archive_service.resolver.archives import OwnAddress
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import time
 
-from resolver_support import Process, free_port, http_get
-from test_serve_slow_clients import Dribbler
+import pytest
+
+from serve_process import Dribbler, Process, free_port, http_get
+
+pytestmark = pytest.mark.process
 
 
 def test_slow_clients_are_dropped_and_the_resolver_answers_again(tmp_path):

@@ -11,6 +11,8 @@ import pytest
 from archive_service import pairs
 from serve_process import SAMPLE, SERVICE, Serve
 
+pytestmark = pytest.mark.process
+
 TARGET_IBI = "8JMKD3MGP7W/3EPGUE5"
 QUERY = (f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
          f"&parsedibiurl.ibi={TARGET_IBI}")

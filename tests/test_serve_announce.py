@@ -12,6 +12,8 @@ import pytest
 from resolver_double import ResolverDouble
 from serve_process import SAMPLE, SERVICE, Serve, free_port
 
+pytestmark = pytest.mark.process
+
 KEY = "5550001234-9990004321"
 ANNOUNCING = ("--archiveip", "127.0.0.1", "--archiveadmemailaddress", "admin@example.org",
               "--exclusion-timeout", "2")
@@ -97,6 +99,7 @@ def test_sigint_also_leaves(resolver, serving):
     ("fail 1000", "HTTP 503"),
     ("garbage", "not a list of pairs"),
 ])
+@pytest.mark.slow
 def test_a_missing_or_wrong_resolver_never_holds_the_archive(resolver, serving, mode, complaint):
     if mode == "down":
         url = f"http://127.0.0.1:{free_port()}/J8LNKB5R7W/3FUQHC5"  # nobody listens there
@@ -130,6 +133,7 @@ def test_a_resolver_that_does_not_answer_is_left_after_exclusion_timeout(resolve
     assert_key_never_logged(serve)
 
 
+@pytest.mark.slow
 def test_sighup_re_announces_only_when_the_pairs_change(tmp_path, resolver, serving):
     config = tmp_path / "archive-service.yaml"
 

@@ -20,8 +20,10 @@ from urllib.parse import urlencode
 import pytest
 
 from archive_service import limits, pairs
-from conftest import ROOT, SAMPLE, SERVICE
 from serve_process import Serve
+from support import ROOT, SAMPLE, SERVICE
+
+pytestmark = pytest.mark.process
 
 BIG_DIR = "iconet.com.br/banon/2009/09.09.22.01"
 BIG = 32 * 1024 * 1024  # more than loopback socket buffers hold: the worker is still sending

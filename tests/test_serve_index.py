@@ -5,7 +5,6 @@ index it finds while its walk runs."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,35 +13,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlencode
 
+import pytest
+
 from archive_service.store import Store
 from archive_service.testing import wait_until
-from conftest import SERVICE, free_port
-from test_store import pairs_of
+from serve_process import Serve, children, cmdline, state_of
+from support import SERVICE, pairs_of
+
+pytestmark = pytest.mark.process
 
 LATENCY = 1.0
 REP = "iconet.com.br/banon/2009/09.09.22.01"
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            if int(stat.rsplit(b")", 1)[1].split()[1]) == pid:
-                found.append(int(name))
-    return found
-
-
-def cmdline(pid: int) -> list[bytes]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().split(b"\0")
-    except OSError:
-        return []
 
 
 def writes(pid: int) -> int:
@@ -53,19 +34,15 @@ def writes(pid: int) -> int:
 
 
 class Serving:
-    """`archive-service serve` on a loopback port, 2 workers, logging into serve.log."""
+    """`archive-service serve` on a loopback port, 2 workers."""
 
     def __init__(self, collection: Path, tmp_path: Path):
-        port = free_port()
-        self.log_path = tmp_path / "serve.log"
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "archive_service.cli", "serve", "--collection",
-             str(collection), "--state-dir", str(tmp_path / "state"), "--archiveaddress",
-             "archive.example.org", "--archiveserviceibi", SERVICE, "--resolver", "none",
-             "--bind", f"127.0.0.1:{port}", "--workers", "2"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        self.url = f"http://127.0.0.1:{port}/{SERVICE}?" + urlencode({
+        self.serve = Serve(tmp_path, "--collection", str(collection), "--state-dir",
+                           str(tmp_path / "state"), "--archiveaddress", "archive.example.org",
+                           "--archiveserviceibi", SERVICE, "--resolver", "none", "--workers", "2",
+                           config=None)
+        self.proc, self.log_path = self.serve.process, self.serve.log_path
+        self.url = f"http://{self.serve.address}/{SERVICE}?" + urlencode({
             "servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
             "parsedibiurl.ibi": REP})
 
@@ -83,10 +60,7 @@ class Serving:
         assert wait_until(answered, timeout=60, interval=0.1), self.log_path.read_text()
 
     def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=60)
-        self.log.close()
-        return self.proc.returncode
+        return self.serve.stop(timeout=60)
 
 
 def test_both_workers_answer_a_changed_sidecar_within_a_second(collection: Path,
@@ -128,14 +102,6 @@ def test_both_workers_answer_a_changed_sidecar_within_a_second(collection: Path,
     # The indexer goes with the service.
     assert wait_until(lambda: not any(os.path.exists(f"/proc/{p}") and b"--watch" in cmdline(p)
                                       for p in indexers), timeout=10)
-
-
-def state_of(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0].decode()
-    except OSError:
-        return "gone"
 
 
 def test_a_restart_answers_from_the_index_and_leaves_no_zombie(collection: Path,

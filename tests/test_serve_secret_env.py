@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from resolver_double import ResolverDouble
-from serve_process import SAMPLE, SERVICE, Serve
-from test_serve_index import children, cmdline
+from serve_process import SAMPLE, SERVICE, Serve, children, cmdline
+
+pytestmark = pytest.mark.process
 
 KEY = "5550001234-9990004321"
 VARIABLE = b"ARCHIVE_SERVICE_REGISTRATIONKEY"

@@ -7,13 +7,16 @@ from __future__ import annotations
 import os
 import re
 import socket
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from archive_service.testing import wait_until
-from serve_process import SERVICE, Serve
+from serve_process import SERVICE, Dribbler, Serve
+
+pytestmark = pytest.mark.process
 
 ITEM_DIR = "iconet.com.br/banon/2009/09.09.22.01"
 LATENCY = 1.0  # what a normal request may take while slow clients are connected
@@ -49,6 +52,7 @@ def slow_download(address: str, path: str, rate: float) -> tuple[bytes, bytes, f
     return head, body, seconds
 
 
+@pytest.mark.slow
 def test_a_download_longer_than_the_timeout_completes_and_is_logged_whole(collection, tmp_path):
     size = 24 * 1024 * 1024  # at 6 MB/s: 4 s, four times the timeout below
     content = os.urandom(size)
@@ -104,29 +108,7 @@ def normal_latency(service: Serve) -> float:
     return time.monotonic() - start
 
 
-class Dribbler(threading.Thread):
-    """A slowloris client: it sends a request line and then one header byte every 0.2 s,
-    never ending its headers; `closed_after` is when the server dropped it."""
-
-    def __init__(self, address: str):
-        super().__init__(daemon=True)
-        host, port = address.split(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=5)
-        self.sock.sendall(f"GET /{SERVICE} HTTP/1.1\r\nHost: {address}\r\nX-A: ".encode())
-        self.opened = time.monotonic()
-        self.closed_after: float | None = None
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        try:
-            while not self.stop.wait(0.2):
-                self.sock.sendall(b"a")
-        except OSError:
-            self.closed_after = time.monotonic() - self.opened
-        finally:
-            self.sock.close()
-
-
+@pytest.mark.slow
 def test_slow_and_idle_clients_neither_stop_the_service_nor_stay(collection, tmp_path):
     service = serve(collection, tmp_path, "--client-timeout", "2")
     host, port = service.address.split(":")

@@ -9,7 +9,7 @@ import pytest
 
 from archive_service import pairs
 from archive_service.web import create_app
-from conftest import ADDRESS, SERVICE, Client
+from support import ADDRESS, SERVICE, Client
 
 
 def answer(response) -> dict[str, str]:

@@ -7,7 +7,7 @@ import glob
 import logging
 
 from archive_service import pairs
-from conftest import SERVICE, Client
+from support import SERVICE, Client
 
 QUERY = "servicesubject=urlRequest&clientinformation.ipaddress=150.163.2.174&parsedibiurl.ibi="
 

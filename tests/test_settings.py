@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from archive_service import settings
-from archive_service.cli import build_parser
+from archive_service.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,21 +69,30 @@ def test_missing_config_file_is_one_line(tmp_path):
         settings.load(str(tmp_path / "absent.yaml"), {}, {})
 
 
-def test_secrets_are_redacted_and_not_shown_as_defaults():
-    config = settings.load(None, {"registrationkey": "1234567890-1234567890"}, {})
+def test_secrets_are_redacted_and_not_shown_in_help(tmp_path, monkeypatch, capsys):
+    key = "1234567890-1234567890"
+    config = settings.load(None, {"registrationkey": key}, {})
     assert config.redacted()["registrationkey"] == "<secret>"
-    assert "1234567890" not in build_parser().format_help()
+    # The key where an admin keeps it (the environment, the config file) when asking for help.
+    monkeypatch.setenv("ARCHIVE_SERVICE_REGISTRATIONKEY", key)
+    path = write(tmp_path, f"registrationkey: '{key}'\n")
+    with pytest.raises(SystemExit):
+        main(["serve", "--config", str(path), "--help"])
+    shown = capsys.readouterr().out
+    assert "--registrationkey" in shown  # the help that lists the key's option
+    assert key not in shown
 
 
-def test_state_dir_follows_systemd(tmp_path):
-    config = settings.load(None, {}, {})
-    assert config.state_dir
-    import os
-    os.environ["STATE_DIRECTORY"] = str(tmp_path)
-    try:
-        assert settings.default_state_dir() == str(tmp_path)
-    finally:
-        del os.environ["STATE_DIRECTORY"]
+def test_state_dir_follows_systemd(tmp_path, monkeypatch):
+    monkeypatch.delenv("STATE_DIRECTORY", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert settings.load(None, {}, {}).state_dir == str(tmp_path / "data" / "archive-service")
+    # systemd's StateDirectory= (the first, if it names several) comes before the data home…
+    monkeypatch.setenv("STATE_DIRECTORY", f"{tmp_path / 'systemd'}:{tmp_path / 'other'}")
+    assert settings.load(None, {}, {}).state_dir == str(tmp_path / "systemd")
+    # …and a state_dir the admin gives before both.
+    given = settings.load(None, {}, {"ARCHIVE_SERVICE_STATE_DIR": str(tmp_path / "given")})
+    assert given.state_dir == str(tmp_path / "given")
 
 
 def test_every_setting_is_documented_in_the_readme_and_in_help():

@@ -22,8 +22,8 @@ import pytest
 from archive_service import sidecar
 from archive_service.cli import main
 from archive_service.store import Store, StoreCatalog, Writer
-from conftest import ROOT
 from serve_process import Serve
+from support import ROOT
 
 BAD = "sid.inpe.br/mtc-m18/2020/01.02.03.04"
 SERVED = "iconet.com.br/banon/2009/09.09.22.01"
@@ -110,6 +110,7 @@ def test_a_1kb_nested_sidecar_is_a_problem_of_its_item(collection: Path, tmp_pat
     ("dc: {title: x}\n" + "# " + "x" * sidecar.MAX_BYTES + "\n",
      f"larger than {sidecar.MAX_BYTES} bytes"),
 ], ids=["nested-60kb", "nested-200kb", "billion-laughs", "many-aliases", "too-large"])
+@pytest.mark.process
 def test_check_and_index_survive_a_hostile_sidecar(collection: Path, tmp_path, text, bound):
     put(collection, text)
     code, out, rss, seconds = run_limited(["check", str(collection)])
@@ -142,6 +143,7 @@ def test_the_yaml_a_sidecar_may_hold_is_read_as_before(tmp_path):
     assert side.unknown_keys == ["x-notes", "x-unknown"]
 
 
+@pytest.mark.process
 def test_a_hostile_sidecar_takes_neither_the_master_nor_the_indexer_down(collection: Path,
                                                                          tmp_path):
     """A 60 KB nested sidecar at a cold start (walked by the early process, or the master),
@@ -192,6 +194,7 @@ def test_a_hostile_sidecar_takes_neither_the_master_nor_the_indexer_down(collect
         serve.kill()
 
 
+@pytest.mark.process
 def test_deposit_refuses_to_edit_a_hostile_sidecar(tmp_path):
     """`deposit --nextedition-of` and `delete` load the other item's sidecar to edit it."""
     path = tmp_path / "item.yaml"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from support import ROOT
 
 spec = importlib.util.spec_from_file_location("soak", ROOT / "bench" / "soak.py")
 soak = importlib.util.module_from_spec(spec)

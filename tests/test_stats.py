@@ -15,7 +15,7 @@ import pytest
 
 from archive_service import cli, pairs, stats
 from archive_service.web import create_app
-from conftest import SERVICE, Client
+from support import SERVICE, Client
 
 NOTICE = "notice {acknowledgment received}"
 RELATORIO = "8JMKD3MGP7W/3EPGUE5"  # sid.inpe.br/mtc-m19/2013/09.04.12.27.57
@@ -139,6 +139,7 @@ def _acknowledge_in_worker(settings, params_list, barrier) -> None:
         acknowledge(client, params)
 
 
+@pytest.mark.process
 def test_workers_count_concurrently_without_loss_or_double_counting(settings):
     """Four processes send the same 40 acknowledgments at once: 40 counted, 120 replays."""
     client = Client(create_app(settings), "")

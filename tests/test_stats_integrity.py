@@ -20,8 +20,8 @@ import pytest
 from archive_service import pairs, stats, urlkeys
 from archive_service.urlkeys import UrlKeys
 from archive_service.web import create_app
-from conftest import ADDRESS, SERVICE, Client
 from isolation import in_child
+from support import ADDRESS, SERVICE, Client
 
 NOTICE = "notice {acknowledgment received}"
 RELATORIO = "8JMKD3MGP7W/3EPGUE5"
@@ -291,6 +291,7 @@ def test_a_store_that_cannot_write_says_so_once_and_reports_it(tmp_path, caplog)
     assert "5 acknowledgments were not counted" in caplog.text
 
 
+@pytest.mark.process
 def test_a_full_state_disk_is_reported_by_the_app(settings, tmp_path):
     """A file-size limit makes every write that grows a file fail (EFBIG), as a full disk does."""
     client = Client(create_app(settings), "")

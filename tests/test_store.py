@@ -21,31 +21,12 @@ import webtest
 from archive_service import answers, index, settings, store
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
-from conftest import SAMPLE, SERVICE
+from serve_process import Process
+from support import SAMPLE, SERVICE, pairs_of, settings_for, url_request
 
 VERBS = ("", "GetLastEdition", "GetTranslation", "GetTranslation(pt-BR)", "GetTranslation(en)",
          "GetMetadata", "GetMetadata(oai_dc)", "GetFileList", "GetLastEdition GetMetadata(oai_dc)",
          "GetMetadata GetTranslation")
-
-
-def settings_for(collection: Path, state: Path, **more) -> dict:
-    return {"collection": str(collection), "archiveaddress": "archive.example.org",
-            "archiveserviceibi": SERVICE, "state_dir": str(state), **more}
-
-
-def url_request(app: webtest.TestApp, ibi: str, verbs: str = "", filepath: str = "") -> str:
-    query = {"servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
-             "parsedibiurl.ibi": ibi}
-    if verbs:
-        query["parsedibiurl.verblist"] = verbs
-    if filepath:
-        query["parsedibiurl.filepath"] = filepath
-    body = app.get("/" + SERVICE, params=query).text
-    return re.sub(r"urlkey [0-9-]+(\r\n)?", "", body)
-
-
-def pairs_of(body: str) -> dict[str, str]:
-    return dict(line.split(" ", 1) for line in body.split("\r\n") if line)
 
 
 def test_answers_equal_a_fresh_scan(collection: Path, tmp_path: Path) -> None:
@@ -251,10 +232,10 @@ def test_an_index_of_another_schema_is_rebuilt(collection: Path, tmp_path: Path)
     assert dump(st) == expected
 
 
+@pytest.mark.process
 def test_killed_mid_build_then_restarted_equals_a_clean_build(tmp_path: Path) -> None:
     make_collection(tmp_path / "col", 3000)
-    command = [sys.executable, "-m", "archive_service.cli", "index",
-               "--collection", str(tmp_path / "col"), "--state-dir", str(tmp_path / "state")]
+    command = ["index", "--collection", str(tmp_path / "col"), "--state-dir", str(tmp_path / "state")]
     st = store.Store(tmp_path / "col", tmp_path / "state")
 
     def committed() -> int:
@@ -269,17 +250,17 @@ def test_killed_mid_build_then_restarted_equals_a_clean_build(tmp_path: Path) ->
         except sqlite3.Error:
             return 0
 
-    build = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    build = Process(command, tmp_path / "index.log").start()
     try:
         assert wait_until(lambda: committed() > 0, timeout=60, interval=0.005)
-        build.send_signal(signal.SIGKILL)
+        build.proc.send_signal(signal.SIGKILL)
     finally:
-        build.wait()
-    assert build.returncode == -signal.SIGKILL
+        build.proc.wait()
+    assert build.proc.returncode == -signal.SIGKILL
     partial = committed()
     assert 0 < partial < 3000 and not st.is_complete()  # it really died in the middle
 
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert Process(command, tmp_path / "index.log").start().proc.wait() == 0, build.text()
     assert st.is_complete()
     assert dump(st) == dump(_clean_build(tmp_path / "col", tmp_path / "clean"))
 
@@ -312,6 +293,7 @@ def _query_on_a_full_disk(collection: Path, state: Path) -> subprocess.Completed
     return query
 
 
+@pytest.mark.process
 def test_an_index_that_cannot_be_written_is_served_as_it_is(collection: Path,
                                                            tmp_path: Path) -> None:
     st = _clean_build(collection, tmp_path / "state")
@@ -325,6 +307,7 @@ def test_an_index_that_cannot_be_written_is_served_as_it_is(collection: Path,
     assert "cannot bring the index" in query.stderr and "up to date" in query.stderr
 
 
+@pytest.mark.process
 def test_with_no_index_possible_the_collection_is_read_into_memory(collection: Path,
                                                                   tmp_path: Path) -> None:
     query = _query_on_a_full_disk(collection, tmp_path / "state")
@@ -332,6 +315,7 @@ def test_with_no_index_possible_the_collection_is_read_into_memory(collection: P
     assert "cannot write the index anywhere" in query.stderr
 
 
+@pytest.mark.process
 def test_index_command_reports_and_refreshes(collection: Path, tmp_path: Path) -> None:
     command = [sys.executable, "-m", "archive_service.cli", "index",
                "--collection", str(collection), "--state-dir", str(tmp_path / "state")]
@@ -369,6 +353,7 @@ def test_cover_keeps_outermost_scopes() -> None:
     assert store.cover(["a", ""]) == [""]
 
 
+@pytest.mark.process
 def test_a_first_build_walked_in_parallel_equals_one_walked_in_order(
         tmp_path: Path, monkeypatch, caplog) -> None:
     col = tmp_path / "col"
@@ -406,6 +391,7 @@ def _in_readers(monkeypatch, act) -> None:
     monkeypatch.setattr(store, "read_item", read_item)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("threaded", [False, True], ids=["forked", "new-pythons"])
 def test_a_first_build_read_by_other_processes_equals_one_read_here(
         tmp_path: Path, monkeypatch, threaded: bool) -> None:
@@ -427,6 +413,7 @@ def test_a_first_build_read_by_other_processes_equals_one_read_here(
     assert dump(parallel) == dump(serial)
 
 
+@pytest.mark.process
 def test_a_forked_reader_that_dies_leaves_its_items_to_the_build(
         tmp_path: Path, monkeypatch, caplog) -> None:
     col = tmp_path / "col"
@@ -440,6 +427,7 @@ def test_a_forked_reader_that_dies_leaves_its_items_to_the_build(
     assert dump(parallel) == dump(serial)
 
 
+@pytest.mark.process
 def test_forked_readers_leave_their_parents_signal_handlers_behind(
         tmp_path: Path, monkeypatch) -> None:
     col = tmp_path / "col"

@@ -111,6 +111,7 @@ def _secret_of(state: str, barrier, results) -> None:
     results.put(urlkeys.load_secret(state))
 
 
+@pytest.mark.process
 def test_workers_starting_together_agree_on_one_secret(tmp_path: Path):
     context = multiprocessing.get_context("fork")
     for attempt in range(5):
@@ -157,6 +158,7 @@ def test_root_creating_the_secret_gives_it_to_the_state_dirs_owner(tmp_path: Pat
     assert (secret.st_uid, secret.st_gid, stat.S_IMODE(secret.st_mode)) == (65534, 65534, 0o600)
 
 
+@pytest.mark.process
 def test_forked_workers_draw_different_nonces():
     keys = urlkeys.UrlKeys.ephemeral()
     keys.issue(["http://a/x"])  # the parent's pool of randomness is filled now

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -24,8 +25,8 @@ from archive_service import store, watch
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
 
-from test_serve_index import state_of
-from test_store import pairs_of, settings_for, url_request
+from serve_process import Process, state_of
+from support import pairs_of, settings_for, url_request
 
 LATENCY = 1.0  # seconds from a change on disk to the answers that show it (the issue's bound)
 REP = "iconet.com.br/banon/2009/09.09.22.01"
@@ -84,6 +85,8 @@ CHANGES = {
 }
 
 
+@pytest.mark.process
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", CHANGES)
 def test_each_kind_of_change_is_answered_within_a_second(kind, live_app, collection) -> None:
     change, ibi, filepath, shows = CHANGES[kind]
@@ -92,6 +95,7 @@ def test_each_kind_of_change_is_answered_within_a_second(kind, live_app, collect
     assert seen_within(live_app, ibi, shows, filepath=filepath), kind
 
 
+@pytest.mark.process
 def test_an_ibip_item_appears_and_its_files_follow(live_app, collection) -> None:
     item = collection / "8JMKD3MGP8W" / "2222222"
     (item / "doc").mkdir(parents=True)
@@ -103,6 +107,7 @@ def test_an_ibip_item_appears_and_its_files_follow(live_app, collection) -> None
                        lambda p: p.get("url", "").endswith("/doc/index.html"))
 
 
+@pytest.mark.process
 def test_timestamp_follows_a_touched_file(live_app, collection) -> None:
     # The item's timestamp comes from its files' times (its sidecar gives none).
     item = collection / "sid.inpe.br/mtc-m18@80/2009/08.25.19.43"
@@ -117,6 +122,7 @@ def test_timestamp_follows_a_touched_file(live_app, collection) -> None:
                        lambda p: p.get("timestamp") == "2033-05-18T03:33:20Z")
 
 
+@pytest.mark.process
 def test_a_collection_swapped_in_place_is_watched_again(live_app, collection, tmp_path) -> None:
     # A deployment that rebuilds the collection beside it and swaps the directories.
     shutil.copytree(collection, tmp_path / "next")
@@ -128,6 +134,7 @@ def test_a_collection_swapped_in_place_is_watched_again(live_app, collection, tm
     assert seen_within(live_app, NEW, lambda p: "url" in p)
 
 
+@pytest.mark.process
 def test_a_replaced_indexer_follows_on(live_app, collection) -> None:
     live = live_app.app.extensions["archive_index"]
     first = live.follower.indexer_pid
@@ -156,6 +163,8 @@ class InThread:
         assert not self.thread.is_alive()
 
 
+@pytest.mark.process
+@pytest.mark.slow
 def test_a_burst_of_2000_new_items_ends_consistent_in_few_waves(tmp_path: Path) -> None:
     make_collection(tmp_path / "col", 50)
     make_collection(tmp_path / "incoming", 2000, start=50)
@@ -231,17 +240,35 @@ def test_too_few_inotify_watches_means_polling(collection: Path, tmp_path: Path,
     assert len(said) == 1 and "fs.inotify.max_user_watches is 10" in said[0]
 
 
-def test_an_overflow_rescans_everything(collection: Path, tmp_path: Path, caplog) -> None:
-    caplog.set_level(logging.INFO, "archive_service")
-    st = store.Store(collection, tmp_path / "state")
-    store.Writer(st).refresh()
-    with InThread(st):
-        assert wait_until(lambda: "watching" in st.meta().get("indexer", ""), timeout=30)
-        # What watchdog logs (and only logs) when the kernel's event queue overflowed.
-        logging.getLogger("watchdog.observers.inotify_c").warning(
-            "Inotify queue overflowed; filesystem events were lost")
-        assert wait_until(lambda: any(r.message.startswith("the inotify queue overflowed: ")
-                                      for r in caplog.records), timeout=5)
+@pytest.mark.process
+def test_an_overflow_rescans_everything(collection: Path, tmp_path: Path) -> None:
+    """A real overflow of the kernel's queue: the indexer process is stopped (SIGSTOP) while
+    more events than fs.inotify.max_queued_events arrive, then the item that came last (whose
+    events the kernel dropped) is found by the rescan the overflow asks for."""
+    indexer = Process(["index", "--watch", "--collection", str(collection),
+                       "--state-dir", str(tmp_path / "state")], tmp_path / "indexer.log").start()
+    try:
+        indexer.wait_log("watching ")
+        limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+        # Two files in turn: the kernel merges an event only into an identical last one.
+        files = [collection / REP / "doc" / name for name in ("reference.bib", "@relatorio.pdf")]
+        indexer.proc.send_signal(signal.SIGSTOP)
+        try:
+            for i in range(limit + 1000):
+                os.utime(files[i % 2])
+            _new_item(collection)
+        finally:
+            indexer.proc.send_signal(signal.SIGCONT)
+        indexer.wait_log("the inotify queue overflowed: ")
+        st = store.Store(collection, tmp_path / "state")
+        catalog = store.StoreCatalog(st)
+        try:
+            assert wait_until(lambda: catalog.item_at(NEW) is not None, timeout=10)
+        finally:
+            catalog.close()
+        indexer.check_running()
+    finally:
+        assert indexer.stop() == 0, indexer.text()
 
 
 def test_the_file_system_type_is_read_from_the_kernel(tmp_path: Path) -> None:
@@ -291,6 +318,7 @@ def write_lock_held(st: store.Store, seconds: float = 20) -> Iterator[None]:
             holder.kill()
 
 
+@pytest.mark.process
 def test_serve_answers_from_a_complete_index_while_its_early_walk_runs(
         collection: Path, tmp_path: Path, caplog, request) -> None:
     from archive_service import settings
@@ -326,6 +354,7 @@ def test_serve_answers_from_a_complete_index_while_its_early_walk_runs(
     again.catalog.close()
 
 
+@pytest.mark.process
 def test_serve_waits_for_its_early_walk_when_there_is_no_index_yet(collection: Path,
                                                                     tmp_path: Path) -> None:
     from archive_service import settings
@@ -342,6 +371,7 @@ def test_serve_waits_for_its_early_walk_when_there_is_no_index_yet(collection: P
     again.catalog.close()
 
 
+@pytest.mark.process
 def test_an_early_walk_stops_when_serve_does(collection: Path, tmp_path: Path) -> None:
     from archive_service import settings
 

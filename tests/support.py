@@ -1,0 +1,187 @@
+"""What the tests share besides fixtures: the sample's names, the WebTest `Client`, the seed's
+reference answers (Examples 7.2-8.2) and small readers of answers. Fixtures live in conftest.py;
+processes and servers in serve_process.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import webtest
+from werkzeug.exceptions import NotFound
+from werkzeug.middleware.dispatcher import DispatcherMiddleware
+
+from archive_service import pairs
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "sample_collection"
+SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
+PLATFORM = "dpi.inpe.br/banon/1998/08.02.08.56"
+ADDRESS = "mtc-m16c.sid.inpe.br"
+
+
+class Client:
+    """WebTest over the app, either at the root or mounted under a prefix through WSGI."""
+
+    def __init__(self, app, mount: str):
+        self.mount = mount
+        self.app = app
+        wsgi = DispatcherMiddleware(NotFound(), {mount: app}) if mount else app
+        self.test = webtest.TestApp(wsgi)
+
+    def path(self, path: str) -> str:
+        return self.mount + path
+
+    def service(self, status=200, **params):
+        return self.test.get(self.path("/" + SERVICE), params=params, status=status)
+
+    def url_request(self, ibi: str, status=200, ip="150.163.2.175", **extra):
+        params = {"servicesubject": "urlRequest", "clientinformation.ipaddress": ip,
+                  "parsedibiurl.ibi": ibi}
+        params.update({f"parsedibiurl.{k}": v for k, v in extra.items()})
+        return self.test.get(self.path("/" + SERVICE), params=params, status=status)
+
+    def get(self, path: str, **kwargs):
+        return self.test.get(self.path(path), **kwargs)
+
+    def get_url(self, url: str, **kwargs):
+        """GET an absolute URL the Archive handed out (its host is archiveaddress)."""
+        prefix = f"http://{ADDRESS}"
+        assert url.startswith(prefix + self.mount), url
+        return self.test.get(url[len(prefix):], **kwargs)
+
+
+def settings_for(collection: Path, state: Path, **more) -> dict:
+    return {"collection": str(collection), "archiveaddress": "archive.example.org",
+            "archiveserviceibi": SERVICE, "state_dir": str(state), **more}
+
+
+def url_request(app: webtest.TestApp, ibi: str, verbs: str = "", filepath: str = "") -> str:
+    """urlRequest's answer from `app`, its urlkey left out (fresh on every answer)."""
+    query = {"servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
+             "parsedibiurl.ibi": ibi}
+    if verbs:
+        query["parsedibiurl.verblist"] = verbs
+    if filepath:
+        query["parsedibiurl.filepath"] = filepath
+    body = app.get("/" + SERVICE, params=query).text
+    return re.sub(r"urlkey [0-9-]+(\r\n)?", "", body)
+
+
+def pairs_of(body: str) -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in body.split("\r\n") if line)
+
+
+# ------------------------------------------------ the seed's reference answers, pair for pair
+
+COL = f"http://{ADDRESS}/col"
+URLKEY = re.compile(r"[0-9]{10,}-[0-9]{10,}")
+
+ID = f"""
+archiveaddress {ADDRESS}
+ibi.archiveservice {{rep {SERVICE}}}
+ibi.platformsoftware {{rep {PLATFORM}}}
+"""
+
+EXAMPLE_7_2 = ID + f"""
+contenttype Data
+contenttype.lastedition Data
+contenttype.lastedition.metadata Metadata
+contenttype.lastedition.metadata(oai_dc) Metadata
+contenttype.metadata Metadata
+contenttype.metadata(oai_dc) Metadata
+contenttype.metadata.translation Metadata
+contenttype.translation(en) Data
+contenttype.translation(pt) Data
+ibi {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23 ibip 8JMKD3MGP8W/35MME4E}}
+ibi.lastedition {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23 ibip 8JMKD3MGP8W/35MME4E}}
+ibi.lastedition.metadata {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47}}
+ibi.lastedition.metadata(oai_dc) {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47}}
+ibi.metadata {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47}}
+ibi.metadata(oai_dc) {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47}}
+ibi.metadata.translation {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47}}
+ibi.translation(en) {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23}}
+ibi.translation(pt) {{rep sid.inpe.br/mtc-m18@80/2009/08.25.19.43}}
+state Original
+state.lastedition Original
+state.lastedition.metadata Original
+state.lastedition.metadata(oai_dc) Original
+state.metadata Original
+state.metadata(oai_dc) Original
+state.metadata.translation Original
+state.translation(en) Original
+state.translation(pt) Original
+timestamp 2009-07-21T13:23:45Z
+timestamp.lastedition 2009-07-21T13:23:45Z
+timestamp.lastedition.metadata 2014-04-04T17:39:54Z
+timestamp.lastedition.metadata(oai_dc) 2014-04-04T17:39:54Z
+timestamp.metadata 2014-04-04T17:39:54Z
+timestamp.metadata(oai_dc) 2014-04-04T17:39:54Z
+timestamp.metadata.translation 2014-04-04T17:39:54Z
+timestamp.translation(en) 2009-07-21T13:23:45Z
+timestamp.translation(pt) 2011-09-22T14:45:11Z
+url {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23/doc/CCSDS%20643.0-B-1.pdf
+url.lastedition {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23/doc/CCSDS%20643.0-B-1.pdf
+url.lastedition.metadata {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47/doc/metadata.html
+url.lastedition.metadata(oai_dc) {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47/doc/oai_dc.xml
+url.metadata {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47/doc/metadata.html
+url.metadata(oai_dc) {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47/doc/oai_dc.xml
+url.metadata.translation {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47/doc/metadata.html
+url.translation(en) {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23/doc/CCSDS%20643.0-B-1.pdf
+url.translation(pt) {COL}/sid.inpe.br/mtc-m18@80/2009/08.25.19.43/doc/RTC-07.pdf
+urlkey *
+"""
+
+EXAMPLE_7_3 = ID + f"""
+contenttype.translation(en) Data
+contenttype.translation(pt) Data
+ibi {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23 ibip 8JMKD3MGP8W/35MME4E}}
+ibi.translation(en) {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23}}
+ibi.translation(pt) {{rep sid.inpe.br/mtc-m18@80/2009/08.25.19.43}}
+state.translation(en) Original
+state.translation(pt) Original
+timestamp.translation(en) 2009-07-21T13:23:45Z
+timestamp.translation(pt) 2011-09-22T14:45:11Z
+url.translation(en) {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23/doc/CCSDS%20643.0-B-1.pdf
+url.translation(pt) {COL}/sid.inpe.br/mtc-m18@80/2009/08.25.19.43/doc/RTC-07.pdf
+urlkey *
+"""
+
+EXAMPLE_8_1 = ID + f"""
+contenttype Data
+ibi {{rep sid.inpe.br/mtc-m18@80/2009/07.21.14.43 ibip 8JMKD3MGP8W/35MMLL8}}
+state Original
+timestamp 2009-07-21T14:43:31Z
+url {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.14.43/doc/CCSDS%20650.0-B-1.pdf
+urlkey *
+"""
+
+EXAMPLE_8_2_FIRST = ID + """
+ibi {rep sid.inpe.br/mtc-m18@80/2009/07.21.14.43 ibip 8JMKD3MGP8W/35MMLL8}
+ibi.nextedition {rep sid.inpe.br/mtc-m18/2012/07.12.18.08}
+"""
+
+EXAMPLE_8_2_SECOND = ID + f"""
+contenttype.lastedition.metadata(oai_dc) Metadata
+ibi {{rep sid.inpe.br/mtc-m18/2012/07.12.18.08 ibip 8JMKD3MGP8W/3C9EP6P}}
+ibi.lastedition.metadata(oai_dc) {{rep sid.inpe.br/mtc-m18/2012/07.12.18.08.49}}
+state.lastedition.metadata(oai_dc) Original
+timestamp.lastedition.metadata(oai_dc) 2014-04-04T17:36:01Z
+url.lastedition.metadata(oai_dc) {COL}/sid.inpe.br/mtc-m18/2012/07.12.18.08.49/doc/oai_dc.xml
+urlkey *
+"""
+
+
+def expected(text: str) -> list[tuple[str, str]]:
+    return sorted(tuple(line.split(" ", 1)) for line in text.strip().splitlines() if line)
+
+
+def assert_answer(body: str, text: str) -> None:
+    """`body` is exactly the expected list (sorted, CRLF) but for a fresh, well-formed urlkey."""
+    got = pairs.parse(body)
+    assert body == pairs.render(got), "pairs must be sorted by name, one per CRLF line"
+    want = expected(text)
+    keys = [v for n, v in got if n == "urlkey"]
+    assert len(keys) == (1 if ("urlkey", "*") in want else 0)
+    assert all(URLKEY.fullmatch(k) for k in keys)
+    assert [(n, "*" if n == "urlkey" else v) for n, v in got] == want
