@@ -1329,12 +1329,11 @@ def _reading(on_damage=None, *, snapshot: bool = False):
 
 
 def _later(key: tuple, than: tuple) -> bool:
-    """Whether the state `key` follows `than`: a later generation of the same file, or
-    another file (readers only move on to a rebuilt file)."""
-    if key[0] != than[0]:
-        return True
+    """Whether the state `key` follows `than`, unless it is an earlier generation of the
+    same file (readers only move on to a rebuilt file; a file that reuses the inode of
+    the one it replaced starts from a random generation, far from its)."""
     try:
-        return int(key[1]) > int(than[1])
+        return key[0] != than[0] or not 0 < int(than[1]) - int(key[1]) < 2 ** 32
     except ValueError:
         return True
 

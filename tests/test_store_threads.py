@@ -198,3 +198,31 @@ def test_concurrent_eviction_of_kept_answers_raises_nothing(generated, monkeypat
     finally:
         sys.setswitchinterval(interval)
     assert len(request(catalog, catalog.answer_cache)) <= archive.ANSWERS
+
+
+def test_a_rebuilt_index_is_not_read_from_the_cache_of_the_file_it_replaced(
+        tmp_path: Path, monkeypatch) -> None:
+    # Both files at the same generation: only which file it is tells their caches apart.
+    monkeypatch.setattr(store.secrets, "randbits", lambda bits: 7)
+    made = make_collection(tmp_path / "col", 16)
+    catalog = create_app(settings_for(tmp_path / "col", tmp_path / "state")).extensions[
+        "archive"].catalog
+    target = made[5]
+    writer = store.Writer(catalog.store)
+
+    def read() -> str:
+        return request(catalog, lambda: catalog.lookup(target.rep).state)
+
+    before = in_threads(lambda i: read(), 2)
+    try:
+        assert catalog.store.meta()["generation"] == "8"
+        assert before[0] == [before[0][0]] * 2 and before[0][0] != "Deleted"
+        sidecar = Path(catalog.root) / target.directory / "item.yaml"
+        sidecar.write_text(sidecar.read_text() + "state: Deleted\n")
+        writer.rebuild("damaged, say")
+        assert read() == "Deleted"
+        after, finish = in_threads(lambda i: read(), 2)
+        finish()
+        assert after == ["Deleted", "Deleted"]
+    finally:
+        before[1]()
