@@ -318,8 +318,12 @@ class Archive:
         self.service_item = service_item(ibimod.parse(archiveserviceibi), self.service)
         self._service_keys = frozenset(self.service_item.keys())
         self._trace = threading.local()  # what an answer being built read from disk and client
+        # The threads of a worker share the kept answers: one at a time evicts and adds
+        # (two evicting at once would both pick the same oldest key).
+        self._keeping = threading.Lock()
 
-    # Rendered answers kept per worker (1-3 KB each) while the index does not change.
+    # Rendered answers kept per worker, whatever its threads (1-3 KB each), while the index
+    # does not change.
     ANSWERS = 4096
 
     # A kept answer's files are stat'ed again when it was last checked this many seconds ago
@@ -590,12 +594,13 @@ class Archive:
             request = parse_url_request(query)
             found, by_client = self._render(request, links)
             cache = self.catalog.answer_cache()  # building may have moved to a newer index
-            while len(cache) >= self.ANSWERS:
-                del cache[next(iter(cache))]  # the oldest: dicts keep insertion order
-            if by_client:
-                cache[key] = _BY_CLIENT
-                key += (str(request.client_ips[0]),)
-            cache[key] = [found, now]
+            with self._keeping:
+                while len(cache) >= self.ANSWERS:
+                    del cache[next(iter(cache))]  # the oldest: dicts keep insertion order
+                if by_client:
+                    cache[key] = _BY_CLIENT
+                    key += (str(request.client_ips[0]),)
+                cache[key] = [found, now]
         return found.body(self.urlkeys or process_urlkeys())
 
     def _render(self, request: UrlRequest, links: Links) -> tuple[Rendered, bool]:

@@ -28,6 +28,7 @@ import mmap
 import os
 import pickle
 import re
+import secrets
 import select
 import shutil
 import signal
@@ -88,6 +89,19 @@ CREATE TABLE refs (ref TEXT NOT NULL, sortkey TEXT NOT NULL, PRIMARY KEY (ref, s
 -- How many items hold or declare each language: the Archive's relation set (§7.2).
 CREATE TABLE langs (lang TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 """
+
+
+# Each committing transaction of a writer moves the index to its next generation, a number the
+# readers read inside their snapshot: the key of the caches the threads of a worker share
+# (PRAGMA data_version cannot be: each connection counts its own). A new index file starts
+# from a random one, so two files never share a generation.
+_NEXT_GENERATION = ("INSERT INTO meta VALUES ('generation', ?) ON CONFLICT (key) "
+                    "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+
+def next_generation(conn: sqlite3.Connection) -> None:
+    """In a write transaction: its commit makes the index's next generation."""
+    conn.execute(_NEXT_GENERATION, (str(secrets.randbits(62)),))
 
 
 def sortkey(directory: str) -> str:
@@ -698,6 +712,11 @@ class Writer:
         except sqlite3.OperationalError:
             meta = {}
         if meta.get("schema") == SCHEMA and meta.get("collection") == self.store.real_root:
+            if "generation" not in meta:  # written by an earlier version: readers need one
+                conn.execute("BEGIN IMMEDIATE")
+                next_generation(conn)
+                conn.execute("COMMIT")
+                self.store.note_change()
             return meta.get("complete") != "1"
         if meta:
             log.info("rebuilding the index %s (made by another version)", self.store.path)
@@ -710,6 +729,7 @@ class Writer:
                 conn.execute(statement)
         conn.executemany("INSERT INTO meta VALUES (?, ?)", [
             ("schema", SCHEMA), ("collection", self.store.real_root), ("complete", "0")])
+        next_generation(conn)
         conn.execute("COMMIT")
         self.store.note_change()
         return True
@@ -1181,6 +1201,7 @@ class _Batch:
         if any(n < 0 for n in self.langs.values()):
             conn.execute("DELETE FROM langs WHERE n <= 0")
         self.items, self.keys, self.refs, self.langs = [], [], [], {}
+        next_generation(conn)
         conn.execute("COMMIT")
         self.store.note_change()
 
@@ -1195,14 +1216,42 @@ def _storable(text: str) -> bool:
     return text.isascii() and "\x00" not in text
 
 
-class _Reader:
-    """One process's and thread's connection, and what it has read at one data version."""
+class _Generation:
+    """What was read from one state of the index (one file at one generation), shared by the
+    threads of a process whose snapshots read that state. Its dicts are only read and written
+    one key at a time (atomic under the GIL): threads that miss the same key at once both read
+    it, from the same state, and one of the equal results stays."""
 
-    # Decoded items kept per worker (about 2 KB each): a full answer reads about 12, and a
-    # busy Archive answers for thousands of items in turn (bench: 1,000 answers ≈ 12,000).
+    def __init__(self, key: tuple):
+        self.key = key
+        self.answers: dict = {}
+        self.forget_items()
+
+    def forget_items(self) -> None:
+        # New dicts, not cleared ones: a thread still reading the old ones is not disturbed.
+        self.items: dict[str, Item | None] = {}
+        self.rows: dict[str, tuple[str, str] | None] = {}
+        self.served: dict[str, bool] = {}
+        self.found: dict[str, str | None] = {}
+        self.summary: tuple[set[str], bool] | None = None
+        self.count: int | None = None
+
+    def oversized(self, limit: int) -> bool:
+        return max(len(self.items), len(self.rows), len(self.served), len(self.found)) > limit
+
+
+_UNKNOWN = object()
+
+
+class _Reader:
+    """One process's and thread's connection, and which state of the index it last read."""
+
+    # Decoded items kept per worker, whatever its threads (about 2 KB each): a full answer
+    # reads about 12, and a busy Archive answers for thousands of items in turn (bench: 1,000
+    # answers ≈ 12,000).
     CACHE = 16384
 
-    # Without news from the changes counter, data_version is still read this often (a
+    # Without news from the changes counter, the generation is still read this often (a
     # writer killed between its commit and the counter, a counter that cannot be written).
     READ_EVERY = 1.0
 
@@ -1212,61 +1261,61 @@ class _Reader:
         self.inode = store.inode()  # a rebuilt index is another file at the same path
         self.conn = store.connect(readonly=True)
         self.changes = store.map_changes()
-        self.seen = b""  # the counter when data_version was last read
+        self.seen = b""  # the counter when the generation was last read
         self.read_at = 0.0
-        self.version = -1
+        self.key: tuple | None = None  # the state of the index last read (see state())
+        self.gen: _Generation | None = None  # its cache, during a request
+        self.private: _Generation | None = None  # see state()
+        self.visiting: set[str] = set()  # the items _served is deciding in this thread
         self.in_request = False  # between begin() and end()
         self.snapshot = False  # a read transaction is open
-        self.clear()
 
-    def clear(self) -> None:
-        self.answers: dict = {}
-        self.forget_items()
+    def state(self) -> tuple:
+        """The key of the index's state this connection reads now: its file and generation.
+        An index no writer of this version has committed to yet has no generation: then
+        this connection's own data_version, and a cache of its own."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        if row is not None:
+            return (self.inode, row[0])
+        return (self.inode, None, id(self),
+                self.conn.execute("PRAGMA data_version").fetchone()[0])
 
-    def forget_items(self) -> None:
-        self.items: dict[str, Item | None] = {}
-        self.rows: dict[str, tuple[str, str] | None] = {}
-        self.served: dict[str, bool] = {}
-        self.found: dict[str, str | None] = {}
-        self.summary: tuple[set[str], bool] | None = None
-        self.count: int | None = None
-
-    def check(self, *, sure: bool = False) -> None:
-        """Forget what was read if the indexer committed since (PRAGMA data_version, read
-        when the changes counter moved, or `sure`, or every READ_EVERY seconds)."""
+    def check(self) -> None:
+        """Read the state of the index again if the indexer committed since (the changes
+        counter moved) or every READ_EVERY seconds."""
         if self.changes is not None:
             seen, now = self.changes[:8], time.monotonic()
-            if not sure and seen == self.seen and now - self.read_at < self.READ_EVERY:
+            if self.key is not None and seen == self.seen and now - self.read_at < self.READ_EVERY:
                 return
-            # Noted before data_version is read: a commit in between is seen next time.
+            # Noted before the generation is read: a commit in between is seen next time.
             self.seen, self.read_at = seen, now
         if not self.conn.in_transaction and self.store.inode() != self.inode:
             self.conn.close()  # a damaged index was rebuilt: read the new file
             self.inode = self.store.inode()
             self.conn = self.store.connect(readonly=True)
-            self.version = -1
-        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
-        if version != self.version:
-            self.clear()
-            self.version = version
-        elif len(self.items) > self.CACHE or len(self.rows) > self.CACHE:
-            self.forget_items()
+        self.key = self.state()
 
     def start_snapshot(self) -> None:
         self.conn.execute("BEGIN")
-        self.conn.execute("SELECT 1 FROM meta LIMIT 1")  # the snapshot starts here
-        self.check(sure=True)
+        self.key = self.state()  # the snapshot starts here
         self.snapshot = True
 
 
-def _reading(on_damage=None):
+def _reading(on_damage=None, *, snapshot: bool = False):
     """A StoreCatalog method that reports a damaged index (see Store.report_damage) and drops
     this thread's connection, then raises (the request fails until the index is rebuilt) or,
-    given `on_damage`, returns on_damage(self, error)."""
+    given `on_damage`, returns on_damage(self, error). With `snapshot`, a call outside a
+    request is a request of its own: what it caches for other threads is of one state."""
     def wrap(method):
         @functools.wraps(method)
         def read(self, *args, **kwargs):
             try:
+                if snapshot and not self._in_request():
+                    self.begin()
+                    try:
+                        return method(self, *args, **kwargs)
+                    finally:
+                        self.end()
                 return method(self, *args, **kwargs)
             except sqlite3.DatabaseError as exc:
                 if not is_damage(exc):
@@ -1279,16 +1328,29 @@ def _reading(on_damage=None):
     return wrap
 
 
+def _later(key: tuple, than: tuple) -> bool:
+    """Whether the state `key` follows `than`, unless it is an earlier generation of the
+    same file (readers only move on to a rebuilt file; a file that reuses the inode of
+    the one it replaced starts from a random generation, far from its)."""
+    try:
+        return key[0] != than[0] or not 0 < int(than[1]) - int(key[1]) < 2 ** 32
+    except ValueError:
+        return True
+
+
 class StoreCatalog:
     """The `index.Catalog` interface answers.py uses, read from the store on demand.
 
     Look-ups between `begin()` and `end()` (one web request) read one snapshot, so an answer
-    never mixes two states of the index; outside them each call sees the latest commit."""
+    never mixes two states of the index; outside them each call sees the latest commit.
+    Each thread has its own connection; what they read is kept once per process, for the
+    current state of the index only (see _Generation)."""
 
     def __init__(self, store: Store):
         self.store = store
         self.root = store.root
         self._local = threading.local()
+        self._kept: _Generation | None = None  # the cache of the latest state read
 
     def _reader(self, check: bool = True) -> _Reader:
         reader = getattr(self._local, "reader", None)
@@ -1298,22 +1360,44 @@ class StoreCatalog:
                 # the parent's alone (not even closed, which would act on the parent's files).
                 _INHERITED.append(reader)
             reader = self._local.reader = _Reader(self.store)
-        if check and not reader.snapshot:
-            if reader.in_request:
-                reader.start_snapshot()
-            else:
-                reader.check()
+        if check and not reader.snapshot and reader.in_request:
+            reader.start_snapshot()
+            if reader.gen is None or reader.gen.key != reader.key:
+                reader.gen = self._cache(reader)  # committed since begin(): a newer state
         return reader
+
+    def _in_request(self) -> bool:
+        reader = getattr(self._local, "reader", None)
+        return reader is not None and reader.pid == os.getpid() and reader.in_request
+
+    def _cache(self, reader: _Reader) -> _Generation:
+        """The cache of the state `reader` reads: the process's, unless the state is older
+        than the one kept (a request that began before a commit: then one of its own)."""
+        key = reader.key
+        if key[1] is None:
+            if reader.private is None or reader.private.key != key:
+                reader.private = _Generation(key)
+            return reader.private
+        kept = self._kept
+        if kept is not None and kept.key == key:
+            return kept
+        cache = _Generation(key)
+        if kept is None or kept.key[1] is None or _later(key, kept.key):
+            self._kept = cache  # the previous one lives on only in the requests reading it
+        return cache
 
     @_reading()
     def begin(self) -> None:
         """A request starts: its reads will share one snapshot of the index. The snapshot
         (a read transaction) is opened by the first read, so a request answered from
-        `answer_cache()` costs one statement."""
+        `answer_cache()` costs no statement while the changes counter stays."""
         reader = self._reader(check=False)
         if reader.in_request:
             return
         reader.check()
+        reader.gen = self._cache(reader)
+        if reader.gen.oversized(reader.CACHE):
+            reader.gen.forget_items()
         reader.in_request = True
 
     @_reading()
@@ -1321,18 +1405,21 @@ class StoreCatalog:
         reader = getattr(self._local, "reader", None)
         if reader is not None and reader.pid == os.getpid() and reader.in_request:
             reader.in_request = False
+            reader.gen = None  # an idle thread keeps no state of the index alive
             if reader.snapshot:
                 reader.snapshot = False
                 reader.conn.execute("COMMIT")
 
     @_reading()
     def answer_cache(self) -> dict:
-        """A dict for answers computed from the index as it is now; a new, empty one once
-        the indexer commits. Callers bound its size."""
+        """A dict for answers computed from the index as it is now (in a request: as its
+        snapshot reads it), shared by this process's threads; a new, empty one once the
+        indexer commits. Callers bound its size and serialize their writes."""
         reader = self._reader(check=False)
-        if not reader.in_request and not reader.snapshot:
+        if not reader.in_request:
             reader.check()
-        return reader.answers
+            return self._cache(reader).answers
+        return reader.gen.answers
 
     def _damaged(self, exc: sqlite3.DatabaseError) -> None:
         reader = getattr(self._local, "reader", None)
@@ -1358,20 +1445,20 @@ class StoreCatalog:
 
     # -- the Catalog interface ---------------------------------------------------------
 
-    @_reading()
+    @_reading(snapshot=True)
     def lookup(self, text: str | Ibi) -> Item | None:
         k = ibimod.key(str(text))
         if not _storable(k):
             return None
         reader = self._reader()
-        if k not in reader.found:
-            reader.found[k] = next((claimant(c) for (c,) in reader.conn.execute(
+        key = reader.gen.found.get(k, _UNKNOWN)
+        if key is _UNKNOWN:
+            key = reader.gen.found[k] = next((claimant(c) for (c,) in reader.conn.execute(
                 "SELECT claim FROM keys WHERE key = ? ORDER BY claim", (k,))
                 if self._served(reader, claimant(c))), None)
-        key = reader.found[k]
         return self._item(reader, key) if key is not None else None
 
-    @_reading()
+    @_reading(snapshot=True)
     def item_at(self, directory: str) -> Item | None:
         if not _storable(directory):
             return None  # from a URL, say; item directories are IBIs: ASCII, no NUL
@@ -1389,7 +1476,8 @@ class StoreCatalog:
 
     @property
     @_reading(lambda self, exc: [Problem(str(self.store.path), f"the index is damaged ({exc}); "
-                                         "it is being rebuilt from the collection")])
+                                         "it is being rebuilt from the collection")],
+              snapshot=True)
     def problems(self) -> list[Problem]:
         """Every item's problems, then the IBIs claimed by more than one directory."""
         reader = self._reader()
@@ -1408,58 +1496,69 @@ class StoreCatalog:
                                          f"{served.directory}; {served.directory} is served"))
         return found
 
-    @_reading(lambda self, exc: 0)
+    @_reading(lambda self, exc: 0, snapshot=True)
     def count(self) -> int:
         """How many items are served (read once per state of the index)."""
         reader = self._reader()
-        if reader.count is None:
+        count = reader.gen.count
+        if count is None:
             readable = reader.conn.execute(
                 "SELECT count(*) FROM items WHERE record IS NOT NULL").fetchone()[0]
             # Items that lose every claim to an earlier directory are not served.
             later = reader.conn.execute(
                 "SELECT DISTINCT k2.claim FROM keys k1 JOIN keys k2 ON k1.key = k2.key "
                 "AND k1.claim < k2.claim").fetchall()
-            reader.count = readable - sum(1 for (c,) in later
-                                          if not self._served(reader, claimant(c)))
-        return reader.count
+            count = reader.gen.count = readable - sum(
+                1 for (c,) in later if not self._served(reader, claimant(c)))
+        return count
 
     # -- resolution --------------------------------------------------------------------
 
-    @_reading()
+    @_reading(snapshot=True)
     def _summary(self) -> tuple[set[str], bool]:
         reader = self._reader()
-        if reader.summary is None:
+        summary = reader.gen.summary
+        if summary is None:
             langs = {lang for (lang,) in reader.conn.execute("SELECT lang FROM langs WHERE n > 0")}
-            reader.summary = (langs - {NO_LANGUAGE}, NO_LANGUAGE in langs)
-        return reader.summary
+            summary = reader.gen.summary = (langs - {NO_LANGUAGE}, NO_LANGUAGE in langs)
+        return summary
 
     def _row(self, reader: _Reader, key: str) -> tuple[str, str] | None:
         # _served and _item both need an item's row: read it once per state of the index.
-        if key not in reader.rows:
-            reader.rows[key] = reader.conn.execute(
+        row = reader.gen.rows.get(key, _UNKNOWN)
+        if row is _UNKNOWN:
+            row = reader.gen.rows[key] = reader.conn.execute(
                 "SELECT record, keys FROM items WHERE sortkey = ? AND record IS NOT NULL",
                 (key,)).fetchone()
-        return reader.rows[key]
+        return row
 
     def _served(self, reader: _Reader, key: str) -> bool:
         """Whether the item at `key` is served: as `index.Catalog.add` decides, an item is
         served unless a served item with an earlier claim (see claim()) claims one of its IBIs."""
-        if key in reader.served:
-            return reader.served[key]
-        reader.served[key] = False  # a claim cycle cannot be served
-        row = self._row(reader, key)
-        served = row is not None and not any(
-            self._served(reader, other)
-            for k in row[1].split(" ") if k
-            for (other,) in reader.conn.execute(
-                "SELECT substr(claim, 2) FROM keys WHERE key = ? AND claim < ? ORDER BY claim",
-                (k, claim(key))))
-        reader.served[key] = served
+        served = reader.gen.served.get(key)
+        if served is not None:
+            return served
+        if key in reader.visiting:
+            return False  # a claim cycle cannot be served
+        # Marked in this thread only: another one must not take "being decided" for "not served".
+        reader.visiting.add(key)
+        try:
+            row = self._row(reader, key)
+            served = row is not None and not any(
+                self._served(reader, other)
+                for k in row[1].split(" ") if k
+                for (other,) in reader.conn.execute(
+                    "SELECT substr(claim, 2) FROM keys WHERE key = ? AND claim < ? "
+                    "ORDER BY claim", (k, claim(key))))
+        finally:
+            reader.visiting.discard(key)
+        reader.gen.served[key] = served
         return served
 
     def _item(self, reader: _Reader, key: str) -> Item | None:
-        if key in reader.items:
-            return reader.items[key]
+        item = reader.gen.items.get(key, _UNKNOWN)
+        if item is not _UNKNOWN:
+            return item
         row = self._row(reader, key)
         item = decode(directory_of(key), row[0]) if row else None
         if item is not None:
@@ -1475,5 +1574,5 @@ class StoreCatalog:
                 language = json.loads(source[0]).get("language")
                 if language:
                     item.translations.setdefault(language, _ibi(json.loads(source[0])["name"]))
-        reader.items[key] = item
+        reader.gen.items[key] = item
         return item
