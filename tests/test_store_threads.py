@@ -16,7 +16,7 @@ from archive_service import index, store
 from archive_service.answers import Links
 from archive_service.testing import make_collection, rep_name
 from archive_service.web import create_app
-from conftest import SERVICE
+from support import SERVICE
 
 THREADS = 8
 LINKS = Links("http://archive.example.org", "/" + SERVICE)
