@@ -208,10 +208,9 @@ class Holdings:
         except (sqlite3.Error, OSError) as exc:
             log.warning("cannot update the index %s (%s): the indexer will", self.store.path,
                         exc)
-        walk = storemod.Walk(self.root)
         pending = []
         for directory in directories:
-            found = next((f for f in walk.items(directory) if f.directory == directory), None)
+            found = self._found(directory)
             held = self.catalog.fingerprint(directory)
             if (found.fingerprint if found is not None else None) != held:
                 pending.append(directory)
@@ -241,11 +240,16 @@ class Holdings:
 
     # -- items, as on disk now -------------------------------------------------------------
 
+    def _found(self, directory: str) -> storemod.Found | None:
+        """`directory` as the index's walk finds it, if it is an item directory."""
+        # The first the walk yields: an item, or the first item below a directory that is none.
+        found = next(storemod.Walk(self.root).items(directory), None)
+        return found if found is not None and found.directory == directory else None
+
     def _item(self, directory: str) -> Item | None:
         """The item in `directory` as its files are now (None: not a readable item)."""
         if directory not in self.read:
-            found = next((f for f in storemod.Walk(self.root).items(directory)
-                          if f.directory == directory), None)
+            found = self._found(directory)
             item = None
             if found is not None and found.valid():
                 record = storemod.read_item(self.root, found).record
