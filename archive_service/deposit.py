@@ -166,9 +166,9 @@ class Holdings:
         self.read: dict[str, Item | None] = {}  # directory -> its item as on disk now
         self.scanned: index.Catalog | None = None
         self.catalog: storemod.StoreCatalog | None = None
-        if not self.store.is_complete() and not self._build():
-            log.warning("no complete index of %s in %s yet (its first build runs): reading the "
-                        "whole collection instead", self.root, self.store.state_dir)
+        if not self.store.is_complete() and (why := self._build()) is not None:
+            log.warning("no complete index of %s in %s (%s): reading the whole collection "
+                        "instead", self.root, self.store.state_dir, why)
             self.scanned = index.scan(self.root)
             return
         self.catalog = storemod.StoreCatalog(self.store)
@@ -182,20 +182,18 @@ class Holdings:
 
     # -- the index -----------------------------------------------------------------------
 
-    def _build(self) -> bool:
+    def _build(self) -> str | None:
         """Build the index on first use, unless a refresh (the indexer's first build) holds
-        it; False then."""
+        it; why not, or None when built."""
         try:
             if not self.store.write_lock_free():
-                return False
+                return "its first build is running"
             log.info("building the index of %s in %s (first use; later deposits read it)",
                      self.root, self.store.state_dir)
             storemod.Writer(self.store).refresh(progress=True)
         except (sqlite3.Error, OSError) as exc:
-            log.warning("cannot build the index of %s in %s (%s)", self.root,
-                        self.store.state_dir, exc)
-            return False
-        return self.store.is_complete()
+            return f"it cannot be built: {exc}"
+        return None if self.store.is_complete() else "it is still incomplete"
 
     def _refresh(self, directories: Iterable[str]) -> None:
         """Bring the index up to date for `directories` if no other refresh holds it (the

@@ -7,8 +7,10 @@ an untimed first deposit, which builds the index as the first use does) and, wit
 that of git REF (which read the whole collection on every call). Each round deposits one
 small file as the next edition of the previous round's item (the index must find it), then
 the new items are removed, so the cached collection of bench/gen.py is left as it was.
-Figures: the median seconds of a round, and its ratio to the smallest size's (flat: ≈ 1).
-Also one `archive-service deposit` command's wall time (process start included).
+Figures: the median seconds of a round, and its ratio to the smallest size's (flat: ≈ 1),
+the processes of this checkout run in ABBA order over the sizes; the item.yaml files one
+deposit opens (an audit hook: the count does not depend on the machine's load); and the wall
+time of one `archive-service deposit` command (process start included).
 """
 
 from __future__ import annotations
@@ -41,9 +43,13 @@ from archive_service import deposit
 collection, state, upload, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 config = {"collection": collection, "state_dir": state, "archiveaddress": %r,
           "archiveip": %r}
+opened = []
+sys.addaudithook(lambda event, args: opened.append(1) if event == "open"
+                 and str(args[0]).endswith("/item.yaml") else None)
 made, times, previous = [], [], None
 try:
     for i in range(rounds + 1):
+        del opened[:]
         started = time.perf_counter()
         done = deposit.deposit(config, [upload], nextedition_of=previous,
                                granularity=Decimal("0.01"))
@@ -57,7 +63,7 @@ try:
 finally:
     for directory in made:
         shutil.rmtree(directory, ignore_errors=True)
-print(json.dumps(times))
+print(json.dumps({"seconds": times, "sidecars_opened": len(opened)}))
 """ % (ADDRESS, IP)
 
 
@@ -70,7 +76,7 @@ def checkout(ref: str, into: Path) -> Path:
     return into
 
 
-def rounds(code_path: Path, collection: Path, state: Path, upload: Path, n: int) -> list[float]:
+def rounds(code_path: Path, collection: Path, state: Path, upload: Path, n: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(code_path)}
     out = subprocess.run([sys.executable, "-c", ROUNDS, str(collection), str(state),
                           str(upload), str(n)], env=env, check=True, capture_output=True,
@@ -99,34 +105,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before-rounds", type=int, default=3)
     parser.add_argument("--cache", type=Path, default=None)
     args = parser.parse_args(argv)
-    results = []
     with tempfile.TemporaryDirectory(prefix="bench-deposit-") as tmp:
         tmp = Path(tmp)
         upload = tmp / "report.txt"
         upload.write_text("a report\n")
         before = checkout(args.before, tmp / "before") if args.before else None
-        for count in (int(n) for n in args.items.split(",")):
-            collection, _ = gen.ensure(count, args.cache)
-            row = {"items": count}
-            state = tmp / f"state-{count}"
-            row["after"] = rounds(ROOT, collection, state, upload, args.rounds)
-            row["command"] = command_seconds(collection, state, upload)
+        sizes = [int(n) for n in args.items.split(",")]
+        collections = {n: gen.ensure(n, args.cache)[0] for n in sizes}
+        results = [{"items": n, "after": [], "command": []} for n in sizes]
+        # ABBA over the sizes (the first process of each builds its index, untimed), so a
+        # machine whose load drifts weighs on every size alike.
+        for order in (sizes, sizes[::-1], sizes[::-1], sizes):
+            for row in (results[sizes.index(n)] for n in order):
+                n = row["items"]
+                got = rounds(ROOT, collections[n], tmp / f"state-{n}", upload, args.rounds)
+                row["after"] += got["seconds"]
+                row["sidecars_opened"] = got["sidecars_opened"]
+                row["command"].append(command_seconds(collections[n], tmp / f"state-{n}",
+                                                      upload))
+        for row in results:
             if before is not None:
-                row["before"] = rounds(before, collection, tmp / f"state-before-{count}",
-                                       upload, args.before_rounds)
-            results.append(row)
+                got = rounds(before, collections[row["items"]], tmp / "state-before", upload,
+                             args.before_rounds)
+                row["before"], row["before_sidecars_opened"] = (got["seconds"],
+                                                                got["sidecars_opened"])
             print(json.dumps(row), flush=True)
     base = {k: statistics.median(results[0][k]) for k in ("after", "before") if k in results[0]}
-    print("| items | after: one deposit (median) | ÷ smallest | `deposit` command | "
-          "before | ÷ smallest |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| items | after: one deposit (median) | ÷ smallest | sidecars opened | `deposit` "
+          "command (median) | before | ÷ smallest | sidecars opened |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in results:
         after = statistics.median(row["after"])
         line = (f"| {row['items']:,} | {after * 1000:.1f} ms | {after / base['after']:.2f} | "
-                f"{row['command']:.2f} s |")
+                f"{row['sidecars_opened']} | {statistics.median(row['command']):.2f} s |")
         if "before" in row:
             old = statistics.median(row["before"])
-            line += f" {old:.1f} s | {old / base['before']:.2f} |"
+            line += (f" {old:.1f} s | {old / base['before']:.2f} | "
+                     f"{row['before_sidecars_opened']:,} |")
         print(line)
     return 0
 
