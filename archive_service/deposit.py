@@ -232,9 +232,15 @@ class Holdings:
         os.replace(temp, self.pending_path)
 
     def changed(self, directories: Iterable[str]) -> None:
-        """After a deposit or deletion: its directories, for the index and the next command."""
-        if self.catalog is not None:
+        """After a deposit or deletion: its directories, for the index and the next command.
+        The change is made by then: a failure here is only logged (the indexer catches up)."""
+        if self.catalog is None:
+            return
+        try:
             self._refresh([*self.pending, *directories])
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("cannot note the change in the index %s or in %s (%s): the indexer's "
+                        "next rescan will find it", self.store.path, self.pending_path, exc)
 
     # -- items, as on disk now -------------------------------------------------------------
 
