@@ -13,16 +13,26 @@ removed, and nothing under a Deleted item is served any longer (files are only s
 
 Deposits and deletions hold `<state_dir>/deposit.lock`, so two of them never interleave
 their reads and writes of the same sidecars. No Flask import.
+
+What they need to know of the collection (which item holds an IBI, the last edition, who names
+an item) comes from the persistent index (`store`), so its cost does not grow with the
+collection: the index says which few directories to look at, and those are read from disk,
+which is always current. What the index may not hold yet (the indexer is busy, or none runs)
+is covered by `<state_dir>/deposit.pending`, the directories deposits changed since the index
+last held them; after its change a deposit brings the index up to date for them itself if no
+refresh holds the index's write lock. Without a complete index the first deposit builds it.
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import secrets
 import shutil
+import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -39,10 +49,16 @@ from . import index
 from . import mint as mintmod
 from . import sidecar as sidecarmod
 from . import sidecar_update
+from . import store as storemod
+from .ibi import Ibi
+from .index import Item
 from .sidecar import SIDECAR
+
+log = logging.getLogger(__name__)
 
 PERSISTENT_BASE = "http://urlib.net/"
 LOCK_FILE = "deposit.lock"
+PENDING_FILE = "deposit.pending"
 TEMP_PREFIX = ".deposit-"
 DELETED_PREFIX = ".deleted-doc-"
 
@@ -133,6 +149,165 @@ def locked(state_dir: str | os.PathLike[str]) -> Iterator[None]:
         yield
 
 
+# ----------------------------------------------------------- what the collection holds
+
+
+class Holdings:
+    """The `index.Catalog` look-ups deposit and delete make, answered from the persistent
+    index and the directories it names, read from disk (see the module docstring).
+
+    Use under `locked()`: the pending list is read and written by one command at a time."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        self.root = Path(config["collection"])
+        self.state_dir = Path(config["state_dir"])
+        self.store = storemod.Store(self.root, self.state_dir)
+        self.pending_path = self.state_dir / PENDING_FILE
+        self.read: dict[str, Item | None] = {}  # directory -> its item as on disk now
+        self.scanned: index.Catalog | None = None
+        self.catalog: storemod.StoreCatalog | None = None
+        if not self.store.is_complete() and (why := self._build()) is not None:
+            log.warning("no complete index of %s in %s (%s): reading the whole collection "
+                        "instead", self.root, self.store.state_dir, why)
+            self.scanned = index.scan(self.root)
+            return
+        self.catalog = storemod.StoreCatalog(self.store)
+        self.pending = self._read_pending()
+        if self.pending:
+            self._refresh(self.pending)
+
+    def close(self) -> None:
+        if self.catalog is not None:
+            self.catalog.close()
+
+    # -- the index -----------------------------------------------------------------------
+
+    def _build(self) -> str | None:
+        """Build the index on first use, unless a refresh (the indexer's first build) holds
+        it; why not, or None when built."""
+        try:
+            if not self.store.write_lock_free():
+                return "its first build is running"
+            log.info("building the index of %s in %s (first use; later deposits read it)",
+                     self.root, self.store.state_dir)
+            storemod.Writer(self.store).refresh(progress=True)
+        except (sqlite3.Error, OSError) as exc:
+            return f"it cannot be built: {exc}"
+        return None if self.store.is_complete() else "it is still incomplete"
+
+    def _refresh(self, directories: Iterable[str]) -> None:
+        """Bring the index up to date for `directories` if no other refresh holds it (the
+        indexer, which also sees them then), and keep in the pending list those it may
+        still miss."""
+        directories = sorted(set(directories))
+        try:
+            if self.store.write_lock_free():
+                storemod.Writer(self.store).refresh(directories, verify=False)
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("cannot update the index %s (%s): the indexer will", self.store.path,
+                        exc)
+        pending = []
+        for directory in directories:
+            found = self._found(directory)
+            held = self.catalog.fingerprint(directory)
+            if (found.fingerprint if found is not None else None) != held:
+                pending.append(directory)
+        self.pending = pending
+        self._write_pending(pending)
+
+    def _read_pending(self) -> list[str]:
+        try:
+            text = self.pending_path.read_text(encoding="utf-8", errors="surrogateescape")
+        except FileNotFoundError:
+            return []
+        return [line for line in text.splitlines() if line]
+
+    def _write_pending(self, directories: list[str]) -> None:
+        if not directories:
+            self.pending_path.unlink(missing_ok=True)
+            return
+        temp = self.pending_path.with_name(PENDING_FILE + ".new")
+        temp.write_text("".join(f"{d}\n" for d in directories), encoding="utf-8",
+                        errors="surrogateescape")
+        os.replace(temp, self.pending_path)
+
+    def changed(self, directories: Iterable[str]) -> None:
+        """After a deposit or deletion: its directories, for the index and the next command.
+        The change is made by then: a failure here is only logged (the indexer catches up)."""
+        if self.catalog is None:
+            return
+        try:
+            self._refresh([*self.pending, *directories])
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("cannot note the change in the index %s or in %s (%s): the indexer's "
+                        "next rescan will find it", self.store.path, self.pending_path, exc)
+
+    # -- items, as on disk now -------------------------------------------------------------
+
+    def _found(self, directory: str) -> storemod.Found | None:
+        """`directory` as the index's walk finds it, if it is an item directory."""
+        # The first the walk yields: an item, or the first item below a directory that is none.
+        found = next(storemod.Walk(self.root).items(directory), None)
+        return found if found is not None and found.directory == directory else None
+
+    def _item(self, directory: str) -> Item | None:
+        """The item in `directory` as its files are now (None: not a readable item)."""
+        if directory not in self.read:
+            found = self._found(directory)
+            item = None
+            if found is not None and found.valid():
+                record = storemod.read_item(self.root, found).record
+                item = storemod.decode(directory, record) if record is not None else None
+            self.read[directory] = item
+        return self.read[directory]
+
+    def lookup(self, text: str | Ibi) -> Item | None:
+        """The item served for the IBI `text` (as `index.Catalog.lookup`), with the
+        translations other items declare towards it."""
+        if self.scanned is not None:
+            return self.scanned.lookup(text)
+        k = ibimod.key(str(text))
+        candidates = [*self.catalog.claimants(text), *self.pending]
+        if ibimod.is_valid(str(text)):
+            candidates.append(str(text))  # a directory named by it, perhaps not indexed yet
+        claiming = [item for item in map(self._item, dict.fromkeys(candidates))
+                    if item is not None and k in item.keys()]
+        if not claiming:
+            return None
+        item = min(claiming, key=lambda i: storemod.claim(storemod.sortkey(i.directory)))
+        keys = set(item.keys())
+        for directory in sorted({*self.catalog.referrers(keys), *self.pending},
+                                key=storemod.sortkey):
+            other = self._item(directory)
+            if (other is not None and other is not item and other.language
+                    and any(ibimod.key(ref.text) in keys for ref in other.translations.values())):
+                item.translations.setdefault(other.language, other.name)
+        return item
+
+    def referrers(self, item: Item) -> Iterator[Item]:
+        """Every item that may name `item` in a relation (a superset, as looked up now)."""
+        if self.scanned is not None:
+            yield from self.scanned.by_directory.values()
+            return
+        directories = {*self.catalog.referrers(item.keys()), *self.pending}
+        # A translation it declares puts it among the other item's translations too.
+        directories |= {other.directory for ref in item.translations.values()
+                        if (other := self.lookup(ref)) is not None}
+        for directory in sorted(directories, key=storemod.sortkey):
+            other = self._item(directory)
+            if other is not None and self.lookup(other.name) is other:  # served
+                yield other
+
+
+@contextmanager
+def _holdings(config: Mapping[str, Any]) -> Iterator[Holdings]:
+    holdings = Holdings(config)
+    try:
+        yield holdings
+    finally:
+        holdings.close()
+
+
 # ---------------------------------------------------------------------------- deposit
 
 
@@ -167,7 +342,7 @@ def _sources(files: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Path]]:
     return list(sources.items())
 
 
-def _held(catalog: index.Catalog, text: str, option: str) -> index.Item:
+def _held(catalog: Holdings, text: str, option: str) -> index.Item:
     try:
         ibimod.parse(text)
     except ibimod.IbiError as exc:
@@ -181,7 +356,7 @@ def _held(catalog: index.Catalog, text: str, option: str) -> index.Item:
     return item
 
 
-def _last_held_edition(catalog: index.Catalog, item: index.Item) -> index.Item:
+def _last_held_edition(catalog: Holdings, item: index.Item) -> index.Item:
     seen = {item.name.key}
     while item.nextedition is not None:
         nxt = catalog.lookup(item.nextedition)
@@ -259,8 +434,7 @@ def deposit(
     form = source.form
     state_dir = config["state_dir"]
 
-    with locked(state_dir):
-        catalog = index.scan(collection)
+    with locked(state_dir), _holdings(config) as catalog:
         changes: dict[str, dict[str, Any]] = {}  # other item's directory -> key -> value
         related: dict[str, index.Item] = {}
         notes: list[str] = []
@@ -370,10 +544,11 @@ def deposit(
             if not update.comments_kept:
                 notes.append(f"{update.path} was rewritten by PyYAML: its comments below the "
                              "top were not kept")
+        catalog.changed([primary, *changes])
     return Deposited(final, minted, names, target, linked, notes)
 
 
-def related_name(catalog: index.Catalog, text: str) -> str:
+def related_name(catalog: Holdings, text: str) -> str:
     """The IBI a relation to a held item is written with: the form its directory is named by."""
     item = catalog.lookup(text)
     return item.name.text if item is not None else text
@@ -403,8 +578,7 @@ def delete(config: Mapping[str, Any], label: str,
     collection = Path(config["collection"])
     if not collection.is_dir():
         raise DepositError(f"collection {collection} is not a directory")
-    with locked(config["state_dir"]):
-        catalog = index.scan(collection)
+    with locked(config["state_dir"]), _holdings(config) as catalog:
         item = catalog.lookup(label)
         if item is None:
             raise DepositError(f"{label}: no item of this collection ({collection}) has this IBI")
@@ -433,11 +607,14 @@ def delete(config: Mapping[str, Any], label: str,
             os.rename(doc, moved_to)
             sidecar_update.fsync_dir(directory)
         referenced_by = []
-        for other in catalog.by_directory.values():
+        for other in catalog.referrers(item):
             refs = [("nextedition", other.nextedition), ("metadata", other.metadata)]
             refs += [(f"translations {lang}", ref) for lang, ref in other.translations.items()]
             for what, ref in refs:
-                if ref is not None and other is not item and catalog.lookup(ref) is item:
-                    referenced_by.append(f"{other.directory} ({what})")
+                if ref is not None and other.directory != item.directory:
+                    held = catalog.lookup(ref)
+                    if held is not None and held.directory == item.directory:
+                        referenced_by.append(f"{other.directory} ({what})")
+        catalog.changed([item.directory])
     return Removed(directory, item, when, moved_to, files, update.comments_kept,
                    sorted(set(referenced_by)))

@@ -54,7 +54,7 @@ from .index import DOC, Item, Problem
 log = logging.getLogger(__name__)
 
 # Bump when a record's shape or what index.load_item derives changes: old indexes are rebuilt.
-SCHEMA = "4"  # 4: sidecar bounds and Dublin Core warnings (issue 15)
+SCHEMA = "5"  # 5: refs also hold nextedition and metadata, prefixed (issue 17)
 SEP = "\x01"  # sorts below every character of a directory name: key order = walk order
 NO_LANGUAGE = "-"  # the language-set row counting items that declare no language
 BATCH_ITEMS = 1000
@@ -83,7 +83,8 @@ CREATE INDEX items_with_problems ON items(sortkey) WHERE problems IS NOT NULL;
 -- Both IBI forms of every readable item, lower-cased (several rows for one key: a conflict);
 -- claim orders the claimants as index.Catalog.add decides which is served (see claim()).
 CREATE TABLE keys (key TEXT NOT NULL, claim TEXT NOT NULL, PRIMARY KEY (key, claim)) WITHOUT ROWID;
--- Translations each item declares, by the key of the IBI they name (for the reverse side).
+-- Translations each item declares, by the key of the IBI they name (for the reverse side);
+-- its nextedition and metadata as 'n:<key>' and 'm:<key>' (what `delete` says still names it).
 CREATE TABLE refs (ref TEXT NOT NULL, sortkey TEXT NOT NULL, PRIMARY KEY (ref, sortkey))
     WITHOUT ROWID;
 -- How many items hold or declare each language: the Archive's relation set (§7.2).
@@ -556,6 +557,19 @@ class Store:
         return (meta.get("schema") == SCHEMA and meta.get("complete") == "1"
                 and meta.get("collection") == self.real_root)
 
+    def write_lock_free(self) -> bool:
+        """Whether no refresh holds the write lock right now (for a caller that must not
+        wait behind a long one, as `deposit` must not behind the indexer's full rescan)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._lock_path("write"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+        return True
+
 
 # ------------------------------------------------------------------------------ writer
 
@@ -867,7 +881,9 @@ def read_item(root: Path, found: Found) -> _Row:
     if item is not None:
         record = encode(item)
         keys = item.keys()
-        refs = sorted({ibimod.key(ref.text) for ref in item.translations.values()})
+        refs = sorted({ibimod.key(ref.text) for ref in item.translations.values()}
+                      | {f"{kind}:{ibimod.key(ref.text)}" for kind, ref
+                         in (("n", item.nextedition), ("m", item.metadata)) if ref is not None})
         langs = sorted({item.language or NO_LANGUAGE, *item.translations})
     problems_json = (json.dumps([[p.where, p.message, p.severity] for p in problems])
                      if problems else None)
@@ -1576,3 +1592,34 @@ class StoreCatalog:
                     item.translations.setdefault(language, _ibi(json.loads(source[0])["name"]))
         reader.gen.items[key] = item
         return item
+
+    # -- for deposit and delete: which directories to read from disk -----------------------
+
+    @_reading()
+    def claimants(self, text: str | Ibi) -> list[str]:
+        """The directories that claim the IBI `text` (served or not), in claim order."""
+        k = ibimod.key(str(text))
+        if not _storable(k):
+            return []
+        return [directory_of(claimant(c)) for (c,) in self._reader().conn.execute(
+            "SELECT claim FROM keys WHERE key = ? ORDER BY claim", (k,))]
+
+    @_reading()
+    def referrers(self, keys: Iterable[str]) -> list[str]:
+        """The directories whose item names one of `keys` (IBI keys) in its translations,
+        nextedition or metadata, in key order."""
+        refs = [r for k in keys if _storable(k) for r in (k, f"n:{k}", f"m:{k}")]
+        if not refs:
+            return []
+        return [directory_of(key) for (key,) in self._reader().conn.execute(
+            f"SELECT DISTINCT sortkey FROM refs WHERE ref IN ({','.join('?' * len(refs))}) "
+            "ORDER BY sortkey", refs)]
+
+    @_reading()
+    def fingerprint(self, directory: str) -> str | None:
+        """The fingerprint the index holds for `directory` (see Walk.found), or None."""
+        if not _storable(directory):
+            return None
+        row = self._reader().conn.execute("SELECT fingerprint FROM items WHERE sortkey = ?",
+                                          (sortkey(directory),)).fetchone()
+        return row[0] if row else None
