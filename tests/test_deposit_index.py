@@ -15,7 +15,7 @@ import pytest
 from archive_service import cli, deposit, index, pairs
 from archive_service.store import Store
 from archive_service.testing import make_collection, wait_until
-from conftest import ADDRESS, SAMPLE
+from support import ADDRESS, SAMPLE
 from serve_process import Serve
 
 IP = "150.163.2.174"
@@ -171,6 +171,7 @@ def test_without_a_usable_index_a_deposit_reads_the_collection_and_says_so(
     assert not store.is_complete()
 
 
+@pytest.mark.process
 def test_a_deposit_while_serve_runs_is_answered_at_once_and_linked_by_the_next(
         capsys, collection, tmp_path, upload):
     state = tmp_path / "state"
