@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from . import __version__
-from . import ibi as ibimod
+from .protocol import ibi as ibimod
 
 ENV_PREFIX = "ARCHIVE_SERVICE_"
 DEFAULT_RESOLVER = "http://urlib.net/J8LNKB5R7W/3FUQHC5"

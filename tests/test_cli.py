@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from archive_service import index, pairs
+from archive_service.collection import items as index
+from archive_service.protocol import pairs
 from archive_service.cli import main
 from conftest import SAMPLE, SERVICE, free_port
 

@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from archive_service import answers, pairs
+from archive_service.protocol import answers, pairs
 from conftest import ADDRESS, PLATFORM, SAMPLE, SERVICE, Client
 from serve_process import Serve
 from test_examples import EXAMPLE_8_1, EXAMPLE_8_2_SECOND, assert_answer

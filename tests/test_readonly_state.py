@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from archive_service import watch
+from archive_service.indexer import watch
 from serve_process import Serve
 
 
@@ -63,7 +63,7 @@ def test_a_read_only_state_is_said_once_by_the_standby_worker(collection: Path, 
 def test_the_reason_is_repeated_at_a_slow_interval(collection: Path, tmp_path, monkeypatch,
                                                    caplog):
     from archive_service import settings
-    from archive_service.store import Store
+    from archive_service.index.store import Store
 
     (tmp_path / "state").write_text("a file where the state directory should be")
     store = Store(collection, tmp_path / "state")

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlencode
 
-from archive_service.store import Store
+from archive_service.index.store import Store
 from archive_service.testing import wait_until
 from conftest import SERVICE, free_port
 from test_store import pairs_of

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import webtest
 
-from archive_service import store, watch
+from archive_service.index import store
+from archive_service.indexer import watch
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
 
@@ -278,7 +279,7 @@ def test_rescans_that_find_nothing_keep_the_workers_answers(collection: Path,
 def write_lock_held(st: store.Store, seconds: float = 20) -> Iterator[None]:
     """The index's write lock, held by another process (a lock this process took would be
     inherited, and so held, by what it forks) for at most `seconds`."""
-    code = ("import sys, time; from archive_service.store import Store\n"
+    code = ("import sys, time; from archive_service.index.store import Store\n"
             "with Store(sys.argv[1], sys.argv[2]).write_lock():\n"
             "    print('locked', flush=True); time.sleep(float(sys.argv[3]))")
     with subprocess.Popen([sys.executable, "-c", code, str(st.root), str(st.state_dir),
@@ -295,8 +296,8 @@ def test_serve_answers_from_a_complete_index_while_its_early_walk_runs(
         collection: Path, tmp_path: Path, caplog, request) -> None:
     from archive_service import settings
 
-    caplog.set_level(logging.INFO, logger="archive_service.watch")
-    logger = logging.getLogger("archive_service.watch")
+    caplog.set_level(logging.INFO, logger="archive_service.indexer.watch")
+    logger = logging.getLogger("archive_service.indexer.watch")
     handler = logging.FileHandler(tmp_path / "serve.log")  # the forked walk writes here too
     logger.addHandler(handler)
     request.addfinalizer(lambda: (logger.removeHandler(handler), handler.close()))
@@ -350,7 +351,7 @@ def test_an_early_walk_stops_when_serve_does(collection: Path, tmp_path: Path) -
     first = watch.LiveIndex(config)
     first.refresh()
     first.catalog.close()
-    code = ("import json, os, sys; from archive_service import settings, watch\n"
+    code = ("import json, os, sys; from archive_service import settings; from archive_service.indexer import watch\n"
             "config = settings.load(options=json.loads(sys.argv[1]), environ={})\n"
             "watch.refresh_early(config)\n"
             "open(sys.argv[2], 'w').write(str(watch._early.popitem()[1][0])); os._exit(0)")

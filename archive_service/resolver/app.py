@@ -18,8 +18,9 @@ from urllib.parse import quote
 from flask import Flask, Response, redirect, render_template_string, request
 from flask.logging import default_handler
 
-from .. import pairs, settings
-from ..answers import RequestError
+from ..protocol import pairs
+from .. import settings
+from ..protocol.answers import RequestError
 from ..web import answer_unexpected_errors, error_response
 from . import config as rconfig
 from . import purl as purlmod

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import ibi as ibimod
+from ..protocol import ibi as ibimod
 from .. import settings
-from ..answers import RequestError
+from ..protocol.answers import RequestError
 from .config import REGISTRY_FILE
 from .resolve import ArchiveRef
 

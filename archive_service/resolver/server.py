@@ -10,7 +10,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 
 from .. import settings
-from ..server import ClientTimeoutWorker
+from ..serve.runner import ClientTimeoutWorker
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Access statistics: acknowledgments (§6, Table 6.11) this Archive can vouch for, counted once.
 
 An acknowledgment counts when its `urlkey` is a key this Archive issued for its `url`
-(urlkeys.py), its URL names an item held here, and no acknowledgment of the same key was
+(protocol/urlkeys.py), its URL names an item held here, and no acknowledgment of the same key was
 counted before. "The same key" is the key's identity, its head (the issue time and nonce of
 the answer it came with), not its spelling: one answer counts at most once, whatever is
 appended to its key or whichever of its URLs is acknowledged. The item, content type and state
@@ -39,7 +39,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .urlkeys import CLOCK_SKEW, UrlKeys, Verdict
+from ..protocol.urlkeys import CLOCK_SKEW, UrlKeys, Verdict
 
 log = logging.getLogger(__name__)
 

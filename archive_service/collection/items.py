@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import ibi as ibimod
+from ..protocol import ibi as ibimod
 from . import sidecar as sidecarmod
-from .ibi import Forms, Ibi
+from ..protocol.ibi import Forms, Ibi
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,10 @@ from collections.abc import Callable
 from gunicorn.app.base import BaseApplication
 from gunicorn.workers.gthread import ThreadWorker
 
-from . import announce, limits, settings, watch
+from . import announce
+from ..web import limits
+from .. import settings
+from ..indexer import watch
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ class ArchiveServer(BaseApplication):
 
     @staticmethod
     def _build(config: settings.Config):
-        from .web import create_app
+        from ..web import create_app
 
         return create_app(config)
 

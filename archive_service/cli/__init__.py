@@ -12,7 +12,9 @@ import warnings
 from datetime import date
 from urllib.parse import quote, urlencode
 
-from . import __version__, index, settings, toolkit
+from .. import __version__, settings
+from ..collection import items as index
+from . import toolkit
 
 log = logging.getLogger("archive_service")
 
@@ -38,8 +40,8 @@ def _config(args: argparse.Namespace, *required: str, environ=None) -> settings.
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from . import announce
-    from .watch import refresh_early
+    from ..serve import announce
+    from ..indexer.watch import refresh_early
 
     if args.no_announce:
         args.resolver = "none"
@@ -55,13 +57,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     config = configure()
     refresh_early(config)  # the index's walk runs while the server's modules load
-    from .server import run
+    from ..serve.runner import run
 
     return run(config, reload_config=configure)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from .web import create_app
+    from ..web import create_app
 
     config = _config(args, "collection", "archiveaddress", "archiveserviceibi")
     params = {
@@ -118,7 +120,7 @@ def _count(text: str) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from . import stats
+    from ..web import stats
 
     config = _config(args)
     try:
@@ -136,7 +138,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .watch import LiveIndex, run_indexer
+    from ..indexer.watch import LiveIndex, run_indexer
 
     config = _config(args, "collection")
     live = LiveIndex(config)
@@ -211,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings(report, names=("state_dir",))
     report.set_defaults(func=cmd_stats)
 
-    from .resolver.cli import add_parser as add_resolver_parser
+    from ..resolver.cli import add_parser as add_resolver_parser
 
     add_resolver_parser(sub)
     return parser
@@ -232,6 +234,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"archive-service: {exc}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -33,9 +33,9 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from . import ibi as ibimod
-from . import ibip as ibipmod
-from . import index
+from ..protocol import ibi as ibimod
+from ..protocol import ibip as ibipmod
+from . import items as index
 from . import mint as mintmod
 from . import sidecar as sidecarmod
 from . import sidecar_update

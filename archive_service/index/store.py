@@ -44,11 +44,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from . import ibi as ibimod
-from . import index
-from . import sidecar as sidecarmod
-from .ibi import Forms, Ibi
-from .index import DOC, Item, Problem
+from ..protocol import ibi as ibimod
+from ..collection import items as index
+from ..collection import sidecar as sidecarmod
+from ..protocol.ibi import Forms, Ibi
+from ..collection.items import DOC, Item, Problem
 
 log = logging.getLogger(__name__)
 
@@ -868,7 +868,7 @@ def python_executable() -> str:
 def child_environment() -> dict[str, str]:
     """The environment for a Python process of ours: this package importable as it is here."""
     env = dict(os.environ)
-    parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parent = str(Path(__file__).resolve().parents[2])  # the directory holding archive_service/
     env["PYTHONPATH"] = os.pathsep.join(p for p in (parent, env.get("PYTHONPATH")) if p)
     return env
 
@@ -1025,7 +1025,7 @@ class _Readers:
         self.flying: dict[int, tuple[subprocess.Popen, list]] = {}  # stdout fd -> its chunk
         self.pending: list[tuple[Found, bool]] = []
         command = [python_executable(), "-c",
-                   "from archive_service.store import reading_process; reading_process()"]
+                   "from archive_service.index.store import reading_process; reading_process()"]
         fork = threading.active_count() == 1
         for _ in range(workers):
             try:
@@ -1280,7 +1280,7 @@ def _reading(on_damage=None):
 
 
 class StoreCatalog:
-    """The `index.Catalog` interface answers.py uses, read from the store on demand.
+    """The `collection.items.Catalog` interface protocol/answers.py uses, read from the store on demand.
 
     Look-ups between `begin()` and `end()` (one web request) read one snapshot, so an answer
     never mixes two states of the index; outside them each call sees the latest commit."""

@@ -32,8 +32,9 @@ import time
 import warnings
 from collections.abc import Iterable
 
-from . import index, settings
-from .store import (Store, StoreCatalog, Writer, child_environment, cover,
+from ..collection import items as index
+from .. import settings
+from ..index.store import (Store, StoreCatalog, Writer, child_environment, cover,
                     python_executable, scope_of)
 
 log = logging.getLogger(__name__)

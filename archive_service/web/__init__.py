@@ -28,10 +28,13 @@ from flask.logging import default_handler
 from werkzeug.exceptions import HTTPException
 from werkzeug.wsgi import wrap_file
 
-from . import __version__, answers, index, limits, pairs, settings, stats, urlkeys
-from .answers import Archive, Links, RequestError
-from .sidecar import DC_ELEMENTS, xml_text
-from .watch import LiveIndex
+from .. import __version__, settings
+from ..protocol import answers, pairs, urlkeys
+from ..collection import items as index
+from . import limits, stats
+from ..protocol.answers import Archive, Links, RequestError
+from ..collection.sidecar import DC_ELEMENTS, xml_text
+from ..indexer.watch import LiveIndex
 
 log = logging.getLogger(__name__)
 

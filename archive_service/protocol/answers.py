@@ -21,7 +21,7 @@ from urllib.parse import quote
 from . import ibi as ibimod
 from . import pairs as pairsmod
 from .ibi import Forms, Ibi
-from .index import DOC, Catalog, Item, resolve_file
+from ..collection.items import DOC, Catalog, Item, resolve_file
 from .urlkeys import UrlKeys, canonical_url
 
 ID_PAIRS = ("archiveaddress", "ibi", "ibi.archiveservice", "ibi.platformsoftware")
@@ -628,7 +628,7 @@ class Archive:
 def software_time() -> datetime:
     """When the running archive-service was installed or last changed: the newest
     modification time among its modules and templates, to the second."""
-    package = Path(__file__).parent
+    package = Path(__file__).parent.parent  # the whole archive_service package
     try:
         newest = max(path.stat().st_mtime for path in package.rglob("*")
                      if path.suffix in (".py", ".html"))

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from . import ibi as ibimod
+from ..protocol import ibi as ibimod
 
 try:  # libyaml is ~10x faster than the pure-Python loader and ships in PyYAML's wheels
     _SafeLoader = yaml.CSafeLoader
