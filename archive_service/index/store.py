@@ -10,8 +10,9 @@ interrupted build resumes where it stopped, and nothing a crash leaves behind is
 beyond what the next walk confirms.
 
 What spans items is resolved when read, not when written, so one item's change never has to
-rewrite others: which of two directories claiming one IBI is served (the first in collection
-order, as `index.scan` decides), and translations declared only on the other side.
+rewrite others: which of two directories claiming one IBI is served (claim(): the directory
+named by the repository name before an IBIp directory, then the first in collection order,
+as collection.items.Catalog.add decides), and translations declared only on the other side.
 """
 
 from __future__ import annotations

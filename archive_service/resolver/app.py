@@ -21,7 +21,7 @@ from flask.logging import default_handler
 from ..protocol import pairs
 from .. import settings
 from ..protocol.answers import RequestError
-from ..web import answer_unexpected_errors, error_response
+from ..webcommon import TEXT, answer_unexpected_errors, error_response
 from . import config as rconfig
 from . import purl as purlmod
 from . import resolve as resolvemod
@@ -30,7 +30,6 @@ from .registry import Refused, Registry, Throttled
 
 log = logging.getLogger(__name__)
 
-TEXT = "text/plain; charset=us-ascii"
 _PATH_SAFE = "/!+:()@$,;=~*'-._"
 
 ALERT_PAGE = """<!doctype html>
