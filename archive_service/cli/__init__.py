@@ -23,7 +23,7 @@ log = logging.getLogger("archive_service")
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from ..serve import announce
-    from ..indexer.watch import refresh_early
+    from ..indexer.startup import refresh_early
 
     if args.no_announce:
         args.resolver = "none"
@@ -120,7 +120,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from ..indexer.watch import LiveIndex, run_indexer
+    from ..indexer.startup import LiveIndex
+    from ..indexer.watch import run_indexer
 
     config = load_config(args, "collection")
     live = LiveIndex(config)
@@ -174,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--watch", action="store_true",
                        help="keep the index current (as serve's indexer does) until SIGTERM")
     # The watch lock, taken and handed over by the Follower thread of the serving worker that
-    # started this indexer (indexer/watch.py); end of file on --owner-fd: that worker is gone.
+    # started this indexer (indexer/follower.py); end of file on --owner-fd: that worker is gone.
     index.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)
     index.add_argument("--owner-fd", type=int, help=argparse.SUPPRESS)
     add_settings(index, names=("collection", "state_dir", "index_watch", "rescan_interval",

@@ -12,7 +12,7 @@ from . import announce
 from .worker import ClientTimeoutWorker
 from ..web import limits
 from .. import settings
-from ..indexer import watch
+from ..indexer import startup
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class ArchiveServer(BaseApplication):
         super().reload()
 
     def _when_ready(self, arbiter) -> None:
-        watch.reap_early()
+        startup.reap_early()
         self.lifecycle.start(announce.Local.of_socket(arbiter.LISTENERS[0].sock))
 
     def _on_reload(self, arbiter) -> None:

@@ -33,7 +33,7 @@ from ..collection import items as index
 from . import limits, stats
 from ..protocol.answers import Archive, Links, RequestError
 from ..collection.sidecar import DC_ELEMENTS, xml_text
-from ..indexer.watch import LiveIndex
+from ..indexer.startup import LiveIndex
 from ..protocol.errors import error_body
 from ..webcommon import TEXT, answer_unexpected_errors, error_response
 
