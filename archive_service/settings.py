@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from . import __version__
+from .common.yamlsafe import SafeLoader
 from .protocol import ibi as ibimod
 
 ENV_PREFIX = "ARCHIVE_SERVICE_"
@@ -295,7 +296,7 @@ def read_file(path: str | os.PathLike, table: Mapping[str, Setting] | None = Non
     path = Path(path)
     try:
         with open(path, "rb") as stream:
-            data = yaml.load(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            data = yaml.load(stream, Loader=SafeLoader)
     except OSError as exc:
         raise ConfigError(f"config file {path}: {exc.strerror}") from None
     except yaml.MarkedYAMLError as exc:

@@ -33,6 +33,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from ..common import files as filesmod
+from ..common.yamlsafe import SafeLoader
 from ..protocol import ibi as ibimod
 from ..protocol import ibip as ibipmod
 from . import items as index
@@ -196,7 +198,7 @@ def _new_sidecar(data: Mapping[str, Any], when: datetime) -> str:
     text = (f"# Deposited with archive-service deposit at {iso(when)}.\n"
             + yaml.safe_dump(dict(data), default_flow_style=False, allow_unicode=True,
                              sort_keys=False, width=4096))
-    sidecarmod.parse(yaml.safe_load(text), SIDECAR)  # what we write must read back valid
+    sidecarmod.parse(yaml.load(text, Loader=SafeLoader), SIDECAR)  # what we write must read back valid
     return text
 
 
@@ -347,9 +349,9 @@ def deposit(
             (temp / index.DOC).mkdir(mode=0o777)
             for name, path in sources:
                 _copy(path, temp / index.DOC / name)
-            sidecar_update.write_new(temp / SIDECAR, sidecar_text)
-            sidecar_update.fsync_dir(temp / index.DOC)
-            sidecar_update.fsync_dir(temp)
+            filesmod.write_new(temp / SIDECAR, sidecar_text)
+            filesmod.fsync_dir(temp / index.DOC)
+            filesmod.fsync_dir(temp)
             for update in updates:
                 sidecar_update.stage(update)
             if before_rename is not None:
@@ -364,7 +366,7 @@ def deposit(
             for update in updates:
                 sidecar_update.discard(update)
             raise
-        sidecar_update.fsync_dir(final.parent)
+        filesmod.fsync_dir(final.parent)
         for update in updates:
             sidecar_update.commit(update)
             if not update.comments_kept:
@@ -431,7 +433,7 @@ def delete(config: Mapping[str, Any], label: str,
             sidecar_update.discard(update)
         if moved_to is not None:
             os.rename(doc, moved_to)
-            sidecar_update.fsync_dir(directory)
+            filesmod.fsync_dir(directory)
         referenced_by = []
         for other in catalog.by_directory.values():
             refs = [("nextedition", other.nextedition), ("metadata", other.metadata)]

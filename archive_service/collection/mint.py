@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation, localcontext
 from pathlib import Path
 
+from archive_service.common import files
 from archive_service.protocol import ibi, ibip
 from archive_service.protocol.ibi import IbiError
 
@@ -199,17 +200,7 @@ class Distributor:
         return t
 
     def _write_last(self, t: Decimal) -> None:
-        temporary = self.state_dir / f".{STATE_FILE}.tmp"
-        with open(temporary, "w", encoding="ascii") as out:
-            out.write(f"{t}\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, self.state_path)
-        directory = os.open(self.state_dir, os.O_RDONLY)
-        try:
-            os.fsync(directory)  # make the rename itself survive a crash
-        finally:
-            os.close(directory)
+        files.replace_file(self.state_path, f"{t}\n")
 
 
 # --- minting ---

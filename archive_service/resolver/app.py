@@ -21,7 +21,7 @@ from flask.logging import default_handler
 from ..protocol import pairs
 from .. import settings
 from ..protocol.answers import RequestError
-from ..webcommon import TEXT, answer_unexpected_errors, error_response
+from ..common.http import TEXT, answer_unexpected_errors, error_response
 from . import config as rconfig
 from . import purl as purlmod
 from . import resolve as resolvemod

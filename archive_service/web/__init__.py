@@ -35,7 +35,7 @@ from ..protocol.answers import Archive, Links, RequestError
 from ..collection.sidecar import DC_ELEMENTS, xml_text
 from ..indexer.startup import LiveIndex
 from ..protocol.errors import error_body
-from ..webcommon import TEXT, answer_unexpected_errors, error_response
+from ..common.http import TEXT, answer_unexpected_errors, error_response
 
 log = logging.getLogger(__name__)
 

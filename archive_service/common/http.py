@@ -9,7 +9,7 @@ import logging
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from .protocol.errors import error_body
+from ..protocol.errors import error_body
 
 TEXT = "text/plain; charset=us-ascii"
 

@@ -1,0 +1,1 @@
+"""What several parts share and nothing else: HTTP error helpers, file writing, YAML loading."""
