@@ -9,6 +9,7 @@ is the source of truth: `scan` builds this in-memory catalog from it (for `check
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -252,35 +253,51 @@ def _utc(seconds: float) -> datetime:
     return datetime.fromtimestamp(int(seconds), tz=timezone.utc)
 
 
+def subdirectories(path: str | os.PathLike, problems: list[Problem] | None = None,
+                   where: str = "") -> list[str]:
+    """The names of the directories in `path` where items may be, sorted: hidden names are
+    skipped, and a link to a directory is not followed (what it leads to could be any tree,
+    / or the state directory, and it would be neither watched nor confined to the
+    collection); with `problems`, each such link is added to it (`where`: `path` relative to
+    the collection, ending in "/"). A directory gone meanwhile has none."""
+    try:
+        with os.scandir(path) as entries:
+            found = []
+            for e in entries:
+                if e.name.startswith("."):
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    found.append(e.name)
+                elif problems is not None and e.is_symlink() and e.is_dir():
+                    problems.append(Problem(
+                        where + _shown(e.name), f"is a symbolic link to {_readlink(e.path)}: "
+                        "links are not followed, so nothing under it is served"))
+            return sorted(found)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            log.warning("cannot read %s: %s", path, exc.strerror)
+        return []
+
+
+def is_two_segment_item(root: str | os.PathLike, two: str) -> bool:
+    """Whether the directory `two` (two segments below `root`) is an item: an IBIp holding
+    `doc/` or `item.yaml` (SPEC §7). Four-segment items need only a valid name."""
+    path = f"{os.fspath(root)}/{two}"
+    return ibimod.is_valid(two) and (os.path.isdir(f"{path}/{DOC}")
+                                     or os.path.isfile(f"{path}/{sidecarmod.SIDECAR}"))
+
+
 def iter_item_dirs(root: Path, problems: list[Problem] | None = None):
-    """Yield (relative directory, Ibi) for every item directory under `root`; a link to a
-    directory at the levels that name items is not followed (what it leads to could be any
-    tree, / or the state directory, and it would be neither watched nor confined to the
-    collection): it is added to `problems`."""
+    """Yield (relative directory, Ibi) for every item directory under `root`; links to
+    directories at the levels that name items are added to `problems` (subdirectories)."""
 
     def subdirs(path: Path, where: str = ""):
-        try:
-            with os.scandir(path) as entries:
-                found = []
-                for e in entries:
-                    if e.name.startswith("."):
-                        continue
-                    if e.is_dir(follow_symlinks=False):
-                        found.append(e.name)
-                    elif problems is not None and e.is_symlink() and e.is_dir():
-                        problems.append(Problem(
-                            where + _shown(e.name), f"is a symbolic link to {_readlink(e.path)}: "
-                            "links are not followed, so nothing under it is served"))
-                return sorted(found)
-        except OSError as exc:
-            log.warning("cannot read %s: %s", path, exc.strerror)
-            return []
+        return subdirectories(path, problems, where)
 
     for a in subdirs(root):
         for b in subdirs(root / a, f"{a}/"):
             two = f"{a}/{b}"
-            if ibimod.is_valid(two) and ((root / two / DOC).is_dir()
-                                         or (root / two / sidecarmod.SIDECAR).is_file()):
+            if is_two_segment_item(root, two):
                 yield two, ibimod.parse(two)
                 continue
             for c in subdirs(root / two, f"{two}/"):

@@ -18,7 +18,6 @@ as collection.items.Catalog.add decides), and translations declared only on the 
 from __future__ import annotations
 
 import collections
-import errno
 import fcntl
 import functools
 import hashlib
@@ -191,7 +190,8 @@ def _is_real_dir(path: str) -> bool:
 
 
 class Walk:
-    """The item directories of a collection (the rules of `index.iter_item_dirs`), in key order.
+    """The item directories of a collection (the rules of `index.subdirectories` and
+    `index.is_two_segment_item`, as `index.iter_item_dirs`), in key order.
 
     `dirs` counts the directories visited: a lower bound of the inotify watches that
     watching the collection needs."""
@@ -202,19 +202,10 @@ class Walk:
 
     def _subdirs(self, path: str) -> list[str]:
         self.dirs += 1
-        try:
-            with os.scandir(path) as entries:
-                return sorted(e.name for e in entries
-                              if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
-        except OSError as exc:
-            if exc.errno != errno.ENOENT:
-                log.warning("cannot read %s: %s", path, exc.strerror)
-            return []
+        return index.subdirectories(path)
 
     def _is_two_item(self, two: str) -> bool:
-        path = f"{self.root}/{two}"
-        return ibimod.is_valid(two) and (os.path.isdir(f"{path}/{DOC}")
-                                         or os.path.isfile(f"{path}/{sidecarmod.SIDECAR}"))
+        return index.is_two_segment_item(self.root, two)
 
     def files_under(self, directory: str) -> list[tuple[str, os.stat_result]]:
         """`index._files_under`, counting directories."""
