@@ -44,6 +44,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from ..common import db
 from ..protocol import ibi as ibimod
 from ..collection import items as index
 from ..collection import sidecar as sidecarmod
@@ -366,14 +367,11 @@ class Store:
         """A connection in autocommit mode (transactions are explicit)."""
         if not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+        conn = db.connect(self.path, timeout=30)
         if readonly:
             conn.execute("PRAGMA query_only = 1")
         else:
-            # WAL: readers never wait for the writer and see only committed transactions.
-            # NORMAL loses at most the last transactions on power loss; a walk repairs them.
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            db.use_wal(conn)  # the transactions a power loss takes, the next walk repairs
         return conn
 
     def _lock_path(self, which: str) -> str:
@@ -429,7 +427,7 @@ class Store:
         if reported is not None:
             return reported
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            conn = db.connect(self.path, timeout=30)
             try:
                 rows = conn.execute("PRAGMA quick_check(1)").fetchall()
             finally:

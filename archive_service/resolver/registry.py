@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..protocol import ibi as ibimod
 from .. import settings
+from ..common import db as dbmod
 from ..protocol.answers import RequestError
 from .config import REGISTRY_FILE
 from .resolve import ArchiveRef
@@ -175,16 +176,16 @@ class Registry:
         self.throttle = KeyThrottle()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._db() as db:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute(_SCHEMA)
+            with self._db() as conn:
+                dbmod.use_wal(conn, durable=True)
+                conn.execute(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise RegistryError(f"registry {self.path}: {exc}") from None
 
     def _db(self):
-        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        return closing(db)
+        conn = dbmod.connect(self.path, timeout=10)
+        conn.row_factory = sqlite3.Row
+        return closing(conn)
 
     def register(self, serviceibi: str, key: str) -> bool:
         """Register (or re-key) an Archive; True if it is new. The key itself is not kept."""

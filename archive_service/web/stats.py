@@ -39,6 +39,7 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..common import db
 from ..protocol.urlkeys import CLOCK_SKEW, UrlKeys, Verdict
 
 log = logging.getLogger(__name__)
@@ -116,14 +117,12 @@ class Store:
         if self._conn is None or self._pid != os.getpid():
             # A connection inherited through fork is never used: SQLite forbids it.
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=10, isolation_level=None,
-                                   check_same_thread=False)
+            conn = db.connect(self.path, timeout=10, check_same_thread=False)
             try:
                 # Only takes on a new database (before WAL and tables): it gives purged pages
                 # back to the file system.
                 conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
+                db.use_wal(conn)
                 conn.executescript(SCHEMA)
             except BaseException:
                 conn.close()
