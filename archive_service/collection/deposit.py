@@ -184,14 +184,7 @@ def _held(catalog: index.Catalog, text: str, option: str) -> index.Item:
 
 
 def _last_held_edition(catalog: index.Catalog, item: index.Item) -> index.Item:
-    seen = {item.name.key}
-    while item.nextedition is not None:
-        nxt = catalog.lookup(item.nextedition)
-        if nxt is None or nxt.name.key in seen:
-            break
-        seen.add(nxt.name.key)
-        item = nxt
-    return item
+    return index.follow_editions(catalog.lookup, item).last
 
 
 def _new_sidecar(data: Mapping[str, Any], when: datetime) -> str:

@@ -14,9 +14,11 @@ import logging
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 from ..protocol import ibi as ibimod
 from . import sidecar as sidecarmod
@@ -439,18 +441,31 @@ class Catalog:
                 if other is not None and item.language:
                     other.translations.setdefault(item.language, item.name)
         for item in self.by_directory.values():
-            seen = {item.name.key}
-            current = item
-            while current.nextedition is not None:
-                nxt = self.lookup(current.nextedition)
-                if nxt is None:
-                    break
-                if nxt.name.key in seen:
-                    self.problems.append(Problem(item.directory, "nextedition chain has a cycle "
-                                                 f"through {nxt.directory}"))
-                    break
-                seen.add(nxt.name.key)
-                current = nxt
+            chain = follow_editions(self.lookup, item)
+            if chain.cycle_at is not None:
+                self.problems.append(Problem(item.directory, "nextedition chain has a cycle "
+                                             f"through {chain.cycle_at.directory}"))
+
+
+class Editions(NamedTuple):
+    last: Item  # the last edition reached among the items held
+    ends_here: bool  # `last` has no next edition: the chain neither leaves nor loops
+    cycle_at: Item | None  # the item the chain met a second time, if it loops
+
+
+def follow_editions(lookup: Callable[[Ibi], Item | None], item: Item) -> Editions:
+    """Follow nextedition from `item` through the items `lookup` finds (answers, deposit
+    and the catalog's cycle check all follow the chain this way)."""
+    seen = {item.name.key}
+    while item.nextedition is not None:
+        nxt = lookup(item.nextedition)
+        if nxt is None:
+            return Editions(item, False, None)
+        if nxt.name.key in seen:
+            return Editions(item, False, nxt)
+        seen.add(nxt.name.key)
+        item = nxt
+    return Editions(item, True, None)
 
 
 def scan(root: Path) -> Catalog:

@@ -21,7 +21,7 @@ from urllib.parse import quote
 from . import ibi as ibimod
 from . import pairs as pairsmod
 from .ibi import Forms, Ibi
-from ..collection.items import DOC, Catalog, Item, resolve_file
+from ..collection.items import DOC, Catalog, Item, follow_editions, resolve_file
 from .urlkeys import UrlKeys, canonical_url
 
 ID_PAIRS = ("archiveaddress", "ibi", "ibi.archiveservice", "ibi.platformsoftware")
@@ -348,14 +348,8 @@ class Archive:
 
     def last_edition(self, item: Item) -> Item | None:
         """Follow nextedition through the items held here; None once the chain leaves."""
-        seen = {item.name.key}
-        while item.nextedition is not None:
-            nxt = self.lookup(item.nextedition)
-            if nxt is None or nxt.name.key in seen:
-                return None
-            seen.add(nxt.name.key)
-            item = nxt
-        return item
+        chain = follow_editions(self.lookup, item)
+        return chain.last if chain.ends_here else None
 
     def _held_or_ref(self, ref: Ibi, fmt: str | None = None) -> Node:
         held = self.lookup(ref)
