@@ -50,13 +50,13 @@ def _protocol(value: str) -> str:
 
 # Table 5.2: every pair is required; each value's rule, reusing the Archive's own checks.
 _PAIRS: dict[str, Callable[[str], str]] = {
-    "archiveaddress": settings._hostport,
-    "archiveserviceibi": settings._ibi,
-    "archiveip": settings._ip,
+    "archiveaddress": settings.hostport,
+    "archiveserviceibi": settings.ibi_text,
+    "archiveip": settings.ip_address,
     "archiveprotocol": _protocol,
-    "archiveplatformversion": settings._ascii,
-    "archiveadmemailaddress": settings._email,
-    "registrationkey": settings._registrationkey,
+    "archiveplatformversion": settings.ascii_text,
+    "archiveadmemailaddress": settings.email_address,
+    "registrationkey": settings.registration_key,
 }
 
 _SCHEMA = """
