@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import webtest
 
+from archive_service.common.processes import child_environment
 from archive_service.index import store
 from archive_service.indexer import startup, watch
 from archive_service.testing import dump, make_collection, wait_until
@@ -284,7 +285,7 @@ def write_lock_held(st: store.Store, seconds: float = 20) -> Iterator[None]:
             "    print('locked', flush=True); time.sleep(float(sys.argv[3]))")
     with subprocess.Popen([sys.executable, "-c", code, str(st.root), str(st.state_dir),
                            str(seconds)], stdout=subprocess.PIPE,
-                          env=store.child_environment()) as holder:
+                          env=child_environment()) as holder:
         try:
             assert holder.stdout.readline() == b"locked\n"
             yield
@@ -358,7 +359,7 @@ def test_an_early_walk_stops_when_serve_does(collection: Path, tmp_path: Path) -
     with write_lock_held(first.store):  # the walk waits for the lock, still running
         # No pipe to wait on: the walk inherits whatever the stopped process had open.
         subprocess.run([sys.executable, "-c", code, json.dumps(options), tmp_path / "pid"],
-                       stdout=subprocess.DEVNULL, env=store.child_environment(), check=True,
+                       stdout=subprocess.DEVNULL, env=child_environment(), check=True,
                        timeout=10)
         pid = int((tmp_path / "pid").read_text())
 

@@ -155,7 +155,7 @@ def open_doc(path: str) -> int | None:
         return None
 
 
-def _files_under(directory: str | Path, counter: list[int] | None = None
+def files_under(directory: str | Path, counter: list[int] | None = None
                  ) -> list[tuple[str, os.stat_result]]:
     """Regular files and symbolic links below the directory doc/ (following no link, doc/
     itself included), as (relative path, lstat), sorted; `counter[0]` counts the
@@ -202,7 +202,7 @@ def list_files(collection: Path, item: Item) -> list[tuple[str, int]]:
     if doc is None:
         return []  # doc/ is a link, or a level above it leads elsewhere
     listed = []
-    for rel, st in _files_under(doc):
+    for rel, st in files_under(doc):
         if stat.S_ISLNK(st.st_mode):
             real = resolve_file(collection, item.directory, rel)
             if real is not None:
@@ -314,7 +314,7 @@ def load_item(root: Path, directory: str, name: Ibi,
               has_sidecar: bool | None = None) -> tuple[Item, list[Problem]]:
     """Build one item from its directory; raise SidecarError if its sidecar is unusable.
 
-    `files` is the item's `_files_under(doc/)` listing (a stat of each needs st_mtime and
+    `files` is the item's `files_under(doc/)` listing (a stat of each needs st_mtime and
     st_mode only), and `has_sidecar` whether its item.yaml is a file, when the caller has
     just found out."""
     # os.path, not pathlib: this runs once per item of a first build (a third faster).
@@ -339,7 +339,7 @@ def load_item(root: Path, directory: str, name: Ibi,
         problems.append(Problem(directory, f"ibip {side.ibip} differs from the directory name"))
 
     if files is None:
-        files = _files_under(os.path.join(path, DOC))
+        files = files_under(os.path.join(path, DOC))
     names, doc_trouble = doc_problems(root, directory, files)
     problems += doc_trouble
     timestamp = side.timestamp

@@ -29,7 +29,6 @@ import os
 import pickle
 import re
 import select
-import shutil
 import signal
 import sqlite3
 import stat
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..common import db
+from ..common.processes import child_environment, python_executable
 from ..protocol import ibi as ibimod
 from ..collection import items as index
 from ..collection import sidecar as sidecarmod
@@ -209,9 +209,9 @@ class Walk:
         return index.is_two_segment_item(self.root, two)
 
     def files_under(self, directory: str) -> list[tuple[str, os.stat_result]]:
-        """`index._files_under`, counting directories."""
+        """`index.files_under`, counting directories."""
         counter = [0]
-        found = index._files_under(directory, counter)
+        found = index.files_under(directory, counter)
         self.dirs += counter[0]
         return found
 
@@ -843,24 +843,6 @@ def read_item(root: Path, found: Found) -> _Row:
                      if problems else None)
     return _Row(found.sortkey, found.fingerprint, record, problems_json, keys, refs, langs,
                 problems)
-
-
-def python_executable() -> str:
-    """The Python to start our own processes with (under mod_wsgi sys.executable may name
-    the web server instead)."""
-    name = os.path.basename(sys.executable or "")
-    if name.startswith("python"):
-        return sys.executable
-    return shutil.which(f"python{sys.version_info[0]}.{sys.version_info[1]}") or \
-        shutil.which("python3") or sys.executable
-
-
-def child_environment() -> dict[str, str]:
-    """The environment for a Python process of ours: this package importable as it is here."""
-    env = dict(os.environ)
-    parent = str(Path(__file__).resolve().parents[2])  # the directory holding archive_service/
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (parent, env.get("PYTHONPATH")) if p)
-    return env
 
 
 def _send(stream, message) -> None:

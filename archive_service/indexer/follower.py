@@ -15,7 +15,8 @@ import threading
 import time
 
 from .. import settings
-from ..index.store import Store, child_environment, python_executable
+from ..common.processes import child_environment, python_executable
+from ..index.store import Store
 
 log = logging.getLogger(__name__)
 

@@ -51,6 +51,7 @@ from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 from .. import __version__
+from ..common.processes import child_environment, python_executable
 from ..protocol import pairs as pairsmod
 from .. import settings
 from ..settings import ConfigError, ConfigWarning
@@ -539,12 +540,10 @@ class Lifecycle:
         job = {"parent": os.getpid(), "local": vars(self.local) if self.local else None,
                "join": join.to_json() if join else None,
                "leave": leave.to_json() if leave else None}
-        package_root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         try:
-            process = subprocess.Popen([sys.executable, "-c", ANNOUNCER], stdin=subprocess.PIPE,
-                                       env=env, close_fds=True)
+            process = subprocess.Popen([python_executable(), "-c", ANNOUNCER],
+                                       stdin=subprocess.PIPE, env=child_environment(),
+                                       close_fds=True)
             with process.stdin:
                 process.stdin.write(json.dumps(job).encode("ascii"))
         except OSError as exc:
