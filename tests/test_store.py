@@ -21,7 +21,7 @@ import webtest
 from archive_service.protocol import answers
 from archive_service.collection import items as index
 from archive_service import settings
-from archive_service.index import store
+from archive_service.index import store, walk
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
 from conftest import SAMPLE, SERVICE
@@ -364,12 +364,12 @@ def test_index_command_reports_and_refreshes(collection: Path, tmp_path: Path) -
     (["sid.inpe.br", "mtc-m18", "2012", "not-a-time", "item.yaml"], False, None),
 ])
 def test_a_change_maps_to_the_place_it_can_affect(parts, is_directory, scope) -> None:
-    assert store.scope_of(parts, is_directory) == scope
+    assert walk.scope_of(parts, is_directory) == scope
 
 
 def test_cover_keeps_outermost_scopes() -> None:
-    assert store.cover(["a/b/c/d", "a/b", "a/bc", "x", "a/b/c"]) == ["a/b", "a/bc", "x"]
-    assert store.cover(["a", ""]) == [""]
+    assert walk.cover(["a/b/c/d", "a/b", "a/bc", "x", "a/b/c"]) == ["a/b", "a/bc", "x"]
+    assert walk.cover(["a", ""]) == [""]
 
 
 def test_a_first_build_walked_in_parallel_equals_one_walked_in_order(

@@ -30,7 +30,8 @@ import warnings
 from collections.abc import Iterable
 
 from .. import settings
-from ..index.store import Store, Writer, cover, scope_of
+from ..index.store import Store, Writer
+from ..index.walk import cover, scope_of
 from .follower import FOLLOW_SECONDS
 
 log = logging.getLogger(__name__)
