@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 import yaml
 
 from . import __version__
-from . import ibi as ibimod
+from .common.yamlsafe import SafeLoader
+from .protocol import ibi as ibimod
 
 ENV_PREFIX = "ARCHIVE_SERVICE_"
 DEFAULT_RESOLVER = "http://urlib.net/J8LNKB5R7W/3FUQHC5"
@@ -36,7 +37,7 @@ class ConfigWarning(UserWarning):
     pass
 
 
-def _hostport(value: str) -> str:
+def hostport(value: str) -> str:
     parts = urlsplit("//" + value)
     try:
         port = parts.port
@@ -47,7 +48,7 @@ def _hostport(value: str) -> str:
     return value if port is None or port != 80 else value.rsplit(":", 1)[0]
 
 
-def _ibi(value: str) -> str:
+def ibi_text(value: str) -> str:
     try:
         return ibimod.parse(value).text
     except ibimod.IbiError as exc:
@@ -55,10 +56,10 @@ def _ibi(value: str) -> str:
 
 
 def _optional_ibi(value: str) -> str:
-    return _ibi(value) if value else ""
+    return ibi_text(value) if value else ""
 
 
-def _ip(value: str) -> str:
+def ip_address(value: str) -> str:
     return str(ipaddress.ip_address(value))
 
 
@@ -77,19 +78,19 @@ def _networks(value: str) -> tuple[str, ...]:
     return tuple(networks)
 
 
-def _ascii(value: str) -> str:
+def ascii_text(value: str) -> str:
     if not value.isascii() or not value.strip() or " " in value:
         raise ValueError("must be a single ASCII word")
     return value
 
 
-def _email(value: str) -> str:
+def email_address(value: str) -> str:
     if not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", value) or not value.isascii():
         raise ValueError("must be an e-mail address such as admin@example.org")
     return value
 
 
-def _registrationkey(value: str) -> str:
+def registration_key(value: str) -> str:
     if not re.fullmatch(r"[0-9]{10,}(?:-[0-9]{10,})?", value):
         raise ValueError("must be 10 or more digits, optionally '-' and 10 or more digits")
     return value
@@ -108,7 +109,7 @@ def _http_url(value: str) -> str:
     return value.rstrip("/")
 
 
-def _bind(value: str) -> str:
+def bind_address(value: str) -> str:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         if value.startswith("unix:"):
@@ -117,7 +118,7 @@ def _bind(value: str) -> str:
     return value
 
 
-def _positive_int(value: Any) -> int:
+def positive_int(value: Any) -> int:
     number = int(value)
     if number < 1:
         raise ValueError("must be 1 or more")
@@ -153,7 +154,7 @@ def _interval_or_off(value: Any) -> float:
     return 0.0 if str(value).strip() in ("0", "0.0") else _interval(value)
 
 
-def _path(value: str) -> str:
+def file_path(value: str) -> str:
     if not str(value).strip():
         raise ValueError("must be a path")
     return str(value)
@@ -187,24 +188,24 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("collection", None, "directory holding the items (required)", _path, path=True),
+    Setting("collection", None, "directory holding the items (required)", file_path, path=True),
     Setting("archiveaddress", None,
-            "host[:port] where this Archive is reached from the Internet (required)", _hostport),
+            "host[:port] where this Archive is reached from the Internet (required)", hostport),
     Setting("archiveserviceibi", None,
             "IBI of this Archive's service; the service answers at /<archiveserviceibi> (required)",
-            _ibi),
+            ibi_text),
     Setting("platformsoftware", "", "IBI of the platform software, or empty", _optional_ibi),
-    Setting("archiveip", None, "IP address of the Archive, sent when announcing", _ip),
+    Setting("archiveip", None, "IP address of the Archive, sent when announcing", ip_address),
     Setting("archiveplatformversion", f"archive-service-{__version__}",
-            "platform version sent when announcing (ASCII)", _ascii),
+            "platform version sent when announcing (ASCII)", ascii_text),
     Setting("archiveadmemailaddress", None, "administrator's e-mail address, sent when announcing",
-            _email),
+            email_address),
     Setting("registrationkey", None, "registration key shared with the resolver (secret)",
-            _registrationkey, secret=True),
+            registration_key, secret=True),
     Setting("registrationkey_file", None,
             "file holding the registration key, instead of registrationkey; under systemd the "
             "credential $CREDENTIALS_DIRECTORY/registrationkey is read when neither is given",
-            _path, path=True),
+            file_path, path=True),
     Setting("resolver", DEFAULT_RESOLVER,
             "resolver service base URL; the word none turns announcing off", _resolver),
     Setting("exclusion_timeout", 5.0,
@@ -219,18 +220,18 @@ SETTINGS: tuple[Setting, ...] = (
             "decides which file and who may have it", _choice("none", "x-accel-redirect", "x-sendfile")),
     Setting("state_dir", None,
             "writable directory for the service's own data; default $STATE_DIRECTORY under "
-            "systemd, else ~/.local/share/archive-service", _path, path=True),
-    Setting("bind", "127.0.0.1:8080", "address serve listens on: HOST:PORT or unix:PATH", _bind),
+            "systemd, else ~/.local/share/archive-service", file_path, path=True),
+    Setting("bind", "127.0.0.1:8080", "address serve listens on: HOST:PORT or unix:PATH", bind_address),
     Setting("trusted_proxies", ("127.0.0.0/8", "::1/128"),
             "addresses or networks of the reverse proxies whose X-Forwarded-For names the "
             "user (for licensed items); none trusts no proxy", _networks),
-    Setting("workers", 2, "number of gunicorn worker processes for serve", _positive_int),
+    Setting("workers", 2, "number of gunicorn worker processes for serve", positive_int),
     Setting("threads", 16,
             "threads of each serve worker: each request, and each slow client, holds one "
-            "while it lasts", _positive_int),
+            "while it lasts", positive_int),
     Setting("client_timeout", 15,
             "seconds a client may take to send its request, or stay without reading while a "
-            "response is sent, before serve drops the connection", _positive_int),
+            "response is sent, before serve drops the connection", positive_int),
     Setting("index_watch", "auto",
             "how serve follows changes to the collection: auto (inotify where it works, else "
             "periodic rescans), poll (periodic rescans only) or off (read at start only)",
@@ -295,7 +296,7 @@ def read_file(path: str | os.PathLike, table: Mapping[str, Setting] | None = Non
     path = Path(path)
     try:
         with open(path, "rb") as stream:
-            data = yaml.load(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            data = yaml.load(stream, Loader=SafeLoader)
     except OSError as exc:
         raise ConfigError(f"config file {path}: {exc.strerror}") from None
     except yaml.MarkedYAMLError as exc:

@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from .ibi import IBIP_DIGITS
+from .protocol.ibi import IBIP_DIGITS
 
 HOSTS = ("sid.inpe.br", "dpi.inpe.br", "archive.example.org")
 WORDS = ("mtc-m18", "mtc-m19@80", "banon", "col-a", "col-b", "theses", "reports")

@@ -6,7 +6,7 @@
                                            a constant text/plain Flask endpoint under the
                                            same gunicorn settings as `archive-service serve`
 
-The floor server is `archive_service.server.ArchiveServer` itself with only `load()` swapped
+The floor server is `archive_service.serve.runner.ArchiveServer` itself with only `load()` swapped
 for the constant app, so whatever gunicorn settings serve uses (workers, preload, access log),
 the floor uses too.
 """
@@ -57,7 +57,7 @@ def constant_app():
 
 def serve(bind: str, workers: int) -> int:
     from archive_service import settings
-    from archive_service.server import ArchiveServer
+    from archive_service.serve.runner import ArchiveServer
 
     class FloorServer(ArchiveServer):
         def load(self):

@@ -12,7 +12,7 @@ bench/results/ and the table in bench/RESULTS.md (and README.md, if it has the m
 regenerated from all of them. See bench/README.md for what each figure means.
 
 The service is driven only through stable entry points: `archive-service serve` as a real
-process, `archive-service index` when it exists (else `archive_service.index.scan`).
+process, `archive-service index` when it exists (else `archive_service.collection.items.scan`).
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ class Bench:
         if self.has_index_cmd:
             return [self.py, "-m", "archive_service.cli", "index", "--collection",
                     str(self.root), "--state-dir", str(state)]
-        return [self.py, "-c", "import sys; from archive_service import index; "
+        return [self.py, "-c", "import sys; from archive_service.collection import items as index; "
                 "index.scan(sys.argv[1])", str(self.root)]
 
     def floor_cmd(self, what: str) -> list[str]:

@@ -51,7 +51,7 @@ from urllib.parse import quote, urlencode, urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from archive_service import pairs  # noqa: E402
+from archive_service.protocol import pairs  # noqa: E402
 
 SAMPLE = ROOT / "sample_collection"
 SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from archive_service import pairs
+from archive_service.protocol import pairs
 from serve_process import ROOT, SAMPLE, SERVICE, Serve
 
 CONTRIB = ROOT / "contrib"

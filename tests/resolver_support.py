@@ -103,7 +103,7 @@ class InProcessArchives:
         self.asked: list[tuple[ArchiveRef, dict]] = []
 
     def ask(self, question, ips: str = "127.0.0.1", filepath: str | None = None) -> list[Answer]:
-        from archive_service import pairs
+        from archive_service.protocol import pairs
 
         answers = []
         params = question.params(ips, filepath)

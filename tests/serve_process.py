@@ -209,7 +209,7 @@ class Serve:
                 continue
             state, parent = stat.rsplit(")", 1)[1].split()[:2]
             if (int(parent) == self.process.pid and state != "Z"  # an exited announcer
-                    and b"archive_service.announce import" not in cmdline):
+                    and b"archive_service.serve.announce import" not in cmdline):
                 found.append(int(entry))
         return sorted(found)
 

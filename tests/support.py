@@ -11,7 +11,7 @@ import webtest
 from werkzeug.exceptions import NotFound
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
-from archive_service import pairs
+from archive_service.protocol import pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_collection"

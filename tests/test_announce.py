@@ -17,7 +17,8 @@ import webtest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from archive_service import announce, cli, settings
+from archive_service.serve import announce
+from archive_service import cli, settings
 from archive_service.web import create_app
 from resolver_double import ResolverDouble
 
@@ -253,7 +254,7 @@ def loopback_announcement(resolver_url: str, address: str = "127.0.0.1:9") -> an
 
 
 def test_exclusion_is_logged_with_the_resolvers_status(resolver, caplog):
-    caplog.set_level(logging.INFO, "archive_service.announce")
+    caplog.set_level(logging.INFO, "archive_service.serve.announce")
     announce.exclude(loopback_announcement(resolver.url), 5)
     assert resolver.subjects() == ["exclusionRequest"]
     assert resolver.received[0].pairs["registrationkey"] == KEY
@@ -356,7 +357,7 @@ def test_an_unconfirmed_inclusion_warns_what_to_check(resolver, caplog):
     announcement = loopback_announcement(resolver.url, address)
     status = announce.include(announcement, timeout=10)
     announce.report_inclusion(announcement, status)
-    [record] = [r for r in caplog.records if r.name == "archive_service.announce"]
+    [record] = [r for r in caplog.records if r.name == "archive_service.serve.announce"]
     assert record.levelname == "WARNING"
     assert "status.archive included status.confirmation unsuccessful" in record.getMessage()
     assert f"check that {address} is reachable" in record.getMessage()

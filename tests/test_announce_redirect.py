@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from archive_service import announce
+from archive_service.serve import announce
 
 KEY = "9876543210-0123456789"
 
@@ -78,7 +78,7 @@ def test_a_redirected_inclusion_is_not_followed_and_names_the_location(redirecti
 
 def test_a_redirected_exclusion_is_not_followed(redirecting, caplog):
     resolver, third_party = redirecting
-    with caplog.at_level(logging.WARNING, logger="archive_service.announce"):
+    with caplog.at_level(logging.WARNING, logger="archive_service.serve.announce"):
         announce.exclude(announcement(resolver.base), timeout=5)
     assert third_party.paths == []
     assert "redirect" in caplog.text and KEY not in caplog.text
@@ -103,7 +103,7 @@ def test_a_plain_http_resolver_elsewhere_is_warned_about(resolver, warns):
 def test_the_plain_http_warning_is_logged_when_serve_starts(caplog):
     lifecycle = announce.Lifecycle(announcement("http://resolver.example.org"))
     try:
-        with caplog.at_level(logging.WARNING, logger="archive_service.announce"):
+        with caplog.at_level(logging.WARNING, logger="archive_service.serve.announce"):
             lifecycle.start(announce.Local("127.0.0.1", 1))  # nothing answers: it only waits
     finally:
         lifecycle.stop_announcer()

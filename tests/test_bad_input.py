@@ -9,7 +9,8 @@ import pytest
 import webtest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
-from archive_service import limits, pairs
+from archive_service.web import limits
+from archive_service.protocol import pairs
 from archive_service.web import create_app
 from support import ADDRESS, SERVICE, Client
 

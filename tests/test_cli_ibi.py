@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from archive_service import cli, ibi, ibip
+from archive_service import cli
+from archive_service.protocol import ibi, ibip
 
 ROOT = Path(__file__).resolve().parent.parent
 

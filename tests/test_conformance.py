@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from archive_service import answers, pairs
+from archive_service.protocol import answers, pairs
 from serve_process import Serve
 from support import (ADDRESS, EXAMPLE_8_1, EXAMPLE_8_2_SECOND, PLATFORM, SAMPLE, SERVICE, Client,
                      assert_answer)

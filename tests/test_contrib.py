@@ -19,8 +19,11 @@ import pytest
 import webtest
 from gunicorn.config import GracefulTimeout
 
-from archive_service import announce, cli, index, pairs, settings
-from archive_service.answers import Links
+from archive_service.serve import announce
+from archive_service import cli, settings
+from archive_service.collection import items as index
+from archive_service.protocol import pairs
+from archive_service.protocol.answers import Links
 from fronts import (APACHE_MODULES, APACHE_VHOST, BACKEND, COLLECTION, CONTRIB, FILES_DIR,
                     NGINX_SITE, TARGET_FILE, TARGET_IBI, check_front, executable, needs_apache,
                     needs_nginx, rewrite, serve_behind, start_apache, start_nginx, write_config)
@@ -227,7 +230,7 @@ def test_sysctl_file_sets_real_keys_and_lets_a_million_items_be_watched():
         values[key.strip()] = value.strip()
     for key in values:
         assert Path("/proc/sys", *key.split(".")).exists(), f"no such kernel setting {key}"
-    # The indexer asks for twice the directories it counted (watch.py); bench/gen.py's
+    # The indexer asks for twice the directories it counted (indexer/watch.py); bench/gen.py's
     # million-item collection has 1,984,417.
     assert int(values["fs.inotify.max_user_watches"]) >= 2 * 1_984_417
 

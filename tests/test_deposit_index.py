@@ -12,8 +12,11 @@ from urllib.parse import urlencode
 
 import pytest
 
-from archive_service import cli, deposit, index, pairs
-from archive_service.store import Store
+from archive_service import cli
+from archive_service.collection import deposit
+from archive_service.collection import items as index
+from archive_service.protocol import pairs
+from archive_service.index.store import Store
 from archive_service.testing import make_collection, wait_until
 from support import ADDRESS, SAMPLE
 from serve_process import Serve

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from archive_service import answers, index, pairs
-from archive_service.answers import Archive, Links, UrlRequest
+from archive_service.protocol import answers, pairs
+from archive_service.collection import items as index
+from archive_service.protocol.answers import Archive, Links, UrlRequest
 from support import (ADDRESS, EXAMPLE_7_2, EXAMPLE_7_3, EXAMPLE_8_1, EXAMPLE_8_2_FIRST,
                      EXAMPLE_8_2_SECOND, PLATFORM, SERVICE, Client, assert_answer, expected)
 
@@ -94,7 +95,7 @@ def test_every_last_edition_pair_equals_the_plain_pair_without_next_edition(coll
 
 
 def test_answers_module_has_no_web_framework():
-    import archive_service.answers as mod
+    import archive_service.protocol.answers as mod
 
     source = Path(mod.__file__).read_text(encoding="utf-8")
     assert "flask" not in source.lower() and "werkzeug" not in source.lower()

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from archive_service import pairs, stats
-from archive_service.answers import Archive
+from archive_service.protocol import pairs
+from archive_service.web import stats
+from archive_service.protocol.answers import Archive
 from archive_service.testing import wait_until
 from archive_service.web import create_app
 from isolation import chown_tree, in_child, shared_tmp

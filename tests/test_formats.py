@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from archive_service import ibi, pairs, sidecar
+from archive_service.protocol import ibi, pairs
+from archive_service.collection import sidecar
 
 
 def test_render_sorts_and_uses_crlf():

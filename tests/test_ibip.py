@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from archive_service import ibi, ibip
-from archive_service.ibi import IbiError
+from archive_service.protocol import ibi, ibip
+from archive_service.protocol.ibi import IbiError
 
 UTC = timezone.utc
 

@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from archive_service import ibi, ibip, mint
-from archive_service.ibi import IbiError
+from archive_service.protocol import ibi, ibip
+from archive_service.collection import mint
+from archive_service.protocol.ibi import IbiError
 
 UTC = timezone.utc
 ROOT = Path(__file__).resolve().parent.parent
@@ -273,7 +274,7 @@ def test_default_state_dir(monkeypatch, tmp_path):
 
 WORKER = """
 import sys, time
-from archive_service.mint import mint
+from archive_service.collection.mint import mint
 state_dir, start, count = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 time.sleep(max(0.0, start - time.time()))
 for _ in range(count):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from archive_service import watch
+from archive_service.indexer import follower as followermod
 from serve_process import Serve
 
 
@@ -51,7 +51,7 @@ def test_a_read_only_state_is_said_once_by_the_standby_worker(collection: Path, 
         serve.wait_answering(timeout=60)
         serve.wait_log("consistency rescan at start")
         read_only(state / "index")
-        time.sleep(5 * watch.FOLLOW_SECONDS)
+        time.sleep(5 * followermod.FOLLOW_SECONDS)
         log = serve.log()
         said = [line for line in log.splitlines() if "start the indexer of" in line
                 and "Read-only file system" in line]
@@ -65,15 +65,15 @@ def test_a_read_only_state_is_said_once_by_the_standby_worker(collection: Path, 
 def test_the_reason_is_repeated_at_a_slow_interval(collection: Path, tmp_path, monkeypatch,
                                                    caplog):
     from archive_service import settings
-    from archive_service.store import Store
+    from archive_service.index.store import Store
 
     (tmp_path / "state").write_text("a file where the state directory should be")
     store = Store(collection, tmp_path / "state")
     config = settings.load(options={"collection": str(collection),
                                     "state_dir": str(tmp_path / "state")}, environ={})
-    monkeypatch.setattr(watch, "FOLLOW_SECONDS", 0.01)
-    monkeypatch.setattr(watch, "REPEAT_SECONDS", 0.3)
-    follower = watch.Follower(store, config)
+    monkeypatch.setattr(followermod, "FOLLOW_SECONDS", 0.01)
+    monkeypatch.setattr(followermod, "REPEAT_SECONDS", 0.3)
+    follower = followermod.Follower(store, config)
     follower.start()
     time.sleep(1.0)  # about 100 tries
     follower.stop()

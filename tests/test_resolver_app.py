@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl
 import pytest
 import webtest
 
-from archive_service import pairs
+from archive_service.protocol import pairs
 from archive_service.resolver.app import client_ips, create_resolver_app
 from archive_service.resolver.registry import Registry
 from archive_service.resolver.server import redact

@@ -8,7 +8,7 @@ import http.client
 
 import pytest
 
-from archive_service import pairs
+from archive_service.protocol import pairs
 from serve_process import SAMPLE, SERVICE, Serve
 
 pytestmark = pytest.mark.process

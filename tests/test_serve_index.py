@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from archive_service.store import Store
+from archive_service.index.store import Store
 from archive_service.testing import wait_until
 from serve_process import Serve, children, cmdline, state_of
 from support import SERVICE, pairs_of

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from archive_service import pairs
+from archive_service.protocol import pairs
 from archive_service.web import create_app
 from support import ADDRESS, SERVICE, Client
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import glob
 import logging
 
-from archive_service import pairs
+from archive_service.protocol import pairs
 from support import SERVICE, Client
 
 QUERY = "servicesubject=urlRequest&clientinformation.ipaddress=150.163.2.174&parsedibiurl.ibi="

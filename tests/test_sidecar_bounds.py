@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from archive_service import sidecar
+from archive_service.collection import sidecar
 from archive_service.cli import main
-from archive_service.store import Store, StoreCatalog, Writer
+from archive_service.index.store import Store, StoreCatalog, Writer
 from serve_process import Serve
 from support import ROOT
 
@@ -156,7 +156,7 @@ def test_a_hostile_sidecar_takes_neither_the_master_nor_the_indexer_down(collect
         serve.wait_answering(timeout=60)
         serve.wait_log("started the indexer of")
         bomb.write_text(nested(60 * 1024 + 2))  # the indexer reads it
-        serve.wait_log(f"archive_service.store: error: {BAD}/item.yaml: nested deeper than",
+        serve.wait_log(f"archive_service.index.store: error: {BAD}/item.yaml: nested deeper than",
                        timeout=30)  # said by the indexer
         # The indexer stopped while idle (not holding the write lock, which the reload's walk
         # needs): only the reload's walk, in the master, reads the sidecar.
@@ -199,7 +199,7 @@ def test_deposit_refuses_to_edit_a_hostile_sidecar(tmp_path):
     """`deposit --nextedition-of` and `delete` load the other item's sidecar to edit it."""
     path = tmp_path / "item.yaml"
     path.write_text(nested(60 * 1024))
-    code = ("import sys; from pathlib import Path; from archive_service import sidecar_update\n"
+    code = ("import sys; from pathlib import Path; from archive_service.collection import sidecar_update\n"
             "try:\n    sidecar_update.load(Path(sys.argv[1]))\n"
             "except ValueError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT,

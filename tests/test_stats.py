@@ -13,7 +13,9 @@ from urllib.parse import urlencode
 
 import pytest
 
-from archive_service import cli, pairs, stats
+from archive_service import cli
+from archive_service.protocol import pairs
+from archive_service.web import stats
 from archive_service.web import create_app
 from support import SERVICE, Client
 
@@ -57,7 +59,7 @@ def app_client(settings) -> Client:
 
 def test_a_valid_acknowledgment_counts_once_and_replays_are_refused(app_client, settings, caplog):
     got = answer(app_client, RELATORIO)
-    with caplog.at_level(logging.INFO, logger="archive_service.stats"):
+    with caplog.at_level(logging.INFO, logger="archive_service.web.stats"):
         for _ in range(3):
             acknowledge(app_client, ack_params(got))
     got = report(settings["state_dir"])
@@ -170,7 +172,7 @@ def test_the_store_is_wal_sqlite_in_the_state_dir(app_client, settings):
 def test_seen_keys_are_purged_once_expired(settings):
     clock = [2_000_000_000.0]
     store = stats.Store(settings["state_dir"], clock=lambda: clock[0])
-    from archive_service.urlkeys import LIFETIME, UrlKeys
+    from archive_service.protocol.urlkeys import LIFETIME, UrlKeys
     keys = UrlKeys(b"k" * 32, clock=lambda: clock[0])
     url = "http://x.example/col/a"
     for _ in range(3):

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from archive_service import pairs, stats, urlkeys
-from archive_service.urlkeys import UrlKeys
+from archive_service.protocol import pairs, urlkeys
+from archive_service.web import stats
+from archive_service.protocol.urlkeys import UrlKeys
 from archive_service.web import create_app
 from isolation import in_child
 from support import ADDRESS, SERVICE, Client
@@ -217,7 +218,7 @@ def test_a_flood_of_refused_variants_leaves_the_store_small_and_the_log_quiet(tm
     key = keys.issue([url])
     item = dict(ibi="a.example/x/2024/01.01.00.00", contenttype="Data", state="Original")
     assert store.acknowledge(stats.Acknowledgment(key, url, **item), keys) == "counted"
-    with caplog.at_level(logging.INFO, logger="archive_service.stats"):
+    with caplog.at_level(logging.INFO, logger="archive_service.web.stats"):
         for i in range(FLOOD):
             variant = key + f"{i:0{TAG}d}" if i % 2 else key[:-TAG] + f"{i:0{TAG}d}" + key[-TAG:]
             store.acknowledge(stats.Acknowledgment(variant, url, **item), keys)
@@ -274,7 +275,7 @@ def test_a_store_that_cannot_write_says_so_once_and_reports_it(tmp_path, caplog)
     url = "http://a.example/col/a.example/x/2024/01.01.00.00/doc/a.pdf"
     item = dict(ibi="a.example/x/2024/01.01.00.00", contenttype="Data", state="Original")
     assert store.problem is None, "nothing known to be wrong before the first write"
-    with caplog.at_level(logging.INFO, logger="archive_service.stats"):
+    with caplog.at_level(logging.INFO, logger="archive_service.web.stats"):
         outcomes = [store.acknowledge(stats.Acknowledgment(keys.issue([url]), url, **item), keys)
                     for _ in range(5)]
     assert outcomes == ["unrecorded"] * 5
@@ -285,7 +286,7 @@ def test_a_store_that_cannot_write_says_so_once_and_reports_it(tmp_path, caplog)
     assert store.problem and str(store.path) in store.problem and "\n" not in store.problem
     (tmp_path / stats.DB_FILE).rmdir()
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="archive_service.stats"):
+    with caplog.at_level(logging.INFO, logger="archive_service.web.stats"):
         assert store.acknowledge(stats.Acknowledgment(keys.issue([url]), url, **item), keys) == "counted"
     assert store.problem is None
     assert "5 acknowledgments were not counted" in caplog.text

@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 import webtest
 
-from archive_service import answers, index, settings, store
+from archive_service.protocol import answers
+from archive_service.collection import items as index
+from archive_service import settings
+from archive_service.index import store, walk
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
 from serve_process import Process
@@ -196,7 +199,7 @@ def test_workers_see_a_commit_at_once_and_within_a_second_without_the_counter(
     changes.unlink()
     changes.mkdir()
     sidecar.write_text(original)
-    with caplog.at_level(logging.WARNING, logger="archive_service.store"):
+    with caplog.at_level(logging.WARNING, logger="archive_service.index.store"):
         writer.refresh()
     assert "workers see changes up to a second later" in caplog.text
     assert wait_until(lambda: pairs_of(url_request(client, ibi))["state"] == "Original",
@@ -345,12 +348,12 @@ def test_index_command_reports_and_refreshes(collection: Path, tmp_path: Path) -
     (["sid.inpe.br", "mtc-m18", "2012", "not-a-time", "item.yaml"], False, None),
 ])
 def test_a_change_maps_to_the_place_it_can_affect(parts, is_directory, scope) -> None:
-    assert store.scope_of(parts, is_directory) == scope
+    assert walk.scope_of(parts, is_directory) == scope
 
 
 def test_cover_keeps_outermost_scopes() -> None:
-    assert store.cover(["a/b/c/d", "a/b", "a/bc", "x", "a/b/c"]) == ["a/b", "a/bc", "x"]
-    assert store.cover(["a", ""]) == [""]
+    assert walk.cover(["a/b/c/d", "a/b", "a/bc", "x", "a/b/c"]) == ["a/b", "a/bc", "x"]
+    assert walk.cover(["a", ""]) == [""]
 
 
 @pytest.mark.process
@@ -364,7 +367,7 @@ def test_a_first_build_walked_in_parallel_equals_one_walked_in_order(
     serial = _clean_build(col, tmp_path / "serial")  # 400 items: below both thresholds
     monkeypatch.setattr(store, "PARALLEL_WALK_ITEMS", 100)
     monkeypatch.setattr(store, "PARALLEL_ITEMS", 100)
-    with caplog.at_level(logging.INFO, logger="archive_service.store"):
+    with caplog.at_level(logging.INFO, logger="archive_service.index.store"):
         parallel = _clean_build(col, tmp_path / "parallel")
     assert "processes walk and read it" in caplog.text
     assert dump(parallel) == dump(serial)
@@ -421,7 +424,7 @@ def test_a_forked_reader_that_dies_leaves_its_items_to_the_build(
     serial = _clean_build(col, tmp_path / "serial")
     _reader_kinds(monkeypatch, threaded=False)
     _in_readers(monkeypatch, lambda: os._exit(3))  # as if killed: its chunk comes back unread
-    with caplog.at_level(logging.WARNING, logger="archive_service.store"):
+    with caplog.at_level(logging.WARNING, logger="archive_service.index.store"):
         parallel = _clean_build(col, tmp_path / "parallel")
     assert "a reading process" in caplog.text and "died" in caplog.text
     assert dump(parallel) == dump(serial)
@@ -457,7 +460,7 @@ def test_a_build_that_cannot_start_its_readers_reads_everything_itself(
 
     monkeypatch.setattr(store.os, "fork", refused)
     monkeypatch.setattr(store.subprocess, "Popen", refused)
-    with caplog.at_level(logging.WARNING, logger="archive_service.store"):
+    with caplog.at_level(logging.WARNING, logger="archive_service.index.store"):
         alone = _clean_build(col, tmp_path / "alone")
     assert "cannot start a reading process" in caplog.text
     assert dump(alone) == dump(serial)

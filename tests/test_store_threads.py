@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from archive_service import index, store
-from archive_service.answers import Links
+from archive_service.collection import items as index
+from archive_service.index import store
+from archive_service.protocol.answers import Links
 from archive_service.testing import make_collection, rep_name
 from archive_service.web import create_app
 from support import SERVICE

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from archive_service import urlkeys
-from archive_service.urlkeys import UrlKeys
+from archive_service.protocol import urlkeys
+from archive_service.protocol.urlkeys import UrlKeys
 
 TABLE_5_1 = re.compile(r"[0-9]{10,}(?:-[0-9]{10,})?")
 URL = "http://a.example/col/sid.inpe.br/mtc-m19/2013/09.04.12.27.57/doc/Relat%f3rio%20Final.pdf"
@@ -131,7 +131,7 @@ def test_workers_starting_together_agree_on_one_secret(tmp_path: Path):
 def test_an_unusable_state_directory_is_logged_and_keys_still_work(tmp_path: Path, caplog):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    with caplog.at_level(logging.ERROR, logger="archive_service.urlkeys"):
+    with caplog.at_level(logging.ERROR, logger="archive_service.protocol.urlkeys"):
         keys = UrlKeys.from_state_dir(blocker / "state")
     assert "cannot keep the URL-key secret" in caplog.text
     assert keys.verify(keys.issue([URL]), URL).ok

@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 import webtest
 
-from archive_service import store, watch
+from archive_service.common.processes import child_environment
+from archive_service.index import store
+from archive_service.indexer import startup, watch
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
 
@@ -305,12 +307,12 @@ def test_rescans_that_find_nothing_keep_the_workers_answers(collection: Path,
 def write_lock_held(st: store.Store, seconds: float = 20) -> Iterator[None]:
     """The index's write lock, held by another process (a lock this process took would be
     inherited, and so held, by what it forks) for at most `seconds`."""
-    code = ("import sys, time; from archive_service.store import Store\n"
+    code = ("import sys, time; from archive_service.index.store import Store\n"
             "with Store(sys.argv[1], sys.argv[2]).write_lock():\n"
             "    print('locked', flush=True); time.sleep(float(sys.argv[3]))")
     with subprocess.Popen([sys.executable, "-c", code, str(st.root), str(st.state_dir),
                            str(seconds)], stdout=subprocess.PIPE,
-                          env=store.child_environment()) as holder:
+                          env=child_environment()) as holder:
         try:
             assert holder.stdout.readline() == b"locked\n"
             yield
@@ -323,33 +325,33 @@ def test_serve_answers_from_a_complete_index_while_its_early_walk_runs(
         collection: Path, tmp_path: Path, caplog, request) -> None:
     from archive_service import settings
 
-    caplog.set_level(logging.INFO, logger="archive_service.watch")
-    logger = logging.getLogger("archive_service.watch")
+    caplog.set_level(logging.INFO, logger="archive_service.indexer.startup")
+    logger = logging.getLogger("archive_service.indexer.startup")
     handler = logging.FileHandler(tmp_path / "serve.log")  # the forked walk writes here too
     logger.addHandler(handler)
     request.addfinalizer(lambda: (logger.removeHandler(handler), handler.close()))
     config = settings.load(options=settings_for(collection, tmp_path / "state"), environ={})
-    first = watch.LiveIndex(config)
+    first = startup.LiveIndex(config)
     assert first.refresh().read > 0
     first.catalog.close()
     _new_item(collection)  # while the service was stopped
-    live = watch.LiveIndex(config)
+    live = startup.LiveIndex(config)
     with write_lock_held(live.store):  # the early walk cannot finish yet
-        watch.refresh_early(config)  # what serve does before importing the server
+        startup.refresh_early(config)  # what serve does before importing the server
         started = time.monotonic()
         assert live.refresh() is None  # the forked process's walk stands for this one ...
         assert time.monotonic() - started < 5  # ... and is not waited for
         assert live.catalog.item_at(REP) is not None  # the index as it was left
         assert live.catalog.item_at(NEW) is None
-        (pid,) = watch._unwaited
+        (pid,) = startup._unwaited
     assert wait_until(lambda: live.catalog.item_at(NEW) is not None, timeout=10)
-    assert wait_until(lambda: (watch.reap_early(), not watch._unwaited)[1], timeout=10)
+    assert wait_until(lambda: (startup.reap_early(), not startup._unwaited)[1], timeout=10)
     # Said by the walk itself, in its own process.
     assert "is up to date with the collection: " in (tmp_path / "serve.log").read_text()
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # collected: no zombie left
     live.catalog.close()
-    again = watch.LiveIndex(config)
+    again = startup.LiveIndex(config)
     assert again.refresh().read == 0  # later refreshes walk as before, and find nothing new
     again.catalog.close()
 
@@ -360,13 +362,13 @@ def test_serve_waits_for_its_early_walk_when_there_is_no_index_yet(collection: P
     from archive_service import settings
 
     config = settings.load(options=settings_for(collection, tmp_path / "state"), environ={})
-    watch.refresh_early(config)
-    live = watch.LiveIndex(config)
+    startup.refresh_early(config)
+    live = startup.LiveIndex(config)
     assert live.refresh() is None  # the forked build stands for this one
     assert live.catalog.item_at(REP) is not None
-    assert not watch._unwaited
+    assert not startup._unwaited
     live.catalog.close()
-    again = watch.LiveIndex(config)
+    again = startup.LiveIndex(config)
     assert again.refresh().read == 0
     again.catalog.close()
 
@@ -377,17 +379,17 @@ def test_an_early_walk_stops_when_serve_does(collection: Path, tmp_path: Path) -
 
     options = settings_for(collection, tmp_path / "state")
     config = settings.load(options=options, environ={})
-    first = watch.LiveIndex(config)
+    first = startup.LiveIndex(config)
     first.refresh()
     first.catalog.close()
-    code = ("import json, os, sys; from archive_service import settings, watch\n"
+    code = ("import json, os, sys; from archive_service import settings; from archive_service.indexer import startup\n"
             "config = settings.load(options=json.loads(sys.argv[1]), environ={})\n"
-            "watch.refresh_early(config)\n"
-            "open(sys.argv[2], 'w').write(str(watch._early.popitem()[1][0])); os._exit(0)")
+            "startup.refresh_early(config)\n"
+            "open(sys.argv[2], 'w').write(str(startup._early.popitem()[1][0])); os._exit(0)")
     with write_lock_held(first.store):  # the walk waits for the lock, still running
         # No pipe to wait on: the walk inherits whatever the stopped process had open.
         subprocess.run([sys.executable, "-c", code, json.dumps(options), tmp_path / "pid"],
-                       stdout=subprocess.DEVNULL, env=store.child_environment(), check=True,
+                       stdout=subprocess.DEVNULL, env=child_environment(), check=True,
                        timeout=10)
         pid = int((tmp_path / "pid").read_text())
 

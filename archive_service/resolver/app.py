@@ -18,9 +18,10 @@ from urllib.parse import quote
 from flask import Flask, Response, redirect, render_template_string, request
 from flask.logging import default_handler
 
-from .. import pairs, settings
-from ..answers import RequestError
-from ..web import answer_unexpected_errors, error_response
+from ..protocol import pairs
+from .. import settings
+from ..protocol.answers import RequestError
+from ..common.http import TEXT, answer_unexpected_errors, error_response
 from . import config as rconfig
 from . import purl as purlmod
 from . import resolve as resolvemod
@@ -29,7 +30,6 @@ from .registry import Refused, Registry, Throttled
 
 log = logging.getLogger(__name__)
 
-TEXT = "text/plain; charset=us-ascii"
 _PATH_SAFE = "/!+:()@$,;=~*'-._"
 
 ALERT_PAGE = """<!doctype html>

@@ -27,7 +27,7 @@ from concurrent.futures import TimeoutError as FuturesTimeout
 from urllib.parse import quote, urlsplit
 
 from .. import __version__
-from .. import pairs as pairsmod
+from ..protocol import pairs as pairsmod
 from .resolve import Answer, ArchiveRef
 
 log = logging.getLogger(__name__)

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from .. import answers
-from .. import ibi as ibimod
-from ..answers import RequestError, Verbs
+from ..protocol import answers
+from ..protocol import ibi as ibimod
+from ..protocol.answers import RequestError, Verbs
 
 _LANG = re.compile(r"[a-z]{2}(?:-[A-Z]{2})?")
 # One elementary modifier: "!", "+" or "+(…)", ":" or ":(…)"; the parameter is checked apart

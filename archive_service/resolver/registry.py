@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import ibi as ibimod
+from ..protocol import ibi as ibimod
 from .. import settings
-from ..answers import RequestError
+from ..common import db as dbmod
+from ..protocol.answers import RequestError
 from .config import REGISTRY_FILE
 from .resolve import ArchiveRef
 
@@ -49,13 +50,13 @@ def _protocol(value: str) -> str:
 
 # Table 5.2: every pair is required; each value's rule, reusing the Archive's own checks.
 _PAIRS: dict[str, Callable[[str], str]] = {
-    "archiveaddress": settings._hostport,
-    "archiveserviceibi": settings._ibi,
-    "archiveip": settings._ip,
+    "archiveaddress": settings.hostport,
+    "archiveserviceibi": settings.ibi_text,
+    "archiveip": settings.ip_address,
     "archiveprotocol": _protocol,
-    "archiveplatformversion": settings._ascii,
-    "archiveadmemailaddress": settings._email,
-    "registrationkey": settings._registrationkey,
+    "archiveplatformversion": settings.ascii_text,
+    "archiveadmemailaddress": settings.email_address,
+    "registrationkey": settings.registration_key,
 }
 
 _SCHEMA = """
@@ -175,16 +176,16 @@ class Registry:
         self.throttle = KeyThrottle()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._db() as db:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute(_SCHEMA)
+            with self._db() as conn:
+                dbmod.use_wal(conn, durable=True)
+                conn.execute(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise RegistryError(f"registry {self.path}: {exc}") from None
 
     def _db(self):
-        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        return closing(db)
+        conn = dbmod.connect(self.path, timeout=10)
+        conn.row_factory = sqlite3.Row
+        return closing(conn)
 
     def register(self, serviceibi: str, key: str) -> bool:
         """Register (or re-key) an Archive; True if it is new. The key itself is not kept."""

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from werkzeug.datastructures import LanguageAccept
 from werkzeug.http import parse_accept_header
 
-from .. import ibi as ibimod
-from .. import pairs as pairsmod
-from ..answers import ALL_LANGUAGES, Relation, Step
+from ..protocol import ibi as ibimod
+from ..protocol import pairs as pairsmod
+from ..protocol.answers import ALL_LANGUAGES, Relation, Step
 from .purl import PersistentUrl
 
 FOUND, FOLLOW, DELETED, LACKING = 3, 2, 1, 0  # what one answer offers, best first

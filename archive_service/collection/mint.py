@@ -1,7 +1,7 @@
 """Minting new IBIs: repository names (ID§6, Algorithms 1-3) and the temporal distributor
 (Algorithm 4) that gives every label of one identification subsystem its own creation time.
 
-The IBIp side (Algorithms 5-7) lives in `archive_service.ibip`; `mint` draws one time from the
+The IBIp side (Algorithms 5-7) lives in `archive_service.protocol.ibip`; `mint` draws one time from the
 distributor and builds either form, or both, from it.
 """
 
@@ -16,8 +16,9 @@ from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation, localcontext
 from pathlib import Path
 
-from archive_service import ibi, ibip
-from archive_service.ibi import IbiError
+from archive_service.common import files
+from archive_service.protocol import ibi, ibip
+from archive_service.protocol.ibi import IbiError
 
 REP_DEFAULT_PORT = 80  # the port Algorithm 1 leaves out of the prefix
 MINUTE = Decimal(60)
@@ -199,17 +200,7 @@ class Distributor:
         return t
 
     def _write_last(self, t: Decimal) -> None:
-        temporary = self.state_dir / f".{STATE_FILE}.tmp"
-        with open(temporary, "w", encoding="ascii") as out:
-            out.write(f"{t}\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, self.state_path)
-        directory = os.open(self.state_dir, os.O_RDONLY)
-        try:
-            os.fsync(directory)  # make the rename itself survive a crash
-        finally:
-            os.close(directory)
+        files.replace_file(self.state_path, f"{t}\n")
 
 
 # --- minting ---
@@ -263,7 +254,7 @@ def mint(
     The time comes from `Distributor(state_dir, granularity, clock=now, sleep=sleep)`
     (state_dir default: `default_state_dir()`), so it may wait up to `granularity` seconds;
     a test that fakes `now` must fake `sleep` too, or the clock never catches up. Every label is checked
-    with `archive_service.ibi.parse`; bad inputs raise IbiError before any time is drawn.
+    with `archive_service.protocol.ibi.parse`; bad inputs raise IbiError before any time is drawn.
     """
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, not {form!r}")

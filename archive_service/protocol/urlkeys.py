@@ -8,7 +8,7 @@ per-answer storage, that this Archive answered a given URL at a given time:
     <issued: 10 digits, POSIX seconds><nonce: 12 digits> "-" <tag: 20 digits>... <seal: 20 digits>
 
 - The head (`issued` and `nonce`) is the key's identity: it names the one answer the key was
-  issued with, and the statistics count a head at most once (stats.py), however the rest of
+  issued with, and the statistics count a head at most once (web/stats.py), however the rest of
   the key is spelled. `issued` also lets a key expire (`LIFETIME`); 12 random digits make
   two answers of the same second share a head about once in 10**12 / n**2 seconds at n
   answers a second (a lost count once in 6 days at 2,000 a second).
@@ -41,7 +41,7 @@ per-answer storage, that this Archive answered a given URL at a given time:
   and acknowledgments verify until the next restart.
 
 A key proves the URL came from this Archive; counting its head once (replays, respellings) is
-the statistics store's job (stats.py). Anyone may send a urlRequest, so a key is not proof
+the statistics store's job (web/stats.py). Anyone may send a urlRequest, so a key is not proof
 that a person followed the link: it bounds the counts to one per answer this Archive gave.
 """
 
@@ -68,7 +68,7 @@ NONCE_DIGITS = 12
 TAG_DIGITS = 20  # also the seal's
 # Seconds a key stays acknowledgeable. The seed's resolver acknowledges before it even sends
 # the user on (§6.2, messages 5 then 7), so within seconds; an hour is room for slow ones and
-# bounds what the statistics must remember per key to one hour of answers (stats.py).
+# bounds what the statistics must remember per key to one hour of answers (web/stats.py).
 LIFETIME = 3600
 CLOCK_SKEW = 300  # seconds a key may seem to come from the future (clock steps between hosts)
 _TAG_DOMAIN = b"urlkey/2\0tag\0"

@@ -25,17 +25,20 @@ from typing import Any
 
 from flask import Flask, Response, abort, render_template, render_template_string, request
 from flask.logging import default_handler
-from werkzeug.exceptions import HTTPException
 from werkzeug.wsgi import wrap_file
 
-from . import __version__, answers, index, limits, pairs, settings, stats, urlkeys
-from .answers import Archive, Links, RequestError
-from .sidecar import DC_ELEMENTS, xml_text
-from .watch import LiveIndex
+from .. import __version__, settings
+from ..protocol import answers, pairs, urlkeys
+from ..collection import items as index
+from . import limits, stats
+from ..protocol.answers import Archive, Links, RequestError
+from ..collection.sidecar import DC_ELEMENTS, xml_text
+from ..indexer.startup import LiveIndex
+from ..protocol.errors import error_body
+from ..common.http import TEXT, answer_unexpected_errors, error_response
 
 log = logging.getLogger(__name__)
 
-TEXT = "text/plain; charset=us-ascii"
 OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
 DC = "http://purl.org/dc/elements/1.1/"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
@@ -64,29 +67,6 @@ METADATA_PAGE = """<!doctype html>
 def _displayable(name: str) -> str:
     """A file-system name as text for people (bytes that are not UTF-8 shown as U+FFFD)."""
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def error_body(reason: str) -> str:
-    """The protocol's error: a pairs body `error {words}` (SPEC §4, Contract)."""
-    words = "".join(c if c.isascii() and c.isprintable() and c not in "{}" else " " for c in reason)
-    return pairs.render([("error", pairs.value_list(words.split()))])
-
-
-def error_response(reason: str, status: int = 400) -> Response:
-    """The protocol's error as a text/plain response."""
-    return Response(error_body(reason), status=status, content_type=TEXT)
-
-
-def answer_unexpected_errors(app: Flask, logger: logging.Logger) -> None:
-    """A bug answers `error {internal error}` (500) and is logged with its traceback; HTTP
-    errors (404, 405 …) stay as Werkzeug made them."""
-
-    @app.errorhandler(Exception)
-    def unexpected(exc: Exception):
-        if isinstance(exc, HTTPException):
-            return exc
-        logger.exception("unexpected error on %s", request.path)
-        return error_response("internal error", 500)
 
 
 def _filename_options(name: str) -> dict[str, str]:

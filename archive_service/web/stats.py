@@ -1,7 +1,7 @@
 """Access statistics: acknowledgments (§6, Table 6.11) this Archive can vouch for, counted once.
 
 An acknowledgment counts when its `urlkey` is a key this Archive issued for its `url`
-(urlkeys.py), its URL names an item held here, and no acknowledgment of the same key was
+(protocol/urlkeys.py), its URL names an item held here, and no acknowledgment of the same key was
 counted before. "The same key" is the key's identity, its head (the issue time and nonce of
 the answer it came with), not its spelling: one answer counts at most once, whatever is
 appended to its key or whichever of its URLs is acknowledged. The item, content type and state
@@ -39,7 +39,8 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .urlkeys import CLOCK_SKEW, UrlKeys, Verdict
+from ..common import db
+from ..protocol.urlkeys import CLOCK_SKEW, UrlKeys, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -116,14 +117,12 @@ class Store:
         if self._conn is None or self._pid != os.getpid():
             # A connection inherited through fork is never used: SQLite forbids it.
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=10, isolation_level=None,
-                                   check_same_thread=False)
+            conn = db.connect(self.path, timeout=10, check_same_thread=False)
             try:
                 # Only takes on a new database (before WAL and tables): it gives purged pages
                 # back to the file system.
                 conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
+                db.use_wal(conn)
                 conn.executescript(SCHEMA)
             except BaseException:
                 conn.close()

@@ -2,22 +2,27 @@
 
 A directory is an item when its path relative to the collection is a repository name (four
 segments) or an IBIp (two segments, holding `doc/` or `item.yaml`) — SPEC §7. The collection
-is the source of truth; an index is always rebuilt from it.
+is the source of truth: `scan` builds this in-memory catalog from it (for `check`, `deposit`,
+`delete`, and a server with nowhere to write an index), and the persistent index
+(index/store.py) is refreshed from it, re-reading only what changed.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
-from . import ibi as ibimod
+from ..protocol import ibi as ibimod
 from . import sidecar as sidecarmod
-from .ibi import Forms, Ibi
+from ..protocol.ibi import Forms, Ibi
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +155,7 @@ def open_doc(path: str) -> int | None:
         return None
 
 
-def _files_under(directory: str | Path, counter: list[int] | None = None
+def files_under(directory: str | Path, counter: list[int] | None = None
                  ) -> list[tuple[str, os.stat_result]]:
     """Regular files and symbolic links below the directory doc/ (following no link, doc/
     itself included), as (relative path, lstat), sorted; `counter[0]` counts the
@@ -197,7 +202,7 @@ def list_files(collection: Path, item: Item) -> list[tuple[str, int]]:
     if doc is None:
         return []  # doc/ is a link, or a level above it leads elsewhere
     listed = []
-    for rel, st in _files_under(doc):
+    for rel, st in files_under(doc):
         if stat.S_ISLNK(st.st_mode):
             real = resolve_file(collection, item.directory, rel)
             if real is not None:
@@ -250,35 +255,51 @@ def _utc(seconds: float) -> datetime:
     return datetime.fromtimestamp(int(seconds), tz=timezone.utc)
 
 
+def subdirectories(path: str | os.PathLike, problems: list[Problem] | None = None,
+                   where: str = "") -> list[str]:
+    """The names of the directories in `path` where items may be, sorted: hidden names are
+    skipped, and a link to a directory is not followed (what it leads to could be any tree,
+    / or the state directory, and it would be neither watched nor confined to the
+    collection); with `problems`, each such link is added to it (`where`: `path` relative to
+    the collection, ending in "/"). A directory gone meanwhile has none."""
+    try:
+        with os.scandir(path) as entries:
+            found = []
+            for e in entries:
+                if e.name.startswith("."):
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    found.append(e.name)
+                elif problems is not None and e.is_symlink() and e.is_dir():
+                    problems.append(Problem(
+                        where + _shown(e.name), f"is a symbolic link to {_readlink(e.path)}: "
+                        "links are not followed, so nothing under it is served"))
+            return sorted(found)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            log.warning("cannot read %s: %s", path, exc.strerror)
+        return []
+
+
+def is_two_segment_item(root: str | os.PathLike, two: str) -> bool:
+    """Whether the directory `two` (two segments below `root`) is an item: an IBIp holding
+    `doc/` or `item.yaml` (SPEC §7). Four-segment items need only a valid name."""
+    path = f"{os.fspath(root)}/{two}"
+    return ibimod.is_valid(two) and (os.path.isdir(f"{path}/{DOC}")
+                                     or os.path.isfile(f"{path}/{sidecarmod.SIDECAR}"))
+
+
 def iter_item_dirs(root: Path, problems: list[Problem] | None = None):
-    """Yield (relative directory, Ibi) for every item directory under `root`; a link to a
-    directory at the levels that name items is not followed (what it leads to could be any
-    tree, / or the state directory, and it would be neither watched nor confined to the
-    collection): it is added to `problems`."""
+    """Yield (relative directory, Ibi) for every item directory under `root`; links to
+    directories at the levels that name items are added to `problems` (subdirectories)."""
 
     def subdirs(path: Path, where: str = ""):
-        try:
-            with os.scandir(path) as entries:
-                found = []
-                for e in entries:
-                    if e.name.startswith("."):
-                        continue
-                    if e.is_dir(follow_symlinks=False):
-                        found.append(e.name)
-                    elif problems is not None and e.is_symlink() and e.is_dir():
-                        problems.append(Problem(
-                            where + _shown(e.name), f"is a symbolic link to {_readlink(e.path)}: "
-                            "links are not followed, so nothing under it is served"))
-                return sorted(found)
-        except OSError as exc:
-            log.warning("cannot read %s: %s", path, exc.strerror)
-            return []
+        return subdirectories(path, problems, where)
 
     for a in subdirs(root):
         for b in subdirs(root / a, f"{a}/"):
             two = f"{a}/{b}"
-            if ibimod.is_valid(two) and ((root / two / DOC).is_dir()
-                                         or (root / two / sidecarmod.SIDECAR).is_file()):
+            if is_two_segment_item(root, two):
                 yield two, ibimod.parse(two)
                 continue
             for c in subdirs(root / two, f"{two}/"):
@@ -293,7 +314,7 @@ def load_item(root: Path, directory: str, name: Ibi,
               has_sidecar: bool | None = None) -> tuple[Item, list[Problem]]:
     """Build one item from its directory; raise SidecarError if its sidecar is unusable.
 
-    `files` is the item's `_files_under(doc/)` listing (a stat of each needs st_mtime and
+    `files` is the item's `files_under(doc/)` listing (a stat of each needs st_mtime and
     st_mode only), and `has_sidecar` whether its item.yaml is a file, when the caller has
     just found out."""
     # os.path, not pathlib: this runs once per item of a first build (a third faster).
@@ -318,7 +339,7 @@ def load_item(root: Path, directory: str, name: Ibi,
         problems.append(Problem(directory, f"ibip {side.ibip} differs from the directory name"))
 
     if files is None:
-        files = _files_under(os.path.join(path, DOC))
+        files = files_under(os.path.join(path, DOC))
     names, doc_trouble = doc_problems(root, directory, files)
     problems += doc_trouble
     timestamp = side.timestamp
@@ -420,18 +441,31 @@ class Catalog:
                 if other is not None and item.language:
                     other.translations.setdefault(item.language, item.name)
         for item in self.by_directory.values():
-            seen = {item.name.key}
-            current = item
-            while current.nextedition is not None:
-                nxt = self.lookup(current.nextedition)
-                if nxt is None:
-                    break
-                if nxt.name.key in seen:
-                    self.problems.append(Problem(item.directory, "nextedition chain has a cycle "
-                                                 f"through {nxt.directory}"))
-                    break
-                seen.add(nxt.name.key)
-                current = nxt
+            chain = follow_editions(self.lookup, item)
+            if chain.cycle_at is not None:
+                self.problems.append(Problem(item.directory, "nextedition chain has a cycle "
+                                             f"through {chain.cycle_at.directory}"))
+
+
+class Editions(NamedTuple):
+    last: Item  # the last edition reached among the items held
+    ends_here: bool  # `last` has no next edition: the chain neither leaves nor loops
+    cycle_at: Item | None  # the item the chain met a second time, if it loops
+
+
+def follow_editions(lookup: Callable[[Ibi], Item | None], item: Item) -> Editions:
+    """Follow nextedition from `item` through the items `lookup` finds (answers, deposit
+    and the catalog's cycle check all follow the chain this way)."""
+    seen = {item.name.key}
+    while item.nextedition is not None:
+        nxt = lookup(item.nextedition)
+        if nxt is None:
+            return Editions(item, False, None)
+        if nxt.name.key in seen:
+            return Editions(item, False, nxt)
+        seen.add(nxt.name.key)
+        item = nxt
+    return Editions(item, True, None)
 
 
 def scan(root: Path) -> Catalog:

@@ -6,24 +6,20 @@ import argparse
 import sys
 
 from .. import settings
-from . import config as rconfig
+from ..resolver import config as rconfig
+from .options import add_settings, load_config
 
 
 def _add_settings(parser: argparse.ArgumentParser, names=None) -> None:
-    from ..cli import _add_settings as add
-
-    add(parser, names, table=rconfig.RESOLVER_SETTINGS)
+    add_settings(parser, names, table=rconfig.RESOLVER_SETTINGS)
 
 
 def _config(args: argparse.Namespace, *required: str) -> settings.Config:
-    options = {s.name: getattr(args, s.name, None) for s in rconfig.RESOLVER_SETTINGS}
-    config = rconfig.load(args.config, options)
-    config.require(*required)
-    return config
+    return load_config(args, *required, table=rconfig.RESOLVER_SETTINGS)
 
 
 def _registry(config: settings.Config):
-    from .registry import Registry, RegistryError
+    from ..resolver.registry import Registry, RegistryError
 
     try:
         return Registry(config.state_dir)
@@ -54,7 +50,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .server import run
+    from ..resolver.server import run
 
     config = _config(args, "state_dir")
     _registry(config)

@@ -10,7 +10,7 @@ Two parts, neither importing Flask:
 - the protocol: the pairs, their encoding (§3), the resolver's status answer, over
   urllib.request; the registration key is a secret and every text that reaches a log goes
   through `Announcement.redact`;
-- the lifecycle under gunicorn (`Lifecycle`, called from server.py's hooks): one *announcer
+- the lifecycle under gunicorn (`Lifecycle`, called from serve/runner.py's hooks): one *announcer
   process* per service start does the inclusion, the master itself sends the exclusion.
 
 Why a process for the inclusion: gunicorn's `when_ready` runs in the master before any worker
@@ -50,10 +50,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
-from . import __version__
-from . import pairs as pairsmod
-from . import settings
-from .settings import ConfigError, ConfigWarning
+from .. import __version__
+from ..common.processes import child_environment, python_executable
+from ..protocol import pairs as pairsmod
+from .. import settings
+from ..settings import ConfigError, ConfigWarning
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ MAX_RETRY = 300.0
 MAX_BODY = 64 * 1024
 LOCAL_TIMEOUT = 5.0
 SLOW_START_WARNING = 30.0  # seconds without an answer from our own socket before saying so
-ANNOUNCER = "import sys; from archive_service.announce import main; sys.exit(main())"
+ANNOUNCER = "import sys; from archive_service.serve.announce import main; sys.exit(main())"
 
 
 def encode(value: str) -> str:
@@ -539,12 +540,10 @@ class Lifecycle:
         job = {"parent": os.getpid(), "local": vars(self.local) if self.local else None,
                "join": join.to_json() if join else None,
                "leave": leave.to_json() if leave else None}
-        package_root = str(Path(__file__).resolve().parent.parent)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         try:
-            process = subprocess.Popen([sys.executable, "-c", ANNOUNCER], stdin=subprocess.PIPE,
-                                       env=env, close_fds=True)
+            process = subprocess.Popen([python_executable(), "-c", ANNOUNCER],
+                                       stdin=subprocess.PIPE, env=child_environment(),
+                                       close_fds=True)
             with process.stdin:
                 process.stdin.write(json.dumps(job).encode("ascii"))
         except OSError as exc:

@@ -1,4 +1,4 @@
-"""Size limits on requests, applied twice: by gunicorn (server.py) and by the app itself.
+"""Size limits on requests, applied twice: by gunicorn (serve/runner.py) and by the app itself.
 
 gunicorn refuses oversized requests before the app sees them (414 for the request line,
 431 for header fields, with its own small HTML page). Under mod_wsgi, CGI or another WSGI

@@ -10,14 +10,14 @@ interrupted build resumes where it stopped, and nothing a crash leaves behind is
 beyond what the next walk confirms.
 
 What spans items is resolved when read, not when written, so one item's change never has to
-rewrite others: which of two directories claiming one IBI is served (the first in collection
-order, as `index.scan` decides), and translations declared only on the other side.
+rewrite others: which of two directories claiming one IBI is served (claim(): the directory
+named by the repository name before an IBIp directory, then the first in collection order,
+as collection.items.Catalog.add decides), and translations declared only on the other side.
 """
 
 from __future__ import annotations
 
 import collections
-import errno
 import fcntl
 import functools
 import hashlib
@@ -30,10 +30,8 @@ import pickle
 import re
 import secrets
 import select
-import shutil
 import signal
 import sqlite3
-import stat
 import subprocess
 import sys
 import threading
@@ -45,17 +43,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from . import ibi as ibimod
-from . import index
-from . import sidecar as sidecarmod
-from .ibi import Forms, Ibi
-from .index import DOC, Item, Problem
+from ..common import db
+from ..common.processes import child_environment, python_executable
+from ..protocol import ibi as ibimod
+from ..collection import items as index
+from ..collection import sidecar as sidecarmod
+from ..protocol.ibi import Forms, Ibi
+from ..collection.items import Item, Problem
+from .walk import SEP, Found, Walk, cover, directory_of, estimate_items, sortkey
 
 log = logging.getLogger(__name__)
 
 # Bump when a record's shape or what index.load_item derives changes: old indexes are rebuilt.
 SCHEMA = "5"  # 5: refs also hold nextedition and metadata, prefixed (issue 17)
-SEP = "\x01"  # sorts below every character of a directory name: key order = walk order
 NO_LANGUAGE = "-"  # the language-set row counting items that declare no language
 BATCH_ITEMS = 1000
 BATCH_SECONDS = 1.0
@@ -103,14 +103,6 @@ _NEXT_GENERATION = ("INSERT INTO meta VALUES ('generation', ?) ON CONFLICT (key)
 def next_generation(conn: sqlite3.Connection) -> None:
     """In a write transaction: its commit makes the index's next generation."""
     conn.execute(_NEXT_GENERATION, (str(secrets.randbits(62)),))
-
-
-def sortkey(directory: str) -> str:
-    return directory.replace("/", SEP)
-
-
-def directory_of(key: str) -> str:
-    return key.replace(SEP, "/")
 
 
 def claim(key: str) -> str:
@@ -168,189 +160,6 @@ def decode(directory: str, text: str) -> Item:
     )
 
 
-# -------------------------------------------------------------------------------- walk
-
-
-@dataclass(slots=True)
-class Found:
-    """An item directory as a walk finds it, with what its fingerprint is made of.
-
-    A four-segment name is checked against the IBI rules only when the index does not hold
-    it already (a stored name passed them): `name` is None until then."""
-
-    directory: str
-    name: Ibi | None
-    fingerprint: str
-    files: list[tuple[str, os.stat_result]]
-    has_sidecar: bool
-    sortkey: str = ""
-
-    def __post_init__(self) -> None:
-        self.sortkey = sortkey(self.directory)
-
-    def valid(self) -> bool:
-        if self.name is None:
-            try:
-                self.name = ibimod.parse(self.directory)
-            except ibimod.IbiError:
-                return False
-        return True
-
-
-def _is_real_dir(path: str) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-class Walk:
-    """The item directories of a collection (the rules of `index.iter_item_dirs`), in key order.
-
-    `dirs` counts the directories visited: a lower bound of the inotify watches that
-    watching the collection needs."""
-
-    def __init__(self, root: str | os.PathLike):
-        self.root = os.fspath(root)
-        self.dirs = 0
-
-    def _subdirs(self, path: str) -> list[str]:
-        self.dirs += 1
-        try:
-            with os.scandir(path) as entries:
-                return sorted(e.name for e in entries
-                              if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
-        except OSError as exc:
-            if exc.errno != errno.ENOENT:
-                log.warning("cannot read %s: %s", path, exc.strerror)
-            return []
-
-    def _is_two_item(self, two: str) -> bool:
-        path = f"{self.root}/{two}"
-        return ibimod.is_valid(two) and (os.path.isdir(f"{path}/{DOC}")
-                                         or os.path.isfile(f"{path}/{sidecarmod.SIDECAR}"))
-
-    def files_under(self, directory: str) -> list[tuple[str, os.stat_result]]:
-        """`index._files_under`, counting directories."""
-        counter = [0]
-        found = index._files_under(directory, counter)
-        self.dirs += counter[0]
-        return found
-
-    def found(self, directory: str, name: Ibi | None = None) -> Found:
-        path = f"{self.root}/{directory}"
-        parts = []
-        try:
-            st = os.stat(f"{path}/{sidecarmod.SIDECAR}")
-            if stat.S_ISREG(st.st_mode):
-                parts.append(b"y%d.%d" % (st.st_size, st.st_mtime_ns))
-        except OSError:
-            pass
-        has_sidecar = bool(parts)
-        files = self.files_under(f"{path}/{DOC}")
-        if not files and os.path.islink(f"{path}/{DOC}"):  # the problem names where it leads
-            parts.append(b"l" + os.readlink(f"{path}/{DOC}").encode("utf-8", "surrogateescape"))
-        for rel, st in files:
-            parts.append(b"%s\0%d.%d" % (rel.encode("utf-8", "surrogateescape"),
-                                         st.st_size, st.st_mtime_ns))
-        if not parts:  # no sidecar, no files: the directory's own time is the item's timestamp
-            try:
-                parts.append(b"d%d" % os.stat(path).st_mtime_ns)
-            except OSError:
-                pass
-        digest = hashlib.blake2b(b"\n".join(parts), digest_size=16).hexdigest()
-        return Found(directory, name, digest, files, has_sidecar)
-
-    def scopes(self) -> Iterator[str]:
-        """The collection cut into scopes for `items`, in key order: each two-segment item and
-        each third-level directory (a first build walks them in parallel)."""
-        for a in self._subdirs(self.root):
-            for b in self._subdirs(f"{self.root}/{a}"):
-                two = f"{a}/{b}"
-                if self._is_two_item(two):
-                    yield two
-                else:
-                    yield from (f"{two}/{c}" for c in self._subdirs(f"{self.root}/{two}"))
-
-    def items(self, scope: str = "") -> Iterator[Found]:
-        """Item directories at or below `scope` (a directory path of 0 to 4 segments), in
-        key order; a four-segment one still has to pass `Found.valid()`."""
-        segs = scope.split("/") if scope else []
-        if len(segs) > 4:
-            return
-        for i, name in enumerate(segs):
-            if name.startswith(".") or not _is_real_dir(os.path.join(self.root, *segs[:i + 1])):
-                return
-        if len(segs) >= 3 and self._is_two_item("/".join(segs[:2])):
-            return  # a two-segment item holds no four-segment items
-        root = self.root
-        for a in segs[:1] or self._subdirs(root):
-            for b in segs[1:2] or self._subdirs(f"{root}/{a}"):
-                two = f"{a}/{b}"
-                if len(segs) < 3 and self._is_two_item(two):
-                    yield self.found(two, ibimod.parse(two))
-                    continue
-                for c in segs[2:3] or self._subdirs(f"{root}/{two}"):
-                    for d in segs[3:4] or self._subdirs(f"{root}/{two}/{c}"):
-                        self.dirs += 1
-                        yield self.found(f"{two}/{c}/{d}")
-
-
-def estimate_items(root: str | os.PathLike) -> int:
-    """Roughly how many items a collection holds, from its upper levels only (for progress)."""
-    walk = Walk(root)
-    count = 0
-    for a in walk._subdirs(walk.root):
-        for b in walk._subdirs(os.path.join(walk.root, a)):
-            if ibimod.is_valid(f"{a}/{b}"):
-                count += 1
-                continue
-            for c in walk._subdirs(os.path.join(walk.root, a, b)):
-                count += len(walk._subdirs(os.path.join(walk.root, a, b, c)))
-    return count
-
-
-def scope_of(parts: list[str], is_directory: bool) -> str | None:
-    """The smallest part of the collection a change at `parts` (path segments below the
-    root) can affect, as a scope for `Walk.items`; None when it affects no item."""
-    n = len(parts)
-    if n == 0:
-        return ""
-    if any(p.startswith(".") for p in parts[:2]):
-        return None
-    if n <= 2:
-        return "/".join(parts) if is_directory else None
-    two = f"{parts[0]}/{parts[1]}"
-    if parts[2] in (DOC, sidecarmod.SIDECAR):  # the inside of a two-segment item
-        return two if ibimod.is_valid(two) else None
-    if parts[2].startswith("."):
-        return None
-    if n == 3:
-        return "/".join(parts) if is_directory else None
-    if parts[3].startswith("."):
-        return None
-    four = "/".join(parts[:4])
-    if not ibimod.is_valid(four):
-        return None
-    if n == 4:
-        return four if is_directory else None
-    if parts[4] == sidecarmod.SIDECAR or parts[4] == DOC:
-        return four
-    return None
-
-
-def cover(scopes: Iterable[str]) -> list[str]:
-    """The scopes without those inside another, in key order."""
-    kept: list[str] = []
-    for scope in sorted(set(scopes), key=lambda s: s.split("/") if s else []):
-        if scope == "":
-            return [""]
-        if kept and scope.startswith(kept[-1] + "/"):
-            continue
-        kept.append(scope)
-    return kept
-
-
 # ------------------------------------------------------------------------------- store
 
 _CORRUPT, _NOTADB = 11, 26  # SQLite's primary result codes: SQLITE_CORRUPT, SQLITE_NOTADB
@@ -389,14 +198,11 @@ class Store:
         """A connection in autocommit mode (transactions are explicit)."""
         if not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+        conn = db.connect(self.path, timeout=30)
         if readonly:
             conn.execute("PRAGMA query_only = 1")
         else:
-            # WAL: readers never wait for the writer and see only committed transactions.
-            # NORMAL loses at most the last transactions on power loss; a walk repairs them.
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            db.use_wal(conn)  # the transactions a power loss takes, the next walk repairs
         return conn
 
     def _lock_path(self, which: str) -> str:
@@ -452,7 +258,7 @@ class Store:
         if reported is not None:
             return reported
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            conn = db.connect(self.path, timeout=30)
             try:
                 rows = conn.execute("PRAGMA quick_check(1)").fetchall()
             finally:
@@ -891,24 +697,6 @@ def read_item(root: Path, found: Found) -> _Row:
                 problems)
 
 
-def python_executable() -> str:
-    """The Python to start our own processes with (under mod_wsgi sys.executable may name
-    the web server instead)."""
-    name = os.path.basename(sys.executable or "")
-    if name.startswith("python"):
-        return sys.executable
-    return shutil.which(f"python{sys.version_info[0]}.{sys.version_info[1]}") or \
-        shutil.which("python3") or sys.executable
-
-
-def child_environment() -> dict[str, str]:
-    """The environment for a Python process of ours: this package importable as it is here."""
-    env = dict(os.environ)
-    parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (parent, env.get("PYTHONPATH")) if p)
-    return env
-
-
 def _send(stream, message) -> None:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(len(data).to_bytes(8, "big") + data)
@@ -1061,7 +849,7 @@ class _Readers:
         self.flying: dict[int, tuple[subprocess.Popen, list]] = {}  # stdout fd -> its chunk
         self.pending: list[tuple[Found, bool]] = []
         command = [python_executable(), "-c",
-                   "from archive_service.store import reading_process; reading_process()"]
+                   "from archive_service.index.store import reading_process; reading_process()"]
         fork = threading.active_count() == 1
         for _ in range(workers):
             try:
@@ -1355,7 +1143,7 @@ def _later(key: tuple, than: tuple) -> bool:
 
 
 class StoreCatalog:
-    """The `index.Catalog` interface answers.py uses, read from the store on demand.
+    """The `collection.items.Catalog` interface protocol/answers.py uses, read from the store on demand.
 
     Look-ups between `begin()` and `end()` (one web request) read one snapshot, so an answer
     never mixes two states of the index; outside them each call sees the latest commit.

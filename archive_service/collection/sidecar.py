@@ -13,12 +13,9 @@ from typing import Any
 
 import yaml
 
-from . import ibi as ibimod
+from ..common.yamlsafe import SafeLoader as _SafeLoader
+from ..protocol import ibi as ibimod
 
-try:  # libyaml is ~10x faster than the pure-Python loader and ships in PyYAML's wheels
-    _SafeLoader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _SafeLoader = yaml.SafeLoader
 
 _YAML = "tag:yaml.org,2002:"
 _SCALARS = {_YAML + t for t in ("null", "bool", "int", "float", "timestamp", "binary")}

@@ -21,7 +21,7 @@ from urllib.parse import quote
 from . import ibi as ibimod
 from . import pairs as pairsmod
 from .ibi import Forms, Ibi
-from .index import DOC, Catalog, Item, resolve_file
+from ..collection.items import DOC, Catalog, Item, follow_editions, resolve_file
 from .urlkeys import UrlKeys, canonical_url
 
 ID_PAIRS = ("archiveaddress", "ibi", "ibi.archiveservice", "ibi.platformsoftware")
@@ -352,14 +352,8 @@ class Archive:
 
     def last_edition(self, item: Item) -> Item | None:
         """Follow nextedition through the items held here; None once the chain leaves."""
-        seen = {item.name.key}
-        while item.nextedition is not None:
-            nxt = self.lookup(item.nextedition)
-            if nxt is None or nxt.name.key in seen:
-                return None
-            seen.add(nxt.name.key)
-            item = nxt
-        return item
+        chain = follow_editions(self.lookup, item)
+        return chain.last if chain.ends_here else None
 
     def _held_or_ref(self, ref: Ibi, fmt: str | None = None) -> Node:
         held = self.lookup(ref)
@@ -633,7 +627,7 @@ class Archive:
 def software_time() -> datetime:
     """When the running archive-service was installed or last changed: the newest
     modification time among its modules and templates, to the second."""
-    package = Path(__file__).parent
+    package = Path(__file__).parent.parent  # the whole archive_service package
     try:
         newest = max(path.stat().st_mtime for path in package.rglob("*")
                      if path.suffix in (".py", ".html"))

@@ -43,15 +43,18 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from . import ibi as ibimod
-from . import ibip as ibipmod
-from . import index
+from ..common import files as filesmod
+from ..common.yamlsafe import SafeLoader
+from ..protocol import ibi as ibimod
+from ..protocol import ibip as ibipmod
+from . import items as index
 from . import mint as mintmod
 from . import sidecar as sidecarmod
 from . import sidecar_update
-from . import store as storemod
-from .ibi import Ibi
-from .index import Item
+from ..index import store as storemod
+from ..index import walk as walkmod
+from ..protocol.ibi import Ibi
+from .items import Item
 from .sidecar import SIDECAR
 
 log = logging.getLogger(__name__)
@@ -244,10 +247,10 @@ class Holdings:
 
     # -- items, as on disk now -------------------------------------------------------------
 
-    def _found(self, directory: str) -> storemod.Found | None:
+    def _found(self, directory: str) -> walkmod.Found | None:
         """`directory` as the index's walk finds it, if it is an item directory."""
         # The first the walk yields: an item, or the first item below a directory that is none.
-        found = next(storemod.Walk(self.root).items(directory), None)
+        found = next(walkmod.Walk(self.root).items(directory), None)
         return found if found is not None and found.directory == directory else None
 
     def _item(self, directory: str) -> Item | None:
@@ -274,10 +277,10 @@ class Holdings:
                     if item is not None and k in item.keys()]
         if not claiming:
             return None
-        item = min(claiming, key=lambda i: storemod.claim(storemod.sortkey(i.directory)))
+        item = min(claiming, key=lambda i: storemod.claim(walkmod.sortkey(i.directory)))
         keys = set(item.keys())
         for directory in sorted({*self.catalog.referrers(keys), *self.pending},
-                                key=storemod.sortkey):
+                                key=walkmod.sortkey):
             other = self._item(directory)
             if (other is not None and other is not item and other.language
                     and any(ibimod.key(ref.text) in keys for ref in other.translations.values())):
@@ -293,7 +296,7 @@ class Holdings:
         # A translation it declares puts it among the other item's translations too.
         directories |= {other.directory for ref in item.translations.values()
                         if (other := self.lookup(ref)) is not None}
-        for directory in sorted(directories, key=storemod.sortkey):
+        for directory in sorted(directories, key=walkmod.sortkey):
             other = self._item(directory)
             if other is not None and self.lookup(other.name) is other:  # served
                 yield other
@@ -357,21 +360,14 @@ def _held(catalog: Holdings, text: str, option: str) -> index.Item:
 
 
 def _last_held_edition(catalog: Holdings, item: index.Item) -> index.Item:
-    seen = {item.name.key}
-    while item.nextedition is not None:
-        nxt = catalog.lookup(item.nextedition)
-        if nxt is None or nxt.name.key in seen:
-            break
-        seen.add(nxt.name.key)
-        item = nxt
-    return item
+    return index.follow_editions(catalog.lookup, item).last
 
 
 def _new_sidecar(data: Mapping[str, Any], when: datetime) -> str:
     text = (f"# Deposited with archive-service deposit at {iso(when)}.\n"
             + yaml.safe_dump(dict(data), default_flow_style=False, allow_unicode=True,
                              sort_keys=False, width=4096))
-    sidecarmod.parse(yaml.safe_load(text), SIDECAR)  # what we write must read back valid
+    sidecarmod.parse(yaml.load(text, Loader=SafeLoader), SIDECAR)  # what we write must read back valid
     return text
 
 
@@ -521,9 +517,9 @@ def deposit(
             (temp / index.DOC).mkdir(mode=0o777)
             for name, path in sources:
                 _copy(path, temp / index.DOC / name)
-            sidecar_update.write_new(temp / SIDECAR, sidecar_text)
-            sidecar_update.fsync_dir(temp / index.DOC)
-            sidecar_update.fsync_dir(temp)
+            filesmod.write_new(temp / SIDECAR, sidecar_text)
+            filesmod.fsync_dir(temp / index.DOC)
+            filesmod.fsync_dir(temp)
             for update in updates:
                 sidecar_update.stage(update)
             if before_rename is not None:
@@ -538,7 +534,7 @@ def deposit(
             for update in updates:
                 sidecar_update.discard(update)
             raise
-        sidecar_update.fsync_dir(final.parent)
+        filesmod.fsync_dir(final.parent)
         for update in updates:
             sidecar_update.commit(update)
             if not update.comments_kept:
@@ -605,7 +601,7 @@ def delete(config: Mapping[str, Any], label: str,
             sidecar_update.discard(update)
         if moved_to is not None:
             os.rename(doc, moved_to)
-            sidecar_update.fsync_dir(directory)
+            filesmod.fsync_dir(directory)
         referenced_by = []
         for other in catalog.referrers(item):
             refs = [("nextedition", other.nextedition), ("metadata", other.metadata)]

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
-from archive_service.ibi import IBIP_DIGITS, IbiError
+from archive_service.protocol.ibi import IBIP_DIGITS, IbiError
 
 IBIP_EPOCH = 807235200  # 1995-08-01T00:00:00Z, origin of the suffix (Algorithm 6, line 2)
 IBIP_DEFAULT_PORT = 800  # the port Algorithm 5 leaves out of the prefix

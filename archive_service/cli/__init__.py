@@ -12,34 +12,18 @@ import warnings
 from datetime import date
 from urllib.parse import quote, urlencode
 
-from . import __version__, index, settings, toolkit
+from .. import __version__, settings
+from ..collection import items as index
+from . import resolver as resolver_cli
+from . import toolkit
+from .options import add_settings, load_config
 
 log = logging.getLogger("archive_service")
 
 
-def _add_settings(parser: argparse.ArgumentParser, names=None, table=settings.SETTINGS) -> None:
-    parser.add_argument("--config", metavar="FILE", help="YAML file of settings")
-    prefix = table[0].env_prefix if table else settings.ENV_PREFIX
-    group = parser.add_argument_group(
-        "settings", f"each also read from {prefix}<NAME> and from the --config file")
-    for setting in table:
-        if names is not None and setting.name not in names:
-            continue
-        default = "" if setting.secret or setting.default in (None, "") else f" (default: {setting.default})"
-        group.add_argument(setting.option, dest=setting.name, metavar=setting.name.upper(),
-                           help=setting.help + default)
-
-
-def _config(args: argparse.Namespace, *required: str, environ=None) -> settings.Config:
-    options = {s.name: getattr(args, s.name, None) for s in settings.SETTINGS}
-    config = settings.load(args.config, options, environ)
-    config.require(*required)
-    return config
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
-    from . import announce
-    from .watch import refresh_early
+    from ..serve import announce
+    from ..indexer.startup import refresh_early
 
     if args.no_announce:
         args.resolver = "none"
@@ -48,22 +32,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     secrets = settings.withdraw_secrets()
 
     def configure() -> settings.Config:  # again on SIGHUP
-        config = _config(args, "collection", "archiveaddress", "archiveserviceibi",
+        config = load_config(args, "collection", "archiveaddress", "archiveserviceibi",
                          environ={**os.environ, **secrets})
         announce.from_config(config)  # settings for announcing: one line naming what is missing
         return config
 
     config = configure()
     refresh_early(config)  # the index's walk runs while the server's modules load
-    from .server import run
+    from ..serve.runner import run
 
     return run(config, reload_config=configure)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from .web import create_app
+    from ..web import create_app
 
-    config = _config(args, "collection", "archiveaddress", "archiveserviceibi")
+    config = load_config(args, "collection", "archiveaddress", "archiveserviceibi")
     params = {
         "servicesubject": "urlRequest",
         "clientinformation.ipaddress": args.client_ip,
@@ -91,7 +75,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     if args.directory:
         args.collection = args.directory
-    config = _config(args, "collection")
+    config = load_config(args, "collection")
     catalog = index.scan(config.collection)
     problems = list(catalog.problems) + index.check_references(catalog)
     for problem in problems:
@@ -118,9 +102,9 @@ def _count(text: str) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from . import stats
+    from ..web import stats
 
-    config = _config(args)
+    config = load_config(args)
     try:
         report = stats.Store(config.state_dir).report(args.since, args.top or None)
     except stats.StatsError as exc:
@@ -136,9 +120,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .watch import LiveIndex, run_indexer
+    from ..indexer.startup import LiveIndex
+    from ..indexer.watch import run_indexer
 
-    config = _config(args, "collection")
+    config = load_config(args, "collection")
     live = LiveIndex(config)
     if args.watch:
         return run_indexer(live.store, config, lock_fd=args.lock_fd, owner_fd=args.owner_fd)
@@ -164,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Run the Archive service (and /col/ files) under gunicorn.")
     serve.add_argument("--no-announce", action="store_true",
                        help="do not join the resolver (same as --resolver none), for development")
-    _add_settings(serve)
+    add_settings(serve)
     serve.set_defaults(func=cmd_serve)
 
     query = sub.add_parser("query", help="print what urlRequest answers for an IBI",
@@ -174,13 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--filepath", help="a file of the item, e.g. /reference.bib")
     query.add_argument("--client-ip", default="127.0.0.1",
                        help="the user's IP address (default: 127.0.0.1)")
-    _add_settings(query)
+    add_settings(query)
     query.set_defaults(func=cmd_query)
 
     check = sub.add_parser("check", help="validate a collection; exit 1 on problems",
                            description="Validate every item and sidecar of a collection.")
     check.add_argument("directory", nargs="?", help="the collection (or give --collection)")
-    _add_settings(check, names=("collection",))
+    add_settings(check, names=("collection",))
     check.set_defaults(func=cmd_check)
 
     index = sub.add_parser(
@@ -189,13 +174,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "what changed; with --watch, keep it current until stopped.")
     index.add_argument("--watch", action="store_true",
                        help="keep the index current (as serve's indexer does) until SIGTERM")
-    index.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)  # handed over by serve
-    index.add_argument("--owner-fd", type=int, help=argparse.SUPPRESS)  # EOF: serve is gone
-    _add_settings(index, names=("collection", "state_dir", "index_watch", "rescan_interval",
+    # The watch lock, taken and handed over by the Follower thread of the serving worker that
+    # started this indexer (indexer/follower.py); end of file on --owner-fd: that worker is gone.
+    index.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)
+    index.add_argument("--owner-fd", type=int, help=argparse.SUPPRESS)
+    add_settings(index, names=("collection", "state_dir", "index_watch", "rescan_interval",
                                 "consistency_interval"))
     index.set_defaults(func=cmd_index)
 
-    toolkit.add_commands(sub, _add_settings, _config)  # mint, ibi, deposit, delete
+    toolkit.add_commands(sub, add_settings, load_config)  # mint, ibi, deposit, delete
 
     report = sub.add_parser(
         "stats", help="print access statistics counted from acknowledgments",
@@ -208,12 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="list the N most acknowledged items (default: 20; 0: all)")
     report.add_argument("--format", choices=("table", "csv", "json"), default="table",
                         help="output format (default: table)")
-    _add_settings(report, names=("state_dir",))
+    add_settings(report, names=("state_dir",))
     report.set_defaults(func=cmd_stats)
 
-    from .resolver.cli import add_parser as add_resolver_parser
-
-    add_resolver_parser(sub)
+    resolver_cli.add_parser(sub)
     return parser
 
 
@@ -232,6 +217,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"archive-service: {exc}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -28,9 +28,10 @@ from typing import Any
 
 import yaml
 
+from ..common import files
+from ..common.yamlsafe import SafeLoader as _Loader
 from . import sidecar as sidecarmod
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass
@@ -153,27 +154,10 @@ def prepare(path: Path, changes: Mapping[str, Any], note: str | None = None) -> 
     return Update(path, new, comments_kept)
 
 
-def write_new(path: Path, text: str) -> None:
-    """Create `path` with `text` (the file must not exist), flushed to disk."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # mode follows the umask
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def stage(update: Update) -> None:
     """Write the new text beside the sidecar (dot-named, so never taken for a sidecar)."""
     temporary = update.path.with_name(f".{update.path.name}.{secrets.token_hex(4)}.tmp")
-    write_new(temporary, update.text)
+    files.write_new(temporary, update.text)
     try:
         os.chmod(temporary, stat.S_IMODE(update.path.stat().st_mode))  # keep the old mode
     except FileNotFoundError:
@@ -187,7 +171,7 @@ def commit(update: Update) -> None:
         stage(update)
     os.replace(update.temporary, update.path)
     update.temporary = None
-    fsync_dir(update.path.parent)
+    files.fsync_dir(update.path.parent)
 
 
 def discard(update: Update) -> None:

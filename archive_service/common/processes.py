@@ -1,0 +1,28 @@
+"""Starting a Python process of ours: which interpreter, and this package importable in it.
+Used for the indexer (indexer/follower.py), the announcer (serve/announce.py) and the
+index's reading processes (index/store.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+
+def python_executable() -> str:
+    """The Python to start our own processes with (under mod_wsgi sys.executable may name
+    the web server instead)."""
+    name = os.path.basename(sys.executable or "")
+    if name.startswith("python"):
+        return sys.executable
+    return shutil.which(f"python{sys.version_info[0]}.{sys.version_info[1]}") or \
+        shutil.which("python3") or sys.executable
+
+
+def child_environment() -> dict[str, str]:
+    """The environment for a Python process of ours: this package importable as it is here."""
+    env = dict(os.environ)
+    parent = str(Path(__file__).resolve().parents[2])  # the directory holding archive_service/
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (parent, env.get("PYTHONPATH")) if p)
+    return env

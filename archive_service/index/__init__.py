@@ -1,0 +1,1 @@
+"""The persistent index: the SQLite store of the collection, its writer and its readers."""

@@ -1,0 +1,137 @@
+"""In each serving worker: make sure this collection's indexer process runs (see watch.py).
+
+The first worker to take the store's watch lock starts `archive-service index --watch` and
+hands it the lock; the others stand by and replace a dead indexer within FOLLOW_SECONDS.
+The indexer holds the read end of a pipe whose write end only the worker that started it
+has, so it stops when that worker does."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import subprocess
+import threading
+import time
+
+from .. import settings
+from ..common.processes import child_environment, python_executable
+from ..index.store import Store
+
+log = logging.getLogger(__name__)
+
+FOLLOW_SECONDS = 1.0  # how often a serving process checks that the indexer runs
+REPEAT_SECONDS = 600.0  # how often a serving process repeats why it cannot start the indexer
+
+
+class Follower:
+    """In a serving process: make sure this collection's indexer process runs."""
+
+    def __init__(self, store: Store, config: settings.Config):
+        self.store = store
+        self.config = config
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._stop = threading.Event()
+        self._proc: subprocess.Popen | None = None
+        self._owner: int | None = None
+
+    def start(self) -> None:
+        """Start following (once per process; call it after gunicorn forks, never before)."""
+        if self._pid not in (None, os.getpid()):
+            self._lock = threading.Lock()  # forked: the parent's threads (and locks) stayed there
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            self._pid = os.getpid()
+            self._stop = threading.Event()
+            self._proc, self._owner = None, None  # a parent's, if we were forked
+            thread = threading.Thread(target=self._run, name="archive-service-follower",
+                                      daemon=True)
+            thread.start()
+            atexit.register(self.stop)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop following and stop the indexer this process started, if any."""
+        if self._pid != os.getpid():
+            return
+        self._stop.set()
+        with self._lock:
+            proc, self._proc = self._proc, None
+            self._close_owner()
+        if proc is not None:
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    @property
+    def indexer_pid(self) -> int | None:
+        proc = self._proc
+        return proc.pid if proc is not None else None
+
+    def _close_owner(self) -> None:
+        if self._owner is not None:
+            os.close(self._owner)  # the indexer reads end-of-file and stops
+            self._owner = None
+
+    def _run(self) -> None:
+        said, said_at = None, 0.0
+        while not self._stop.is_set():
+            try:
+                with self._lock:
+                    if not self._stop.is_set():
+                        self._tend()
+            except Exception as exc:  # keep trying: the service answers from the index meanwhile
+                # Said once, and again every REPEAT_SECONDS or when the reason changes: a
+                # read-only state directory fails here every second, in every standby worker.
+                why = f"{exc}" if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+                if why != said or time.monotonic() - said_at >= REPEAT_SECONDS:
+                    log.error("cannot start the indexer of %s (%s); trying again every %g s, "
+                              "saying so every %g s", self.store.root, why, FOLLOW_SECONDS,
+                              REPEAT_SECONDS, exc_info=not isinstance(exc, OSError))
+                    said, said_at = why, time.monotonic()
+            else:
+                said = None
+            self._stop.wait(FOLLOW_SECONDS)
+
+    def _tend(self) -> None:
+        if self._proc is not None:
+            code = self._proc.poll()
+            if code is None:
+                return
+            (log.warning if code else log.info)(
+                "the indexer of %s (pid %d) exited with status %d",
+                self.store.root, self._proc.pid, code)
+            self._proc = None
+            self._close_owner()
+        fd = self.store.try_watch_lock()
+        if fd is None:
+            return  # another process's indexer runs
+        try:
+            self._spawn(fd)
+        finally:
+            os.close(fd)  # the indexer holds the lock now (the same open file)
+
+    def _spawn(self, lock_fd: int) -> None:
+        read_end, write_end = os.pipe()
+        config = self.config
+        command = [
+            python_executable(), "-m", "archive_service.cli", "index", "--watch",
+            "--collection", str(self.store.root), "--state-dir", str(self.store.state_dir),
+            "--index-watch", config.index_watch,
+            "--rescan-interval", f"{config.rescan_interval:g}",
+            "--consistency-interval", f"{config.consistency_interval:g}",
+            "--lock-fd", str(lock_fd), "--owner-fd", str(read_end),
+        ]
+        try:
+            self._proc = subprocess.Popen(command, pass_fds=(lock_fd, read_end),
+                                          stdin=subprocess.DEVNULL, env=child_environment())
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        self._owner = write_end
+        log.info("started the indexer of %s (pid %d)", self.store.root, self._proc.pid)

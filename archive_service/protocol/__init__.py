@@ -1,0 +1,1 @@
+"""The IBI protocol without a web framework: IBI forms, IBIp, pairs bodies, verbs and answers, urlkeys."""

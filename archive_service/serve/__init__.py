@@ -1,0 +1,1 @@
+"""Serving: gunicorn with our worker and hooks, announcing the archive to the resolver."""

@@ -1,0 +1,73 @@
+"""The gunicorn worker of both servers (the Archive's and the resolver's): gthread whose
+client connections time out."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import time
+
+from gunicorn.workers.gthread import ThreadWorker
+
+
+class _ClientSocket(socket.socket):
+    """A client's connection whose waits are bounded by `limit` seconds: the request must
+    arrive whole within `limit` of its first byte read, and each write must progress within
+    `limit`. gunicorn's gthread makes client sockets blocking with no time limit, so one
+    client that dribbles its headers (slowloris) or stops reading held a thread for ever."""
+
+    limit: float
+    deadline: float | None  # for the request being read; None until its first byte is read
+
+    @classmethod
+    def adopt(cls, sock: socket.socket, limit: float) -> _ClientSocket:
+        own = cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        own.limit, own.deadline = limit, None
+        return own
+
+    def setblocking(self, flag: bool) -> None:
+        # gthread calls this before a thread reads a request (True) and before it hands the
+        # connection back to its poller (False).
+        if flag:
+            self.settimeout(self.limit)
+        else:
+            super().setblocking(False)
+
+    def recv(self, size: int, flags: int = 0) -> bytes:
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now + self.limit
+        left = self.deadline - now
+        if left <= 0:
+            return b""
+        shorter = left < self.limit  # not on a request's first read: settimeout costs syscalls
+        if shorter:
+            self.settimeout(left)
+        try:
+            return super().recv(size, flags)
+        except TimeoutError:
+            # As if the client had gone: gunicorn closes the connection and logs it at
+            # debug level, not as an error with a traceback.
+            return b""
+        finally:
+            if shorter:
+                self.settimeout(self.limit)
+
+    def sendall(self, data, flags: int = 0) -> None:
+        self.deadline = float("inf")  # the request is in: from here on only stalls count
+        try:
+            super().sendall(data, flags)
+        except TimeoutError:
+            raise BrokenPipeError(errno.EPIPE, f"the client took over {self.limit} s to read "
+                                  f"{len(data)} bytes") from None
+
+
+class ClientTimeoutWorker(ThreadWorker):
+    """gunicorn's gthread worker whose client connections time out (_ClientSocket); the
+    limit is the application's `client_timeout`."""
+
+    def handle(self, conn):
+        if not isinstance(conn.sock, _ClientSocket):
+            conn.sock = _ClientSocket.adopt(conn.sock, self.app.client_timeout)
+        conn.sock.deadline = None  # a new request
+        return super().handle(conn)
