@@ -6,7 +6,7 @@
     python3 dev.py run ...   run any archive-service command in the project's venv
 
 The first call creates ./.venv and installs the project (with its test extra) into it;
-later calls reinstall only when setup.cfg or pyproject.toml changed.
+later calls reinstall only when the packaging files (pyproject.toml, setup.cfg) changed.
 """
 
 import hashlib
@@ -25,8 +25,10 @@ STAMP = VENV / ".archive-service-installed"
 
 def _fingerprint() -> str:
     digest = hashlib.sha256()
-    for name in ("setup.cfg", "pyproject.toml"):
-        digest.update((ROOT / name).read_bytes())
+    for name in ("pyproject.toml", "setup.cfg", "setup.py"):
+        path = ROOT / name
+        if path.exists():  # only pyproject.toml is required; adding or removing one counts too
+            digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
