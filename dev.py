@@ -3,6 +3,7 @@
 
     python3 dev.py serve     serve the sample collection on http://127.0.0.1:8080
     python3 dev.py test      run the test suite
+    python3 dev.py lint      ruff check and ruff format --check (what .ci/run requires)
     python3 dev.py run ...   run any archive-service command in the project's venv
 
 The first call creates ./.venv and installs the project (with its test extra) into it;
@@ -58,8 +59,15 @@ def main(argv: list[str]) -> int:
         cmd = [str(BIN / "archive-service"), "serve", "--config", str(config), *rest]
     elif command == "run":
         cmd = [str(BIN / "archive-service"), *rest]
+    elif command == "lint":
+        os.chdir(ROOT)
+        # Both, so that one run reports every finding; fix with `ruff check --fix` and
+        # `ruff format` (in .venv/bin).
+        checked = subprocess.call([str(BIN / "ruff"), "check", *rest])
+        formatted = subprocess.call([str(BIN / "ruff"), "format", "--check", *rest])
+        return checked or formatted
     else:
-        print(f"dev.py: unknown command {command!r} (serve, test or run)", file=sys.stderr)
+        print(f"dev.py: unknown command {command!r} (serve, test, lint or run)", file=sys.stderr)
         return 2
     os.chdir(ROOT)
     return subprocess.call(cmd)
