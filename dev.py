@@ -70,7 +70,14 @@ def main(argv: list[str]) -> int:
         print(f"dev.py: unknown command {command!r} (serve, test, lint or run)", file=sys.stderr)
         return 2
     os.chdir(ROOT)
-    return subprocess.call(cmd)
+    child = subprocess.Popen(cmd)
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            # Ctrl-C reached the child too, which stops by itself (serve leaves the resolver
+            # first): wait for it rather than print a traceback of our own.
+            continue
 
 
 if __name__ == "__main__":
