@@ -132,7 +132,8 @@ def _metadata_item(rng: random.Random, stem: str) -> Item:
 
 
 def _external(rng: random.Random) -> str:
-    return f"{EXTERNAL_HOST}/arch/{rng.randrange(1990, 2025)}/{rng.randrange(1, 13):02d}.{rng.randrange(1, 29):02d}.10.00"
+    year, month, day = rng.randrange(1990, 2025), rng.randrange(1, 13), rng.randrange(1, 29)
+    return f"{EXTERNAL_HOST}/arch/{year}/{month:02d}.{day:02d}.10.00"
 
 
 def work(rng: random.Random, names: Names) -> list[Item]:

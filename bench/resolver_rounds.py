@@ -83,7 +83,7 @@ def main() -> int:
                 ibi = f"sid.inpe.br/hung/2020/01.01.00.0{i}"
                 bed.registry.register(ibi, "5555555555")
                 service_call(bed.service, servicesubject="inclusionRequest",
-                             archiveaddress="127.0.0.1:%d" % sock.getsockname()[1],
+                             archiveaddress=f"127.0.0.1:{sock.getsockname()[1]}",
                              archiveserviceibi=ibi, archiveip="127.0.0.1",
                              archiveprotocol="HTTP", archiveplatformversion="x",
                              archiveadmemailaddress="a@b.example", registrationkey="5555555555")

@@ -45,7 +45,7 @@ def chown_tree(path: Path) -> None:
     ids = unprivileged_ids()
     if not ids:
         return
-    for root, dirs, files in os.walk(path):
+    for root, _dirs, files in os.walk(path):
         os.chown(root, *ids)
         for name in files:
             os.chown(os.path.join(root, name), *ids, follow_symlinks=False)

@@ -159,7 +159,8 @@ def test_repeated_parameters_are_400(hostile: Client, query):
 @pytest.mark.parametrize("ips", ["", "1.2.3.4%20", "1.2.3.4,5.6.7.8", "999.1.1.1", "localhost",
                                  "%ff", "1.2.3.4%00"])
 def test_malformed_client_addresses_are_400(hostile: Client, ips):
-    query = f"servicesubject=urlRequest&clientinformation.ipaddress={ips}&parsedibiurl.ibi=LK47B6W/362SFKH"
+    query = (f"servicesubject=urlRequest&clientinformation.ipaddress={ips}"
+             "&parsedibiurl.ibi=LK47B6W/362SFKH")
     assert_error(raw(hostile, f"/{SERVICE}", query))
 
 
@@ -240,7 +241,8 @@ def test_the_service_path_with_bytes_that_are_not_utf8_is_404(hostile: Client):
 ])
 def test_urls_come_from_archiveaddress_whatever_the_host_header_says(hostile: Client, headers):
     for verbs in ("", "GetFileList", "GetMetadata"):
-        query = f"servicesubject=urlRequest&clientinformation.ipaddress=1.2.3.4&parsedibiurl.ibi=8JMKD3MGP8W/35MME4E"
+        query = ("servicesubject=urlRequest&clientinformation.ipaddress=1.2.3.4"
+                 "&parsedibiurl.ibi=8JMKD3MGP8W/35MME4E")
         if verbs:
             query += f"&parsedibiurl.verblist={verbs}"
         body = raw(hostile, f"/{SERVICE}", query, headers).text

@@ -54,7 +54,8 @@ def answer(serve: Serve, query: str) -> dict[str, str]:
 
 
 def url_request(ibi: str, **extra: str) -> str:
-    query = f"servicesubject=urlRequest&clientinformation.ipaddress=150.163.2.175&parsedibiurl.ibi={ibi}"
+    query = ("servicesubject=urlRequest&clientinformation.ipaddress=150.163.2.175"
+             f"&parsedibiurl.ibi={ibi}")
     return query + "".join(f"&parsedibiurl.{name}={value}" for name, value in extra.items())
 
 

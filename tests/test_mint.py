@@ -278,7 +278,8 @@ from archive_service.collection.mint import mint
 state_dir, start, count = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 time.sleep(max(0.0, start - time.time()))
 for _ in range(count):
-    m = mint("mint.example.org", 8080, "192.0.2.7", "both", state_dir=state_dir, granularity="0.001")
+    m = mint("mint.example.org", 8080, "192.0.2.7", "both", state_dir=state_dir,
+             granularity="0.001")
     print(m.rep, m.ibip)
 """
 

@@ -119,7 +119,7 @@ def test_inclusion_calls_the_archive_back_and_records_it(resolver, archives, reg
 def test_inclusion_without_confirmation_still_includes(resolver, registry):
     with socket.socket() as closed:  # nothing listens at this address
         closed.bind(("127.0.0.1", 0))
-        address = "127.0.0.1:%d" % closed.getsockname()[1]
+        address = f"127.0.0.1:{closed.getsockname()[1]}"
     response = resolver.get(SERVICE, announcement("inclusionRequest", address, SERVICE_B, KEY_B))
     assert pairs.parse(response.text) == [("status.archive", "included"),
                                           ("status.confirmation", "unsuccessful")]
@@ -254,7 +254,7 @@ def test_an_archive_that_never_answers_costs_one_timeout(tmp_path, registry, arc
     thread.start()
     try:
         registry.register("sid.inpe.br/hung/2020/01.01.00.00", "5555555555")
-        address = "127.0.0.1:%d" % hung.getsockname()[1]
+        address = f"127.0.0.1:{hung.getsockname()[1]}"
         status = app.get(SERVICE, announcement("inclusionRequest", address,
                                                "sid.inpe.br/hung/2020/01.01.00.00",
                                                "5555555555")).text

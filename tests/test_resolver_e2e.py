@@ -154,7 +154,7 @@ def test_both_archives_joined_with_confirmation(bed):
         record = records[archive.service]
         assert record.included and record.confirmation == "successful"
         assert record.address == archive.address
-        wait_until(lambda: [q for q, s in archive.received("inclusionConfirmationRequest")
+        wait_until(lambda archive=archive: [q for q, s in archive.received("inclusionConfirmationRequest")
                             if s == 200], what="the confirmation in the Archive's log")
 
 
@@ -220,7 +220,7 @@ def test_example_8_1(bed):
     assert (status, headers["Location"]) == (302, url)
     ips = f"{user} 127.0.0.1"
     for archive in (bed.a, bed.b):  # "Solicitar URL" to every included Archive
-        asked = wait_until(lambda: archive.asked_by(ips), what="the urlRequest in the log")
+        asked = wait_until(lambda archive=archive: archive.asked_by(ips), what="the urlRequest in the log")
         assert asked == [{"servicesubject": "urlRequest", "clientinformation.ipaddress": ips,
                           "parsedibiurl.ibi": "8JMKD3MGP8W/35MMLL8"}]
     (ack, ack_status), = wait_until(lambda: bed.a.acks_from(user), what="the acknowledgment")
@@ -241,7 +241,8 @@ def test_example_8_2_two_rounds(bed):
     ips = f"{user} 127.0.0.1"
     verbs = "GetLastEdition GetMetadata(oai_dc)"
     for archive in (bed.a, bed.b):  # both rounds went to both Archives
-        asked = wait_until(lambda: len(archive.asked_by(ips)) == 2 and archive.asked_by(ips),
+        asked = wait_until(lambda archive=archive: len(archive.asked_by(ips)) == 2
+                           and archive.asked_by(ips),
                            what="two urlRequests in the log")
         assert asked == [
             {"servicesubject": "urlRequest", "clientinformation.ipaddress": ips,

@@ -35,7 +35,7 @@ def timelines(tmp_path: Path):
 
 
 def answer(state: str | None = "Copy", url: str | None = URL) -> str:
-    pairs = [("archiveaddress", ADDRESS), ("ibi", "{rep %s}" % IBI)]
+    pairs = [("archiveaddress", ADDRESS), ("ibi", f"{{rep {IBI}}}")]
     if state:
         pairs.append(("state", state))
     if url:

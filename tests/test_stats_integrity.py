@@ -343,7 +343,8 @@ def test_a_store_of_the_format_before_keeps_its_counts_and_forgets_whole_keys(tm
             CREATE TABLE rejected (day TEXT NOT NULL, reason TEXT NOT NULL, n INTEGER NOT NULL,
                 PRIMARY KEY (day, reason)) WITHOUT ROWID;
             INSERT INTO seen VALUES ('142724488912345678-12345678901234567890', 1427244889);
-            INSERT INTO counts VALUES ('2024-01-01', 'a.example/x/2024/01.01.00.00', 'Data', 'Original', 7);
+            INSERT INTO counts
+                VALUES ('2024-01-01', 'a.example/x/2024/01.01.00.00', 'Data', 'Original', 7);
         """)
     conn.close()
     keys = UrlKeys.ephemeral()

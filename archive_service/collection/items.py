@@ -436,7 +436,7 @@ class Catalog:
             self.languages.update(item.translations)
         # A translation declared on one side is a translation on both sides.
         for item in list(self.by_directory.values()):
-            for lang, ref in list(item.translations.items()):
+            for ref in list(item.translations.values()):
                 other = self.lookup(ref)
                 if other is not None and item.language:
                     other.translations.setdefault(item.language, item.name)

@@ -253,8 +253,9 @@ def mint(
 
     The time comes from `Distributor(state_dir, granularity, clock=now, sleep=sleep)`
     (state_dir default: `default_state_dir()`), so it may wait up to `granularity` seconds;
-    a test that fakes `now` must fake `sleep` too, or the clock never catches up. Every label is checked
-    with `archive_service.protocol.ibi.parse`; bad inputs raise IbiError before any time is drawn.
+    a test that fakes `now` must fake `sleep` too, or the clock never catches up. Every label is
+    checked with `archive_service.protocol.ibi.parse`; bad inputs raise IbiError before any
+    time is drawn.
     """
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, not {form!r}")

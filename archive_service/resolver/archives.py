@@ -226,7 +226,8 @@ class ArchiveClient:
         return answers
 
     def confirm(self, archive: ArchiveRef) -> bool:
-        """inclusionConfirmationRequest (Example 5.4): True when the Archive says `confirmation yes`."""
+        """inclusionConfirmationRequest (Example 5.4): True when the Archive says
+        `confirmation yes`."""
         try:
             answer = self.get(archive, {"servicesubject": "inclusionConfirmationRequest"})
         except ArchiveError as exc:

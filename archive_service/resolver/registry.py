@@ -200,7 +200,8 @@ class Registry:
             db.execute(
                 "INSERT INTO archive (ibikey, serviceibi, salt, keyhash, registered) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(ibikey) DO UPDATE SET "
-                "salt = excluded.salt, keyhash = excluded.keyhash, registered = excluded.registered",
+                "salt = excluded.salt, keyhash = excluded.keyhash, "
+                "registered = excluded.registered",
                 (ibimod.key(ibi), ibi, salt, _hash(key, salt), _now()))
         return new
 

@@ -20,8 +20,8 @@ locks, into every worker born later (including one that replaces a dead worker a
 and anything run in the workers would run once per worker. A fresh interpreter
 (`announce.main` in a new Python, its job read from stdin, never from argv or the environment,
 so the key shows in no `ps`) shares nothing with them, retries with bounded backoff as long as
-needed, and is started again only by a new master. The exclusion is sent from `on_exit`, which gunicorn runs once after the
-last worker has stopped: nothing forks after it, so a thread there that waits at most
+needed, and is started again only by a new master. The exclusion is sent from `on_exit`,
+which gunicorn runs once after the last worker has stopped: nothing forks after it, so a thread there that waits at most
 `exclusion_timeout` is safe.
 """
 
@@ -264,9 +264,11 @@ def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, s
                 raise ResolverError(
                     f"{shown} answered HTTP {exc.code} redirecting to "
                     f"{urlsplit(location).netloc or 'nowhere'}: not followed, the request carries "
-                    f"the registration key; if that host is the resolver, set resolver to its URL")
+                    f"the registration key; if that host is the resolver, set resolver to its URL"
+                ) from None
             detail = _snippet(exc.read(MAX_BODY)) if exc.fp else ""
-            raise ResolverError(f"{shown} answered HTTP {exc.code} {exc.reason} {detail}".rstrip())
+            raise ResolverError(
+                f"{shown} answered HTTP {exc.code} {exc.reason} {detail}".rstrip()) from None
         except urllib.error.URLError as exc:
             raise ResolverError(f"{shown} could not be reached: {exc.reason}") from None
         except (OSError, http.client.HTTPException, ValueError) as exc:
@@ -527,7 +529,8 @@ class Lifecycle:
 
     @_never_raises
     def leave(self, handing_over: bool = False) -> None:
-        """on_exit: stop the announcer, then tell the resolver, waiting at most exclusion_timeout."""
+        """on_exit: stop the announcer, then tell the resolver, waiting at most
+        exclusion_timeout."""
         self.stop_announcer()
         if self.announcement is None:
             return

@@ -50,7 +50,8 @@ FILELIST_PAGE = """<!doctype html>
 <body><h1>Files of {{ ibi }}</h1>
 {% if files is none %}<p>The list of files of this item is not public.</p>
 {% else %}<table><thead><tr><th>File</th><th>Size (bytes)</th></tr></thead><tbody>
-{% for name, url, size in files %}<tr><td><a href="{{ url }}">{{ name }}</a></td><td>{{ size }}</td></tr>
+{% for name, url, size in files %}<tr><td><a href="{{ url }}">{{ name }}</a></td>
+<td>{{ size }}</td></tr>
 {% endfor %}</tbody></table>{% endif %}
 </body></html>
 """
@@ -58,7 +59,8 @@ FILELIST_PAGE = """<!doctype html>
 METADATA_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Metadata of {{ ibi }}</title></head>
 <body><h1>Metadata of {{ ibi }}</h1><dl>
-{% for element, values in dc %}<dt>{{ element }}</dt>{% for v in values %}<dd>{{ v }}</dd>{% endfor %}
+{% for element, values in dc %}<dt>{{ element }}</dt>
+{% for v in values %}<dd>{{ v }}</dd>{% endfor %}
 {% endfor %}</dl>
 <p><a href="{{ oai_dc }}">oai_dc</a></p></body></html>
 """
