@@ -134,8 +134,9 @@ def _cell_growth(r: dict, base: dict | None) -> str:
 
 def _cell_meta(r: dict) -> str:
     dirty = "+uncommitted" if r.get("dirty") else ""
+    server = f", {r['server']}" if r.get("server") else ""
     return (f"`{r.get('commit', '?')}`{dirty} {r.get('branch', '')}, {r.get('date', '')}, "
-            f"{r.get('loadgen', '?')}, {r.get('cpus')} CPUs")
+            f"{r.get('loadgen', '?')}, {r.get('cpus')} CPUs{server}")
 
 
 ROWS = (

@@ -122,6 +122,18 @@ def git(*args: str) -> str:
         return ""
 
 
+def worker_model() -> str:
+    """What serve's gunicorn workers are in the measured code (threads came with issue 15)."""
+    code = ("from archive_service import settings; "
+            "print(next(s.default for s in settings.SETTINGS if s.name == 'threads'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child_env())
+    threads = done.stdout.strip()
+    if done.returncode or not threads:
+        return f"{WORKERS} sync workers"
+    return f"{WORKERS} gthread workers × {threads} threads"
+
+
 # -------------------------------------------------------------------------- processes
 
 
@@ -575,6 +587,7 @@ class Bench:
             "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
                               ":!bench/results", ":!bench/RESULTS.md", ":!README.md")),
             "cpus": os.cpu_count(), "python": platform.python_version(),
+            "server": worker_model(),
             "smoke": bool(self.args.smoke), "runs": self.prof.runs, "rounds": self.prof.rounds,
             "manifest": {k: self.manifest[k] for k in ("sidecars", "files")},
         })
