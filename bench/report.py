@@ -124,6 +124,8 @@ def _cell_growth(r: dict, base: dict | None) -> str:
     t = r.get("throughput")
     if not t or not base or not base.get("throughput"):
         return "—"
+    if r.get("server") != base.get("server"):
+        return "— (other worker model)"
     rel = t["ratio"] / base["throughput"]["ratio"]
     lat = r.get("latency")
     cell = f"{rel:.2f}"
@@ -134,9 +136,17 @@ def _cell_growth(r: dict, base: dict | None) -> str:
 
 def _cell_meta(r: dict) -> str:
     dirty = "+uncommitted" if r.get("dirty") else ""
-    server = f", {r['server']}" if r.get("server") else ""
-    return (f"`{r.get('commit', '?')}`{dirty} {r.get('branch', '')}, {r.get('date', '')}, "
-            f"{r.get('loadgen', '?')}, {r.get('cpus')} CPUs{server}")
+    # Results from before serve's threaded workers (issue 15) do not say: sync workers.
+    server = r.get("server") or "2 sync workers"
+    date = r.get("date", "")
+    dates = r.get("phase_dates") or {}
+    if len(set(dates.values())) > 1:  # partial runs: which figures are from when
+        by_date: dict[str, list[str]] = {}
+        for phase, when in sorted(dates.items()):
+            by_date.setdefault(when, []).append(phase)
+        date = "; ".join(f"{', '.join(p)} {when}" for when, p in sorted(by_date.items()))
+    return (f"`{r.get('commit', '?')}`{dirty} {r.get('branch', '')}, {date}, "
+            f"{r.get('loadgen', '?')}, {r.get('cpus')} CPUs, {server}")
 
 
 ROWS = (

@@ -659,10 +659,13 @@ def main(argv: list[str] | None = None) -> int:
         result = Bench(items, args).run()
         name = f"{items}{'-smoke' if args.smoke else ''}.json"
         path = results_dir / name
+        result["phase_dates"] = {phase: result["date"] for phase in sorted(args.phases)}
         if path.exists() and set(args.phases) != set(PHASES):
-            # A partial run updates only the figures it measured.
+            # A partial run updates only the figures it measured (and says when each was).
             previous = json.loads(path.read_text())
+            dates = previous.get("phase_dates") or {ph: previous.get("date") for ph in PHASES}
             previous.update({k: v for k, v in result.items() if v or k not in previous})
+            previous["phase_dates"] = {**dates, **result["phase_dates"]}
             result = previous
         path.write_text(json.dumps(result, indent=1, default=str) + "\n")
         log(f"=== {items:,} items done in {result['seconds']} s -> {path}")
