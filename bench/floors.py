@@ -2,13 +2,15 @@
 
     python bench/floors.py walk DIR        a bare os.scandir walk of the whole tree
     python bench/floors.py read DIR        the same walk, reading every item.yaml's bytes
-    python bench/floors.py serve --bind HOST:PORT --workers N
-                                           a constant text/plain Flask endpoint under the
-                                           same gunicorn settings as `archive-service serve`
+    python bench/floors.py serve --bind HOST:PORT --workers N [--app flask|wsgi]
+                                           a constant text/plain endpoint under the same
+                                           gunicorn settings as `archive-service serve`:
+                                           a Flask app (flask), or a bare WSGI callable
+                                           (wsgi: what the server alone costs)
 
-The floor server is `archive_service.serve.runner.ArchiveServer` itself with only `load()` swapped
-for the constant app, so whatever gunicorn settings serve uses (workers, preload, access log),
-the floor uses too.
+The floor server is `archive_service.serve.runner.ArchiveServer` itself with only `load()`
+swapped for the constant app, so whatever gunicorn settings serve uses (workers, threads,
+worker class, preload, access log), the floor uses too.
 """
 
 from __future__ import annotations
@@ -55,13 +57,28 @@ def constant_app():
     return app
 
 
-def serve(bind: str, workers: int) -> int:
+def constant_wsgi():
+    """The least a WSGI application can do: the same body and headers, nothing read."""
+    headers = [("Content-Type", "text/plain; charset=us-ascii"),
+               ("Content-Length", str(len(CONSTANT)))]
+
+    def constant(environ, start_response):
+        start_response("200 OK", headers)
+        return [CONSTANT]
+
+    return constant
+
+
+APPS = {"flask": constant_app, "wsgi": constant_wsgi}
+
+
+def serve(bind: str, workers: int, app: str = "flask") -> int:
     from archive_service import settings
     from archive_service.serve.runner import ArchiveServer
 
     class FloorServer(ArchiveServer):
         def load(self):
-            return constant_app()
+            return APPS[app]()
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -83,9 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     srv = sub.add_parser("serve")
     srv.add_argument("--bind", required=True)
     srv.add_argument("--workers", type=int, default=2)
+    srv.add_argument("--app", choices=sorted(APPS), default="flask")
     args = parser.parse_args(argv)
     if args.command == "serve":
-        return serve(args.bind, args.workers)
+        return serve(args.bind, args.workers, args.app)
     dirs, sidecars = walk(args.root, read=args.command == "read")
     print(f"{dirs} directories, {sidecars} sidecars read")
     return 0

@@ -58,6 +58,18 @@ def _cell_hot(r: dict) -> str:
             f"{t['floor_median']:,.0f} req/s)")
 
 
+def _cell_wsgi(r: dict) -> str:
+    t = r.get("throughput_wsgi")
+    if not t:
+        return "—"
+    cell = (f"{_ratio(t['ratio'], 0.9, True)} ({t['subject_median']:,.0f} vs "
+            f"{t['floor_median']:,.0f} req/s")
+    hot = r.get("throughput_hot_wsgi")
+    if hot:
+        cell += f"; one answer repeated {hot['ratio']:.2f}×"
+    return cell + ")"
+
+
 def _cell_latency(r: dict) -> str:
     t = r.get("latency")
     if not t:
@@ -112,6 +124,8 @@ def _cell_growth(r: dict, base: dict | None) -> str:
     t = r.get("throughput")
     if not t or not base or not base.get("throughput"):
         return "—"
+    if r.get("server") != base.get("server"):
+        return "— (other worker model)"
     rel = t["ratio"] / base["throughput"]["ratio"]
     lat = r.get("latency")
     cell = f"{rel:.2f}"
@@ -122,14 +136,25 @@ def _cell_growth(r: dict, base: dict | None) -> str:
 
 def _cell_meta(r: dict) -> str:
     dirty = "+uncommitted" if r.get("dirty") else ""
-    return (f"`{r.get('commit', '?')}`{dirty} {r.get('branch', '')}, {r.get('date', '')}, "
-            f"{r.get('loadgen', '?')}, {r.get('cpus')} CPUs")
+    # Results from before serve's threaded workers (issue 15) do not say: sync workers.
+    server = r.get("server") or "2 sync workers"
+    date = r.get("date", "")
+    dates = r.get("phase_dates") or {}
+    if len(set(dates.values())) > 1:  # partial runs: which figures are from when
+        by_date: dict[str, list[str]] = {}
+        for phase, when in sorted(dates.items()):
+            by_date.setdefault(when, []).append(phase)
+        date = "; ".join(f"{', '.join(p)} {when}" for when, p in sorted(by_date.items()))
+    return (f"`{r.get('commit', '?')}`{dirty} {r.get('branch', '')}, {date}, "
+            f"{r.get('loadgen', '?')}, {r.get('cpus')} CPUs, {server}")
 
 
 ROWS = (
     ("urlRequest throughput, full answers of up to 1,000 items in turn, 2 workers ÷ constant Flask "
      "app", "≥ 0.8×", _cell_throughput),
     ("the same, one full answer repeated (index reads cached)", "≥ 0.8×", _cell_hot),
+    ("urlRequest throughput, full answers in turn ÷ a raw WSGI callable's constant body (the "
+     "server alone)", "≥ 0.9×", _cell_wsgi),
     ("urlRequest p99 at 50 % of its peak rate ÷ floor p99 at the same rate", "≤ 1.5×",
      _cell_latency),
     ("cold index build ÷ reading every sidecar", "≤ 3×; 1M < 240 s", _cell_cold),

@@ -122,6 +122,18 @@ def git(*args: str) -> str:
         return ""
 
 
+def worker_model() -> str:
+    """What serve's gunicorn workers are in the measured code (threads came with issue 15)."""
+    code = ("from archive_service import settings; "
+            "print(next(s.default for s in settings.SETTINGS if s.name == 'threads'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child_env())
+    threads = done.stdout.strip()
+    if done.returncode or not threads:
+        return f"{WORKERS} sync workers"
+    return f"{WORKERS} gthread workers × {threads} threads"
+
+
 # -------------------------------------------------------------------------- processes
 
 
@@ -263,11 +275,12 @@ class Bench:
         self.servers.append(server)
         return server
 
-    def floor_server(self) -> Server:
+    def floor_server(self, app: str = "flask") -> Server:
+        """The constant Flask app (`flask`) or a bare WSGI callable (`wsgi`)."""
         port = free_port()
         cmd = [self.py, str(BENCH / "floors.py"), "serve", "--bind", f"127.0.0.1:{port}",
-               "--workers", str(WORKERS)]
-        server = Server("floor server", cmd, port, self.work / "floor.log")
+               "--workers", str(WORKERS), "--app", app]
+        server = Server(f"{app} floor server", cmd, port, self.work / "floor.log")
         self.servers.append(server)
         return server
 
@@ -285,6 +298,16 @@ class Bench:
             for results, fn in (order if r % 2 == 0 else order[::-1]):
                 results.append(fn())
         return floors, subjects
+
+    @staticmethod
+    def alternate_all(rounds: int, *fns) -> list[list]:
+        """ABBA over several: in order in even rounds, in reverse in odd ones."""
+        results: list[list] = [[] for _ in fns]
+        for r in range(rounds):
+            order = list(zip(results, fns))
+            for out, fn in (order if r % 2 == 0 else order[::-1]):
+                out.append(fn())
+        return results
 
     @staticmethod
     def summary(floors: list[float], subjects: list[float]) -> dict:
@@ -378,29 +401,37 @@ class Bench:
 
     def http(self, subject: Server) -> None:
         floor = self.floor_server()
+        raw = self.floor_server("wsgi")
         floor.wait_ready(self.full_paths[0], None, 60)
+        raw.wait_ready(self.full_paths[0], None, 60)
         paths = self.check_paths(subject)
         random.Random(0).shuffle(paths)
         tool = self.args.loadgen
         tool_used = "wrk" if tool == "wrk" or (tool == "auto" and loadgen.WRK) else "python"
         self.result["loadgen"] = tool_used
-        log(f"urlRequest peak throughput vs constant Flask app ({tool_used}, {len(paths)} "
-            f"items rotated, {self.prof.rounds} x {self.prof.duration:g} s per side)")
+        log(f"urlRequest peak throughput vs constant Flask app and raw WSGI callable "
+            f"({tool_used}, {len(paths)} items rotated, {self.prof.rounds} x "
+            f"{self.prof.duration:g} s per side)")
         if self.prof.warmup:
-            for server in (floor, subject):
+            for server in (floor, raw, subject):
                 loadgen.peak(server.port, paths, self.prof.warmup, tool=tool)
 
         def run(server):
             return lambda: loadgen.peak(server.port, paths, self.prof.duration, tool=tool)
 
-        floors, subjects = self.alternate(self.prof.rounds, run(floor), run(subject))
-        failed = sum(r["failed"] for r in floors + subjects)
+        floors, raws, subjects = self.alternate_all(self.prof.rounds, run(floor), run(raw),
+                                                    run(subject))
+        failed = sum(r["failed"] for r in floors + raws + subjects)
         self.result["throughput"] = {
             **self.summary([r["rate"] for r in floors], [r["rate"] for r in subjects]),
             "failed": failed, "rotated": len(paths)}
+        self.result["throughput_wsgi"] = self.summary([r["rate"] for r in raws],
+                                                      [r["rate"] for r in subjects])
         peak = self.result["throughput"]["subject_median"]
-        log(f"  throughput: {self.result['throughput']['ratio']:.2f}x "
-            f"({peak:.0f} vs {self.result['throughput']['floor_median']:.0f} req/s)")
+        log(f"  throughput: {self.result['throughput']['ratio']:.2f}x of Flask's, "
+            f"{self.result['throughput_wsgi']['ratio']:.2f}x of raw WSGI's ({peak:.0f} vs "
+            f"{self.result['throughput']['floor_median']:.0f} and "
+            f"{self.result['throughput_wsgi']['floor_median']:.0f} req/s)")
 
         # The same full request over and over: what the protocol itself costs once the
         # items it reads are at hand (any cache the index keeps is warm).
@@ -411,11 +442,16 @@ class Bench:
             return lambda: loadgen.peak(server.port, hot, self.prof.duration, tool=tool)
 
         log(f"the same full urlRequest repeated, {rounds} x {self.prof.duration:g} s per side")
-        hot_floors, hot_subjects = self.alternate(rounds, run_hot(floor), run_hot(subject))
-        failed += sum(r["failed"] for r in hot_floors + hot_subjects)
+        hot_floors, hot_raws, hot_subjects = self.alternate_all(
+            rounds, run_hot(floor), run_hot(raw), run_hot(subject))
+        failed += sum(r["failed"] for r in hot_floors + hot_raws + hot_subjects)
         self.result["throughput_hot"] = self.summary([r["rate"] for r in hot_floors],
                                                      [r["rate"] for r in hot_subjects])
-        log(f"  hot: {self.result['throughput_hot']['ratio']:.2f}x")
+        self.result["throughput_hot_wsgi"] = self.summary([r["rate"] for r in hot_raws],
+                                                          [r["rate"] for r in hot_subjects])
+        log(f"  hot: {self.result['throughput_hot']['ratio']:.2f}x of Flask's, "
+            f"{self.result['throughput_hot_wsgi']['ratio']:.2f}x of raw WSGI's")
+        self.stop(raw)
         if failed:
             self.notes.append(f"{failed} failed requests during the throughput runs")
 
@@ -551,6 +587,7 @@ class Bench:
             "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
                               ":!bench/results", ":!bench/RESULTS.md", ":!README.md")),
             "cpus": os.cpu_count(), "python": platform.python_version(),
+            "server": worker_model(),
             "smoke": bool(self.args.smoke), "runs": self.prof.runs, "rounds": self.prof.rounds,
             "manifest": {k: self.manifest[k] for k in ("sidecars", "files")},
         })
@@ -622,10 +659,13 @@ def main(argv: list[str] | None = None) -> int:
         result = Bench(items, args).run()
         name = f"{items}{'-smoke' if args.smoke else ''}.json"
         path = results_dir / name
+        result["phase_dates"] = {phase: result["date"] for phase in sorted(args.phases)}
         if path.exists() and set(args.phases) != set(PHASES):
-            # A partial run updates only the figures it measured.
+            # A partial run updates only the figures it measured (and says when each was).
             previous = json.loads(path.read_text())
+            dates = previous.get("phase_dates") or {ph: previous.get("date") for ph in PHASES}
             previous.update({k: v for k, v in result.items() if v or k not in previous})
+            previous["phase_dates"] = {**dates, **result["phase_dates"]}
             result = previous
         path.write_text(json.dumps(result, indent=1, default=str) + "\n")
         log(f"=== {items:,} items done in {result['seconds']} s -> {path}")

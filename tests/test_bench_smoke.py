@@ -16,7 +16,8 @@ pytestmark = pytest.mark.process
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
-FIGURES = ("urlRequest throughput", "one full answer repeated", "urlRequest p99", "cold index build", "warm start",
+FIGURES = ("urlRequest throughput", "one full answer repeated", "raw WSGI callable",
+           "urlRequest p99", "cold index build", "warm start",
            "change-to-answer", "peak RSS per worker", "cost growth")
 
 
@@ -44,6 +45,9 @@ def test_smoke_run_writes_a_well_formed_table(tmp_path: Path) -> None:
         assert row.count("|") == 4, row
     throughput = next(r for r in rows if "urlRequest throughput" in r)
     assert re.search(r"[0-9.]+× [✓✗] \([0-9,]+ vs [0-9,]+ req/s\)", throughput), throughput
+    raw = next(r for r in rows if "raw WSGI callable" in r)
+    assert re.search(r"[0-9.]+× [✓✗] \([0-9,]+ vs [0-9,]+ req/s; one answer repeated "
+                     r"[0-9.]+×\)", raw), raw
 
     # The README keeps its own text around the markers, the table replaces the stale one.
     updated = readme.read_text()
@@ -53,3 +57,4 @@ def test_smoke_run_writes_a_well_formed_table(tmp_path: Path) -> None:
     result = json.loads((tmp_path / "json" / "200-smoke.json").read_text())
     assert result["items"] == 200 and result["smoke"] is True
     assert result["throughput"]["failed"] == 0
+    assert result["throughput_wsgi"]["floor_median"] > 0

@@ -66,6 +66,7 @@ SECRET_BYTES = 32
 ISSUED_DIGITS = 10
 NONCE_DIGITS = 12
 TAG_DIGITS = 20  # also the seal's
+_MODULUS = 10 ** TAG_DIGITS
 # Seconds a key stays acknowledgeable. The seed's resolver acknowledges before it even sends
 # the user on (§6.2, messages 5 then 7), so within seconds; an hour is room for slow ones and
 # bounds what the statistics must remember per key to one hour of answers (web/stats.py).
@@ -111,6 +112,11 @@ class UrlKeys:
         if len(secret) < 16:
             raise ValueError("a URL-key secret needs 16 bytes or more")
         self._secret = secret
+        # HMAC states with the key and each domain already absorbed, copied per use: a
+        # one-shot hmac.digest keys SHA-256 afresh every time (twice the cost), and an answer
+        # issues one tag per URL plus the seal.
+        self._tag_mac = hmac.new(secret, _TAG_DOMAIN, "sha256")
+        self._seal_mac = hmac.new(secret, _SEAL_DOMAIN, "sha256")
         self._clock = clock
         self.lifetime = lifetime
         # None, or one line saying why keys will not verify after a restart (for a health check).
@@ -136,8 +142,7 @@ class UrlKeys:
             return keys
 
     def _digits(self, message: bytes) -> str:
-        mac = hmac.digest(self._secret, message, "sha256")
-        return f"{int.from_bytes(mac, 'big') % 10 ** TAG_DIGITS:0{TAG_DIGITS}d}"
+        return _decimal(hmac.digest(self._secret, message, "sha256"))
 
     def issue(self, urls: Iterable[str]) -> str:
         """A new key vouching for each of `urls` (the url pairs of one answer)."""
@@ -146,9 +151,17 @@ class UrlKeys:
     def issue_canonical(self, canon: Iterable[bytes]) -> str:
         """`issue` for URLs already in canonical_url form."""
         head = f"{int(self._clock()):0{ISSUED_DIGITS}d}{_nonce():0{NONCE_DIGITS}d}"
-        prefix = _TAG_DOMAIN + head.encode() + b"\0"
-        tags = "".join(sorted({self._digits(prefix + c) for c in canon or {b""}}))
-        return f"{head}-{tags}{self._seal(head, tags)}"
+        keyed = self._tag_mac.copy()  # _TAG_DOMAIN head NUL, then each URL
+        keyed.update(head.encode() + b"\0")
+        found = set()
+        for c in canon or (b"",):
+            mac = keyed.copy()
+            mac.update(c)
+            found.add(_decimal(mac.digest()))
+        tags = "".join(sorted(found))
+        seal = self._seal_mac.copy()
+        seal.update(head.encode() + b"\0" + tags.encode())
+        return f"{head}-{tags}{_decimal(seal.digest())}"
 
     def _seal(self, head: str, tags: str) -> str:
         return self._digits(_SEAL_DOMAIN + head.encode() + b"\0" + tags.encode())
@@ -173,6 +186,11 @@ class UrlKeys:
         if not found:
             return Verdict(False, "forged", issued)
         return Verdict(True, "valid", issued, int(match.group(2)))
+
+
+def _decimal(mac: bytes) -> str:
+    """A tag or seal: the MAC's first TAG_DIGITS decimal digits (about 66 bits)."""
+    return f"{int.from_bytes(mac, 'big') % _MODULUS:0{TAG_DIGITS}d}"
 
 
 class _Nonces:

@@ -24,10 +24,15 @@ def problem(environ: Mapping[str, Any]) -> str | None:
     query = environ.get("QUERY_STRING", "")
     if len(query) > MAX_QUERY_STRING:
         return f"query string longer than {MAX_QUERY_STRING} bytes"
-    headers = [(k, v) for k, v in environ.items() if k.startswith("HTTP_")]
-    if len(headers) > MAX_HEADER_FIELDS:
+    # One pass, no list: this runs on every request.
+    fields, long_field = 0, False
+    for name, value in environ.items():
+        if name.startswith("HTTP_"):
+            fields += 1
+            if isinstance(value, str) and len(name) - 5 + len(value) + 2 > MAX_HEADER_FIELD:
+                long_field = True
+    if fields > MAX_HEADER_FIELDS:
         return f"more than {MAX_HEADER_FIELDS} header fields"
-    for name, value in headers:
-        if isinstance(value, str) and len(name) - 5 + len(value) + 2 > MAX_HEADER_FIELD:
-            return f"header field longer than {MAX_HEADER_FIELD} bytes"
+    if long_field:
+        return f"header field longer than {MAX_HEADER_FIELD} bytes"
     return None
