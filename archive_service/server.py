@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import gc
 import logging
+import os
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -59,7 +61,7 @@ class ArchiveServer(BaseApplication):
         self.cfg.set("limit_request_line", limits.MAX_REQUEST_LINE)
         self.cfg.set("limit_request_field_size", limits.MAX_HEADER_FIELD)
         self.cfg.set("limit_request_fields", limits.MAX_HEADER_FIELDS)
-        self.cfg.set("pre_fork", _freeze_heap)
+        self.cfg.set("pre_fork", _before_fork)
         self.cfg.set("post_worker_init", _follow_collection)
 
     @property
@@ -151,9 +153,26 @@ class _ClientSocket(socket.socket):
                                   f"{len(data)} bytes") from None
 
 
+# The signals that stop a worker. gunicorn's forked worker keeps the master's handlers until
+# its init_signals, and they only queue the signal in the worker's copy of the master's
+# queue, which nobody reads: a worker signalled while it booted never stopped (the master
+# SIGKILLed it 30 s later, and its Follower meanwhile started an indexer). They are blocked
+# across the fork of a worker (_before_fork, then unblocked in the master at once and in the
+# worker once its handlers are set), so they wait, pending, for the worker's own handlers.
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT}
+
+
+def _unblock_stop_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
 class ClientTimeoutWorker(ThreadWorker):
     """gunicorn's gthread worker whose client connections time out (_ClientSocket); the
     limit is the application's `client_timeout`."""
+
+    def init_signals(self) -> None:
+        super().init_signals()
+        _unblock_stop_signals()  # blocked since the fork (STOP_SIGNALS): delivered now
 
     def handle(self, conn):
         if not isinstance(conn.sock, _ClientSocket):
@@ -170,16 +189,22 @@ def _freeze_heap(arbiter, worker) -> None:
     gc.freeze()
 
 
+def _before_fork(arbiter, worker) -> None:
+    _freeze_heap(arbiter, worker)
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # until the worker's handlers are set
+
+
 def _follow_collection(worker) -> None:
     """After the fork, in every worker: keep the collection's indexer process running (the
     first worker to take the index's lock starts it; the others stand by to replace it)."""
     live = getattr(worker.wsgi, "extensions", {}).get("archive_index")
     if live is not None:  # None: the app failed to load, and gunicorn serves its error page
-        live.follow()
+        live.follow(lambda: worker.alive)  # a stopping worker starts no indexer
 
 
 def run(config: settings.Config, reload_config: Callable[[], settings.Config] | None = None) -> int:
     log.info("serving %s at http://%s/%s (listening on %s, %d workers)", config.collection,
              config.archiveaddress, config.archiveserviceibi, config.bind, config.workers)
+    os.register_at_fork(after_in_parent=_unblock_stop_signals)  # blocked by _before_fork
     ArchiveServer(config, reload_config).run()
     return 0
