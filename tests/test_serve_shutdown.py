@@ -45,18 +45,24 @@ def left_after(marker: str, grace: float = 5) -> list[int]:
 ROUNDS = 4
 
 
-def stop_while_booting(tmp_path: Path, round: int, booted: int, sig: int,
-                       group: bool = False) -> tuple[str, float | None, list[int]]:
+def stop_while_booting(
+    tmp_path: Path, round: int, booted: int, sig: int, group: bool = False
+) -> tuple[str, float | None, list[int]]:
     """Start serve with two workers and send `sig` once `booted` workers said they boot:
     (its log, how long it took to exit or None, the processes of it still running)."""
     state = tmp_path / f"state-{round}"
-    serve = Serve(tmp_path, "--state-dir", str(state), "--workers", "2", "--no-announce",
-                  own_group=group)
+    serve = Serve(
+        tmp_path, "--state-dir", str(state), "--workers", "2", "--no-announce", own_group=group
+    )
     took = None
     try:
         # Closely, to hit the worker's or the indexer's start-up.
-        wait_until(lambda: serve.log().count("Booting worker") >= booted or serve.process.poll(),
-                   30, f"{booted} worker(s) to boot", every=0.001)
+        wait_until(
+            lambda: serve.log().count("Booting worker") >= booted or serve.process.poll(),
+            30,
+            f"{booted} worker(s) to boot",
+            every=0.001,
+        )
         start = time.monotonic()
         if group:
             os.killpg(serve.process.pid, sig)
@@ -97,7 +103,7 @@ def catch_a_booting_worker(serve: Serve) -> int | None:
         for pid in new:
             os.kill(pid, signal.SIGSTOP)
             seen.add(pid)
-            wait_until(lambda: state_of(pid) in ("T", "gone"), 5, f"{pid} to stop")
+            wait_until(lambda pid=pid: state_of(pid) in ("T", "gone"), 5, f"{pid} to stop")
             if state_of(pid) == "T" and caught_signals(pid) & 1 << (signal.SIGHUP - 1):
                 return pid
             os.kill(pid, signal.SIGCONT)
