@@ -75,7 +75,7 @@ def http_get(url: str, headers: dict | None = None, timeout: float = 30):
         return exc.code, exc.headers, exc.read()
 
 
-def wait_until(predicate, timeout: float = 15, what: str = "condition"):
+def wait_until(predicate, timeout: float = 15, what: str = "condition", every: float = 0.05):
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -83,16 +83,19 @@ def wait_until(predicate, timeout: float = 15, what: str = "condition"):
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(every)
 
 
 class Process:
     """`python -m archive_service.cli ARGS` as a real process, its output appended to `log`.
-    `env` adds to (or, with None values, removes from) the test's environment."""
+    `env` adds to (or, with None values, removes from) the test's environment; `own_group`:
+    in a process group of its own, which a test can signal whole, as a terminal's Ctrl-C does."""
 
-    def __init__(self, args: list[str], log: Path, env: dict[str, str | None] | None = None):
+    def __init__(self, args: list[str], log: Path, env: dict[str, str | None] | None = None,
+                 own_group: bool = False):
         self.args, self.log = list(args), log
         self.env = env or {}
+        self.own_group = own_group
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Process:
@@ -105,7 +108,8 @@ class Process:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "archive_service.cli", *self.args],
                                          stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
+                                         stdin=subprocess.DEVNULL, cwd=ROOT, env=env,
+                                         process_group=0 if self.own_group else None)
         return self
 
     def text(self) -> str:
@@ -159,14 +163,14 @@ class Serve:
     (`config=None`: no --config, the settings all in ARGS)."""
 
     def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None,
-                 config: Path | None = SAMPLE / "archive-service.yaml"):
+                 config: Path | None = SAMPLE / "archive-service.yaml", own_group: bool = False):
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.log_path = tmp_path / f"serve-{self.port}.log"
         self.log_path.write_bytes(b"")
         head = ["serve", "--config", str(config)] if config is not None else ["serve"]
         self.child = Process([*head, "--bind", self.address, "--archiveaddress", self.address,
-                              *args], self.log_path, env).start()
+                              *args], self.log_path, env, own_group).start()
         self.process = self.child.proc
 
     @property

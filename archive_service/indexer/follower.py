@@ -13,6 +13,7 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 
 from .. import settings
 from ..common.processes import child_environment, python_executable
@@ -36,8 +37,9 @@ class Follower:
         self._proc: subprocess.Popen | None = None
         self._owner: int | None = None
 
-    def start(self) -> None:
-        """Start following (once per process; call it after gunicorn forks, never before)."""
+    def start(self, wanted: Callable[[], bool] = lambda: True) -> None:
+        """Start following (once per process; call it after gunicorn forks, never before),
+        for as long as `wanted()` (a serving process that is stopping starts no indexer)."""
         if self._pid not in (None, os.getpid()):
             self._lock = threading.Lock()  # forked: the parent's threads (and locks) stayed there
         with self._lock:
@@ -46,8 +48,8 @@ class Follower:
             self._pid = os.getpid()
             self._stop = threading.Event()
             self._proc, self._owner = None, None  # a parent's, if we were forked
-            thread = threading.Thread(target=self._run, name="archive-service-follower",
-                                      daemon=True)
+            thread = threading.Thread(target=self._run, args=(wanted,),
+                                      name="archive-service-follower", daemon=True)
             thread.start()
             atexit.register(self.stop)
 
@@ -76,12 +78,12 @@ class Follower:
             os.close(self._owner)  # the indexer reads end-of-file and stops
             self._owner = None
 
-    def _run(self) -> None:
+    def _run(self, wanted: Callable[[], bool]) -> None:
         said, said_at = None, 0.0
-        while not self._stop.is_set():
+        while not self._stop.is_set() and wanted():
             try:
                 with self._lock:
-                    if not self._stop.is_set():
+                    if not self._stop.is_set() and wanted():
                         self._tend()
             except Exception as exc:  # keep trying: the service answers from the index meanwhile
                 # Said once, and again every REPEAT_SECONDS or when the reason changes: a
@@ -126,8 +128,12 @@ class Follower:
             "--lock-fd", str(lock_fd), "--owner-fd", str(read_end),
         ]
         try:
+            # In a process group of its own: a terminal's Ctrl-C is for `serve`, whose
+            # exit stops the indexer through the pipe; it reached the indexer too, and broke
+            # its start-up with a KeyboardInterrupt traceback.
             self._proc = subprocess.Popen(command, pass_fds=(lock_fd, read_end),
-                                          stdin=subprocess.DEVNULL, env=child_environment())
+                                          stdin=subprocess.DEVNULL, env=child_environment(),
+                                          process_group=0)
         except BaseException:
             os.close(write_end)
             raise

@@ -9,6 +9,7 @@ import os
 import signal
 import sqlite3
 import tempfile
+from collections.abc import Callable
 
 from .. import settings
 from ..collection import items as index
@@ -174,9 +175,9 @@ class LiveIndex:
             self.follower = None
             return None
 
-    def follow(self) -> None:
+    def follow(self, wanted: Callable[[], bool] = lambda: True) -> None:
         if self.config.index_watch != "off" and self.follower is not None:
-            self.follower.start()
+            self.follower.start(wanted)
 
     def close(self) -> None:
         if self.follower is not None:

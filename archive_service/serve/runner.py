@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+import signal
 from collections.abc import Callable
 
 from gunicorn.app.base import BaseApplication
 
 from . import announce
-from .worker import ClientTimeoutWorker
+from .worker import STOP_SIGNALS, ClientTimeoutWorker, unblock_stop_signals
 from ..web import limits
 from .. import settings
 from ..indexer import startup
@@ -59,7 +61,7 @@ class ArchiveServer(BaseApplication):
         self.cfg.set("limit_request_line", limits.MAX_REQUEST_LINE)
         self.cfg.set("limit_request_field_size", limits.MAX_HEADER_FIELD)
         self.cfg.set("limit_request_fields", limits.MAX_HEADER_FIELDS)
-        self.cfg.set("pre_fork", _freeze_heap)
+        self.cfg.set("pre_fork", _before_fork)
         self.cfg.set("post_worker_init", _follow_collection)
 
     @property
@@ -107,16 +109,22 @@ def _freeze_heap(arbiter, worker) -> None:
     gc.freeze()
 
 
+def _before_fork(arbiter, worker) -> None:
+    _freeze_heap(arbiter, worker)
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # until the worker's handlers are set
+
+
 def _follow_collection(worker) -> None:
     """After the fork, in every worker: keep the collection's indexer process running (the
     first worker to take the index's lock starts it; the others stand by to replace it)."""
     live = getattr(worker.wsgi, "extensions", {}).get("archive_index")
     if live is not None:  # None: the app failed to load, and gunicorn serves its error page
-        live.follow()
+        live.follow(lambda: worker.alive)  # a stopping worker starts no indexer
 
 
 def run(config: settings.Config, reload_config: Callable[[], settings.Config] | None = None) -> int:
     log.info("serving %s at http://%s/%s (listening on %s, %d workers)", config.collection,
              config.archiveaddress, config.archiveserviceibi, config.bind, config.workers)
+    os.register_at_fork(after_in_parent=unblock_stop_signals)  # blocked by _before_fork
     ArchiveServer(config, reload_config).run()
     return 0

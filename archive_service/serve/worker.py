@@ -4,6 +4,7 @@ client connections time out."""
 from __future__ import annotations
 
 import errno
+import signal
 import socket
 import time
 
@@ -62,9 +63,27 @@ class _ClientSocket(socket.socket):
                                   f"{len(data)} bytes") from None
 
 
+# The signals that stop a worker. gunicorn's forked worker keeps the master's handlers until
+# its init_signals, and they only queue the signal in the worker's copy of the master's
+# queue, which nobody reads: a worker signalled while it booted never stopped (the master
+# SIGKILLed it 30 s later, and its Follower meanwhile started an indexer). They are blocked
+# across the fork of a worker (runner._before_fork, then unblocked in the master at once and
+# in the worker once its handlers are set), so they wait, pending, for the worker's own
+# handlers.
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT}
+
+
+def unblock_stop_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
 class ClientTimeoutWorker(ThreadWorker):
     """gunicorn's gthread worker whose client connections time out (_ClientSocket); the
     limit is the application's `client_timeout`."""
+
+    def init_signals(self) -> None:
+        super().init_signals()
+        unblock_stop_signals()  # blocked since the fork (STOP_SIGNALS): delivered now
 
     def handle(self, conn):
         if not isinstance(conn.sock, _ClientSocket):
