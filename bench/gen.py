@@ -24,7 +24,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 GEN_VERSION = 2  # bump when the layout changes: cached collections of older versions are rebuilt
@@ -101,7 +101,7 @@ class Names:
 
 
 def _timestamp(rng: random.Random) -> str:
-    moment = datetime(2005, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=rng.randrange(600_000_000))
+    moment = datetime(2005, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.randrange(600_000_000))
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -28,10 +28,9 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -520,7 +519,7 @@ class Bench:
                 entry = editable[e % len(editable)]
                 sidecar = self.root / entry["directory"] / "item.yaml"
                 original = originals.setdefault(sidecar, sidecar.read_bytes())
-                stamp = datetime.fromtimestamp(2_000_000_000 + base * 100 + e, timezone.utc)
+                stamp = datetime.fromtimestamp(2_000_000_000 + base * 100 + e, UTC)
                 new = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
                 text = original.replace(entry["timestamp"].encode(), new.encode())
                 path = url_request(entry["directory"])
@@ -580,7 +579,7 @@ class Bench:
         started = time.perf_counter()
         phases = self.args.phases
         self.result.update({
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "commit": git("rev-parse", "--short", "HEAD"),
             "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
             # The results this script writes do not make the measured code "uncommitted".

@@ -32,7 +32,7 @@ class ResolverDouble:
     lock: threading.Lock = field(default_factory=threading.Lock)
     failures: int = 0
 
-    def start(self) -> "ResolverDouble":
+    def start(self) -> ResolverDouble:
         double = self
 
         class Handler(BaseHTTPRequestHandler):

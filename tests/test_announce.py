@@ -17,8 +17,8 @@ import webtest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from archive_service.serve import announce
 from archive_service import cli, settings
+from archive_service.serve import announce
 from archive_service.web import create_app
 from resolver_double import ResolverDouble
 

@@ -7,11 +7,12 @@ import string
 
 import pytest
 import webtest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from archive_service.web import limits
 from archive_service.protocol import pairs
-from archive_service.web import create_app
+from archive_service.web import create_app, limits
 from support import ADDRESS, SERVICE, Client
 
 ITEM = "iconet.com.br/banon/2009/09.09.22.01"  # LK47B6W/362SFKH: reference.bib, @relatorio.pdf
@@ -23,6 +24,7 @@ BASE = ("servicesubject=urlRequest&clientinformation.ipaddress=1.2.3.4"
 def hostile(tmp_path_factory) -> Client:
     """One app over a collection with links out of an item and loops planted in it."""
     import shutil
+
     from support import SAMPLE
     root = tmp_path_factory.mktemp("hostile")
     collection = root / "collection"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from archive_service.cli import main
 from archive_service.collection import items as index
 from archive_service.protocol import pairs
-from archive_service.cli import main
 from serve_process import Serve
 from support import SAMPLE, SERVICE
 

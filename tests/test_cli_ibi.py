@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from archive_service import cli
 from archive_service.protocol import ibi, ibip

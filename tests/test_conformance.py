@@ -14,8 +14,16 @@ import pytest
 
 from archive_service.protocol import answers, pairs
 from serve_process import Serve
-from support import (ADDRESS, EXAMPLE_8_1, EXAMPLE_8_2_SECOND, PLATFORM, SAMPLE, SERVICE, Client,
-                     assert_answer)
+from support import (
+    ADDRESS,
+    EXAMPLE_8_1,
+    EXAMPLE_8_2_SECOND,
+    PLATFORM,
+    SAMPLE,
+    SERVICE,
+    Client,
+    assert_answer,
+)
 
 CONTACT = "admin@example.org"
 ITEM = "iconet.com.br/banon/2009/09.09.22.01"  # LK47B6W/362SFKH: @relatorio.pdf, reference.bib

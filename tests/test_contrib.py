@@ -19,14 +19,31 @@ import pytest
 import webtest
 from gunicorn.config import GracefulTimeout
 
-from archive_service.serve import announce
 from archive_service import cli, settings
 from archive_service.collection import items as index
 from archive_service.protocol import pairs
 from archive_service.protocol.answers import Links
-from fronts import (APACHE_MODULES, APACHE_VHOST, BACKEND, COLLECTION, CONTRIB, FILES_DIR,
-                    NGINX_SITE, TARGET_FILE, TARGET_IBI, check_front, executable, needs_apache,
-                    needs_nginx, rewrite, serve_behind, start_apache, start_nginx, write_config)
+from archive_service.serve import announce
+from fronts import (
+    APACHE_MODULES,
+    APACHE_VHOST,
+    BACKEND,
+    COLLECTION,
+    CONTRIB,
+    FILES_DIR,
+    NGINX_SITE,
+    TARGET_FILE,
+    TARGET_IBI,
+    check_front,
+    executable,
+    needs_apache,
+    needs_nginx,
+    rewrite,
+    serve_behind,
+    start_apache,
+    start_nginx,
+    write_config,
+)
 from resolver_double import ResolverDouble
 from serve_process import ROOT, SAMPLE, SERVICE, Serve, free_port
 

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from archive_service import cli
-from archive_service.collection import deposit, items as index, sidecar, sidecar_update
+from archive_service.collection import deposit, sidecar, sidecar_update
+from archive_service.collection import items as index
 from archive_service.protocol import ibip, pairs
 from archive_service.web import create_app
 from support import ADDRESS, ROOT, Client
@@ -240,7 +241,7 @@ def test_a_related_item_without_a_sidecar_gets_one(capsys, settings, collection,
 @pytest.mark.parametrize("extra, message", [
     (["--nextedition-of", "unknown.example/x/2020/01.01.00.00"],
      "--nextedition-of unknown.example/x/2020/01.01.00.00: no item of this collection"),
-    (["--nextedition-of", OAIS_2002], f"already has a next edition, sid.inpe.br/mtc-m18/2012/"
+    (["--nextedition-of", OAIS_2002], "already has a next edition, sid.inpe.br/mtc-m18/2012/"
      "07.12.18.08; the last edition held here is sid.inpe.br/mtc-m18/2012/07.12.18.08"),
     (["--nextedition-of", "iconet.com.br/banon/2010/01.20.11.05"], "is Deleted"),
     (["--nextedition-of", "sid.inpe.br/x/13/01.01.00.00"], "year '13' must be 4 or more digits"),

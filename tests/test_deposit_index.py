@@ -15,11 +15,11 @@ import pytest
 from archive_service import cli
 from archive_service.collection import deposit
 from archive_service.collection import items as index
-from archive_service.protocol import pairs
 from archive_service.index.store import Store
+from archive_service.protocol import pairs
 from archive_service.testing import make_collection, wait_until
-from support import ADDRESS, SAMPLE
 from serve_process import Serve
+from support import ADDRESS, SAMPLE
 
 IP = "150.163.2.174"
 BANON = "iconet.com.br/banon/2009/09.09.22.01"  # pt, ibip LK47B6W/362SFKH

@@ -12,13 +12,24 @@ from pathlib import Path
 
 import pytest
 
-from archive_service.protocol import answers, pairs
 from archive_service.collection import items as index
+from archive_service.protocol import answers, pairs
 from archive_service.protocol.answers import Archive, Links, UrlRequest
-from support import (ADDRESS, EXAMPLE_7_2, EXAMPLE_7_3, EXAMPLE_8_1, EXAMPLE_8_2_FIRST,
-                     EXAMPLE_8_2_SECOND, PLATFORM, SERVICE, Client, assert_answer, expected)
-
 from archive_service.web import create_app
+from support import (
+    ADDRESS,
+    EXAMPLE_7_2,
+    EXAMPLE_7_3,
+    EXAMPLE_8_1,
+    EXAMPLE_8_2_FIRST,
+    EXAMPLE_8_2_SECOND,
+    PLATFORM,
+    SERVICE,
+    Client,
+    assert_answer,
+    expected,
+)
+
 
 def test_example_7_2_montar_lista_de_url(collection):
     """Algorithm 2 over this Archive's whole relation subset, before any filtering."""

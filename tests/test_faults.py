@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from archive_service.protocol import pairs
-from archive_service.web import stats
 from archive_service.protocol.answers import Archive
 from archive_service.testing import wait_until
-from archive_service.web import create_app
+from archive_service.web import create_app, stats
 from isolation import chown_tree, in_child, shared_tmp
 from support import ADDRESS, SAMPLE, SERVICE, Client
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from archive_service.protocol import ibi, pairs
 from archive_service.collection import sidecar
+from archive_service.protocol import ibi, pairs
 
 
 def test_render_sorts_and_uses_crlf():

@@ -1,7 +1,7 @@
 """IBIp codec (ID§7, Algorithms 5-7): the seed's known values, errors, and round trips."""
 
 import ipaddress
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from archive_service.protocol import ibi, ibip
 from archive_service.protocol.ibi import IbiError
 
-UTC = timezone.utc
+UTC = UTC
 
 
 # --- ID Tables 7.2 and 7.3 ---

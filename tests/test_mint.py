@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from archive_service.protocol import ibi, ibip
 from archive_service.collection import mint
+from archive_service.protocol import ibi, ibip
 from archive_service.protocol.ibi import IbiError
 
-UTC = timezone.utc
+UTC = UTC
 ROOT = Path(__file__).resolve().parent.parent
 
 

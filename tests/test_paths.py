@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import webtest
 
+from archive_service.cli import main
 from archive_service.collection import items as index
 from archive_service.protocol import pairs
-from archive_service.cli import main
 from archive_service.testing import wait_until
 from archive_service.web import create_app
 from support import SERVICE, Client, settings_for

@@ -14,9 +14,21 @@ import pytest
 import webtest
 
 from archive_service.web import create_app
-from fronts import (APACHE_MODULES, APACHE_VHOST, BACKEND, COLLECTION, NGINX_SITE, TARGET_FILE,
-                    check_front, needs_apache, needs_nginx, rewrite, serve_behind, start_apache,
-                    start_nginx)
+from fronts import (
+    APACHE_MODULES,
+    APACHE_VHOST,
+    BACKEND,
+    COLLECTION,
+    NGINX_SITE,
+    TARGET_FILE,
+    check_front,
+    needs_apache,
+    needs_nginx,
+    rewrite,
+    serve_behind,
+    start_apache,
+    start_nginx,
+)
 from serve_process import SERVICE, Serve, free_port
 
 LICENSED = "sid.inpe.br/mtc-m19/2014/02.11.10.05"

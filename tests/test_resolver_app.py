@@ -19,8 +19,18 @@ from archive_service.resolver.app import client_ips, create_resolver_app
 from archive_service.resolver.registry import Registry
 from archive_service.resolver.server import redact
 from archive_service.web import create_app
-from resolver_support import (DOUBLE, KEY_A, KEY_B, LL8, PLATFORM, RESOLVER_IBI, SERVICE_A,
-                              SERVICE_B, ThreadedServer, build_collections)
+from resolver_support import (
+    DOUBLE,
+    KEY_A,
+    KEY_B,
+    LL8,
+    PLATFORM,
+    RESOLVER_IBI,
+    SERVICE_A,
+    SERVICE_B,
+    ThreadedServer,
+    build_collections,
+)
 from serve_process import free_port
 
 SERVICE = "/" + RESOLVER_IBI

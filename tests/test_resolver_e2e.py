@@ -23,9 +23,25 @@ import pytest
 import yaml
 
 from archive_service.resolver.registry import Registry
-from resolver_support import (BANON, COPY_ONLY, DELETED, DOUBLE, E4E, KEY_A, KEY_B, LL8,
-                              NEXT_EDITION, NEXT_METADATA, PLATFORM, RESOLVER_IBI, ROOT,
-                              SERVICE_A, SERVICE_B, build_collections, received)
+from resolver_support import (
+    BANON,
+    COPY_ONLY,
+    DELETED,
+    DOUBLE,
+    E4E,
+    KEY_A,
+    KEY_B,
+    LL8,
+    NEXT_EDITION,
+    NEXT_METADATA,
+    PLATFORM,
+    RESOLVER_IBI,
+    ROOT,
+    SERVICE_A,
+    SERVICE_B,
+    build_collections,
+    received,
+)
 from serve_process import Process, free_port, http_get, wait_until
 
 pytestmark = pytest.mark.process
@@ -38,7 +54,7 @@ E4E_PT = "sid.inpe.br/mtc-m18@80/2009/08.25.19.43"
 class Archive:
     """One `archive-service serve` process and how it joins and leaves the resolver."""
 
-    def __init__(self, bed: "Bed", name: str, collection: Path, service: str, key: str):
+    def __init__(self, bed: Bed, name: str, collection: Path, service: str, key: str):
         self.bed, self.name, self.collection = bed, name, collection
         self.service, self.key = service, key
         self.config = bed.base / f"{name}.yaml"

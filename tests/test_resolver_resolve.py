@@ -16,9 +16,22 @@ import yaml
 from archive_service.resolver import purl, resolve
 from archive_service.resolver.resolve import Answer, ArchiveRef, Question, language_score
 from archive_service.web import create_app
-from resolver_support import (BANON, COPY_ONLY, DELETED, DOUBLE, E4E, LL8, NEXT_EDITION,
-                              NEXT_METADATA, PLATFORM, SAMPLE, SERVICE_A, SERVICE_B,
-                              InProcessArchives, build_collections)
+from resolver_support import (
+    BANON,
+    COPY_ONLY,
+    DELETED,
+    DOUBLE,
+    E4E,
+    LL8,
+    NEXT_EDITION,
+    NEXT_METADATA,
+    PLATFORM,
+    SAMPLE,
+    SERVICE_A,
+    SERVICE_B,
+    InProcessArchives,
+    build_collections,
+)
 
 A_ADDR, B_ADDR = "archive-a.example", "archive-b.example"
 A = ArchiveRef(A_ADDR, SERVICE_A)

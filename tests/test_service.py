@@ -331,9 +331,9 @@ def test_query_string_percent_decoding_of_table_4_1(client: Client):
 @pytest.mark.parametrize("mount", [f"/{SERVICE}", "/col", "/archive/col"])
 def test_a_server_may_mount_the_app_at_its_service_path_or_at_col(settings, mount):
     """mod_wsgi's WSGIScriptAlias or a proxy may set SCRIPT_NAME to the service path or /col."""
+    import webtest
     from werkzeug.exceptions import NotFound
     from werkzeug.middleware.dispatcher import DispatcherMiddleware
-    import webtest
 
     app = create_app(settings)
     prefix = mount.rsplit("/col", 1)[0] if mount.endswith("/col") else ""

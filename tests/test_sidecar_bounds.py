@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from archive_service.collection import sidecar
 from archive_service.cli import main
+from archive_service.collection import sidecar
 from archive_service.index.store import Store, StoreCatalog, Writer
 from serve_process import Serve
 from support import ROOT

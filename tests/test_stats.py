@@ -15,8 +15,7 @@ import pytest
 
 from archive_service import cli
 from archive_service.protocol import pairs
-from archive_service.web import stats
-from archive_service.web import create_app
+from archive_service.web import create_app, stats
 from support import SERVICE, Client
 
 NOTICE = "notice {acknowledgment received}"

@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from archive_service.protocol import pairs, urlkeys
-from archive_service.web import stats
 from archive_service.protocol.urlkeys import UrlKeys
-from archive_service.web import create_app
+from archive_service.web import create_app, stats
 from isolation import in_child
 from support import ADDRESS, SERVICE, Client
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import webtest
 
-from archive_service.protocol import answers
-from archive_service.collection import items as index
 from archive_service import settings
+from archive_service.collection import items as index
 from archive_service.index import store, walk
+from archive_service.protocol import answers
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
 from serve_process import Process

@@ -26,7 +26,6 @@ from archive_service.index import store
 from archive_service.indexer import startup, watch
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
-
 from serve_process import Process, state_of
 from support import pairs_of, settings_for, url_request
 

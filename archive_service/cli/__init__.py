@@ -22,8 +22,8 @@ log = logging.getLogger("archive_service")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ..serve import announce
     from ..indexer.startup import refresh_early
+    from ..serve import announce
 
     if args.no_announce:
         args.resolver = "none"

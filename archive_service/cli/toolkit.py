@@ -14,11 +14,11 @@ import sys
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
+from .. import settings
 from ..collection import deposit as depositmod
+from ..collection import mint as mintmod
 from ..protocol import ibi as ibimod
 from ..protocol import ibip as ibipmod
-from ..collection import mint as mintmod
-from .. import settings
 
 LoadConfig = Callable[..., settings.Config]
 AddSettings = Callable[..., None]

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -45,15 +45,15 @@ import yaml
 
 from ..common import files as filesmod
 from ..common.yamlsafe import SafeLoader
+from ..index import store as storemod
+from ..index import walk as walkmod
 from ..protocol import ibi as ibimod
 from ..protocol import ibip as ibipmod
+from ..protocol.ibi import Ibi
 from . import items as index
 from . import mint as mintmod
 from . import sidecar as sidecarmod
 from . import sidecar_update
-from ..index import store as storemod
-from ..index import walk as walkmod
-from ..protocol.ibi import Ibi
 from .items import Item
 from .sidecar import SIDECAR
 
@@ -75,7 +75,7 @@ def persistent_url(label: str) -> str:
 
 
 def iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # ---------------------------------------------------------------- the minting subsystem
@@ -473,7 +473,7 @@ def deposit(
         final = collection / primary
         if os.path.lexists(final):
             raise DepositError(f"{final} already exists; nothing changed")
-        created = datetime.fromtimestamp(int(minted.time), timezone.utc)
+        created = datetime.fromtimestamp(int(minted.time), UTC)
 
         data: dict[str, Any] = {}
         if minted.rep and minted.ibip:
@@ -581,7 +581,7 @@ def delete(config: Mapping[str, Any], label: str,
         if item.state == "Deleted":
             raise DepositError(f"{label}: {item.directory} is already Deleted "
                                f"(since {iso(item.timestamp)})")
-        when = datetime.fromtimestamp(int(now()), timezone.utc)
+        when = datetime.fromtimestamp(int(now()), UTC)
         directory = collection / item.directory
         doc = directory / index.DOC
         moved_to = directory / f"{DELETED_PREFIX}{when:%Y%m%dT%H%M%SZ}" if doc.is_dir() else None

@@ -16,13 +16,13 @@ import re
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
 from ..protocol import ibi as ibimod
-from . import sidecar as sidecarmod
 from ..protocol.ibi import Forms, Ibi
+from . import sidecar as sidecarmod
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +252,7 @@ def _shown(name: str) -> str:
 
 
 def _utc(seconds: float) -> datetime:
-    return datetime.fromtimestamp(int(seconds), tz=timezone.utc)
+    return datetime.fromtimestamp(int(seconds), tz=UTC)
 
 
 def subdirectories(path: str | os.PathLike, problems: list[Problem] | None = None,

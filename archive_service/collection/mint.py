@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation, localcontext
 from pathlib import Path
 
@@ -65,7 +65,7 @@ def rep_suffix(t: ibip.TimeLike) -> str:
     t = ibip.posix_time(t)
     if t < 0:
         raise IbiError(f"time {t} is before 1970-01-01T00:00:00Z")
-    when = datetime.fromtimestamp(int(t), timezone.utc)
+    when = datetime.fromtimestamp(int(t), UTC)
     suffix = when.strftime("%Y/%m.%d.%H.%M")
     fraction = ibip.fraction_digits(t)
     if fraction:

@@ -7,15 +7,14 @@ import ipaddress
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
-from pathlib import Path, PurePosixPath
+from datetime import UTC, date, datetime
+from pathlib import PurePosixPath
 from typing import Any
 
 import yaml
 
 from ..common.yamlsafe import SafeLoader as _SafeLoader
 from ..protocol import ibi as ibimod
-
 
 _YAML = "tag:yaml.org,2002:"
 _SCALARS = {_YAML + t for t in ("null", "bool", "int", "float", "timestamp", "binary")}
@@ -158,8 +157,8 @@ def parse_timestamp(value: Any) -> datetime:
     else:
         raise ValueError(f"{value!r} is not an ISO 8601 date and time")
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
 
 
 def doc_path(value: Any) -> str:

@@ -33,7 +33,6 @@ from ..common.yamlsafe import SafeLoader as _Loader
 from . import sidecar as sidecarmod
 
 
-
 @dataclass
 class Update:
     """The new text of one sidecar, ready to stage and commit."""

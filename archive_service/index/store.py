@@ -17,7 +17,6 @@ as collection.items.Catalog.add decides), and translations declared only on the 
 
 from __future__ import annotations
 
-import collections
 import fcntl
 import functools
 import hashlib
@@ -43,13 +42,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from ..collection import items as index
+from ..collection import sidecar as sidecarmod
+from ..collection.items import Item, Problem
 from ..common import db
 from ..common.processes import child_environment, python_executable
 from ..protocol import ibi as ibimod
-from ..collection import items as index
-from ..collection import sidecar as sidecarmod
 from ..protocol.ibi import Forms, Ibi
-from ..collection.items import Item, Problem
 from .walk import SEP, Found, Walk, cover, directory_of, estimate_items, sortkey
 
 log = logging.getLogger(__name__)

@@ -99,9 +99,17 @@ def inotify_watches() -> dict[int, int]:
 
 
 def _real_changes() -> list:
-    from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent,
-                                 FileAttribEvent, FileClosedEvent, FileCreatedEvent,
-                                 FileDeletedEvent, FileModifiedEvent, FileMovedEvent)
+    from watchdog.events import (
+        DirCreatedEvent,
+        DirDeletedEvent,
+        DirMovedEvent,
+        FileAttribEvent,
+        FileClosedEvent,
+        FileCreatedEvent,
+        FileDeletedEvent,
+        FileModifiedEvent,
+        FileMovedEvent,
+    )
 
     # Not opened / closed_no_write (our own reads), nor the parent-directory "modified"
     # echoes of every change. Attrib: `touch` moves a file's time, and times are timestamps.

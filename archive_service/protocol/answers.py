@@ -12,16 +12,16 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import NamedTuple
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 from urllib.parse import quote
 
+from ..collection.items import DOC, Catalog, Item, follow_editions, resolve_file
 from . import ibi as ibimod
 from . import pairs as pairsmod
 from .ibi import Forms, Ibi
-from ..collection.items import DOC, Catalog, Item, follow_editions, resolve_file
 from .urlkeys import UrlKeys, canonical_url
 
 ID_PAIRS = ("archiveaddress", "ibi", "ibi.archiveservice", "ibi.platformsoftware")
@@ -286,7 +286,7 @@ class Rendered(NamedTuple):
     checks: tuple[tuple, ...]
 
     @classmethod
-    def of(cls, answer: list[tuple[str, str]], checks=()) -> "Rendered":
+    def of(cls, answer: list[tuple[str, str]], checks=()) -> Rendered:
         urls = tuple(sorted({canonical_url(v) for n, v in answer if _is_url_pair(n)}))
         if not urls:
             return cls(pairsmod.render(answer), None, urls, tuple(checks))
@@ -633,7 +633,7 @@ def software_time() -> datetime:
                      if path.suffix in (".py", ".html"))
     except (OSError, ValueError):  # not files on disk (a zip): the time it was first asked
         newest = time.time()
-    return datetime.fromtimestamp(int(newest), tz=timezone.utc)
+    return datetime.fromtimestamp(int(newest), tz=UTC)
 
 
 def service_item(name: Ibi, forms: Forms) -> Item:

@@ -226,7 +226,7 @@ class Forms:
     ibip: str | None = None
 
     @classmethod
-    def of(cls, ibi: Ibi) -> "Forms":
+    def of(cls, ibi: Ibi) -> Forms:
         return cls(rep=ibi.text) if ibi.kind == "rep" else cls(ibip=ibi.text)
 
     def render(self) -> str:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from archive_service.protocol.ibi import IBIP_DIGITS, IbiError
@@ -46,7 +46,7 @@ FRACTION_SEPARATOR = "W"
 IPV4_DIGITS = "0123456789."  # ID Table 7.4, values 0..10
 IPV6_DIGITS = "0123456789abcdef:"  # ID Table 7.5, values 0..16
 
-_UTC = timezone.utc
+_UTC = UTC
 _UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
 _STD_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"  # what int(text, base) reads
 _PREFIX_RE = re.compile(r"([^WX]*)([WX])(.*)", re.DOTALL)

@@ -47,7 +47,6 @@ that a person followed the link: it bounds the counts to one per answer this Arc
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import os
@@ -123,12 +122,12 @@ class UrlKeys:
         self.problem: str | None = None
 
     @classmethod
-    def ephemeral(cls) -> "UrlKeys":
+    def ephemeral(cls) -> UrlKeys:
         """Keys only this process (and its forks) can check: for tools and tests."""
         return cls(secrets.token_bytes(SECRET_BYTES))
 
     @classmethod
-    def from_state_dir(cls, state_dir: str | os.PathLike) -> "UrlKeys":
+    def from_state_dir(cls, state_dir: str | os.PathLike) -> UrlKeys:
         """The Archive's keys; an unusable state directory is logged, never fatal."""
         try:
             return cls(load_secret(state_dir))

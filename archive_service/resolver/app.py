@@ -18,10 +18,10 @@ from urllib.parse import quote
 from flask import Flask, Response, redirect, render_template_string, request
 from flask.logging import default_handler
 
-from ..protocol import pairs
 from .. import settings
-from ..protocol.answers import RequestError
 from ..common.http import TEXT, answer_unexpected_errors, error_response
+from ..protocol import pairs
+from ..protocol.answers import RequestError
 from . import config as rconfig
 from . import purl as purlmod
 from . import resolve as resolvemod

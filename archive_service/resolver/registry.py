@@ -23,12 +23,12 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import closing
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from ..protocol import ibi as ibimod
 from .. import settings
 from ..common import db as dbmod
+from ..protocol import ibi as ibimod
 from ..protocol.answers import RequestError
 from .config import REGISTRY_FILE
 from .resolve import ArchiveRef
@@ -160,7 +160,7 @@ class Record:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _hash(key: str, salt: bytes) -> bytes:

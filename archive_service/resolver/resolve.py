@@ -63,7 +63,7 @@ class Answer:
 
     @classmethod
     def of(cls, archive: ArchiveRef, pair_list: Sequence[tuple[str, str]], order: int = 0
-           ) -> "Answer":
+           ) -> Answer:
         pairs: dict[str, str] = {}
         for name, value in pair_list:
             pairs.setdefault(name, value)

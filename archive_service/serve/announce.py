@@ -50,10 +50,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
-from .. import __version__
+from .. import __version__, settings
 from ..common.processes import child_environment, python_executable
 from ..protocol import pairs as pairsmod
-from .. import settings
 from ..settings import ConfigError, ConfigWarning
 
 log = logging.getLogger(__name__)

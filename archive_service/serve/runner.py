@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 from gunicorn.app.base import BaseApplication
 
-from . import announce
-from .worker import STOP_SIGNALS, ClientTimeoutWorker, unblock_stop_signals
-from ..web import limits
 from .. import settings
 from ..indexer import startup
+from ..web import limits
+from . import announce
+from .worker import STOP_SIGNALS, ClientTimeoutWorker, unblock_stop_signals
 
 log = logging.getLogger(__name__)
 

@@ -14,28 +14,28 @@ import mimetypes
 import os
 import stat
 import unicodedata
-import zlib
-from http import HTTPStatus
-from urllib.parse import quote
 import xml.etree.ElementTree as ET
+import zlib
 from collections.abc import Mapping
 from functools import lru_cache
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from flask import Flask, Response, abort, render_template, render_template_string, request
 from flask.logging import default_handler
 from werkzeug.wsgi import wrap_file
 
 from .. import __version__, settings
-from ..protocol import answers, pairs, urlkeys
 from ..collection import items as index
-from . import limits, stats
-from ..protocol.answers import Archive, Links, RequestError
 from ..collection.sidecar import DC_ELEMENTS, xml_text
-from ..indexer.startup import LiveIndex
-from ..protocol.errors import error_body
 from ..common.http import TEXT, answer_unexpected_errors, error_response
+from ..indexer.startup import LiveIndex
+from ..protocol import answers, pairs, urlkeys
+from ..protocol.answers import Archive, Links, RequestError
+from ..protocol.errors import error_body
+from . import limits, stats
 
 log = logging.getLogger(__name__)
 

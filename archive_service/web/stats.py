@@ -35,7 +35,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ class StatsError(RuntimeError):
 
 
 def _day(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).date().isoformat()
+    return datetime.fromtimestamp(seconds, tz=UTC).date().isoformat()
 
 
 class Store:
@@ -222,7 +222,7 @@ class Store:
                 return
             self._error_logged = now
             if first:
-                since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                 self._problem = (f"acknowledgments are not counted since {since}: cannot "
                                  f"record them in {self.path}: {exc}")
             lost = self._unrecorded
