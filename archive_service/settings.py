@@ -73,8 +73,9 @@ def _networks(value: str) -> tuple[str, ...]:
         try:
             networks.append(str(ipaddress.ip_network(word, strict=False)))
         except ValueError:
-            raise ValueError(f"{word} is neither an IP address nor a network such as "
-                             "10.0.0.0/8") from None
+            raise ValueError(
+                f"{word} is neither an IP address nor a network such as 10.0.0.0/8"
+            ) from None
     return tuple(networks)
 
 
@@ -137,6 +138,7 @@ def _choice(*options: str) -> Callable[[str], str]:
         if value not in options:
             raise ValueError(f"must be one of {', '.join(options)}")
         return value
+
     return parse
 
 
@@ -164,7 +166,9 @@ def default_state_dir() -> str:
     """systemd's StateDirectory when run as a service, else the per-user data directory."""
     if os.environ.get("STATE_DIRECTORY"):
         return os.environ["STATE_DIRECTORY"].split(":")[0]
-    data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
     return os.path.join(data_home, "archive-service")
 
 
@@ -189,58 +193,128 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("collection", None, "directory holding the items (required)", file_path, path=True),
-    Setting("archiveaddress", None,
-            "host[:port] where this Archive is reached from the Internet (required)", hostport),
-    Setting("archiveserviceibi", None,
-            "IBI of this Archive's service; the service answers at /<archiveserviceibi> (required)",
-            ibi_text),
+    Setting(
+        "archiveaddress",
+        None,
+        "host[:port] where this Archive is reached from the Internet (required)",
+        hostport,
+    ),
+    Setting(
+        "archiveserviceibi",
+        None,
+        "IBI of this Archive's service; the service answers at /<archiveserviceibi> (required)",
+        ibi_text,
+    ),
     Setting("platformsoftware", "", "IBI of the platform software, or empty", _optional_ibi),
     Setting("archiveip", None, "IP address of the Archive, sent when announcing", ip_address),
-    Setting("archiveplatformversion", f"archive-service-{__version__}",
-            "platform version sent when announcing (ASCII)", ascii_text),
-    Setting("archiveadmemailaddress", None, "administrator's e-mail address, sent when announcing",
-            email_address),
-    Setting("registrationkey", None, "registration key shared with the resolver (secret)",
-            registration_key, secret=True),
-    Setting("registrationkey_file", None,
-            "file holding the registration key, instead of registrationkey; under systemd the "
-            "credential $CREDENTIALS_DIRECTORY/registrationkey is read when neither is given",
-            file_path, path=True),
-    Setting("resolver", DEFAULT_RESOLVER,
-            "resolver service base URL; the word none turns announcing off", _resolver),
-    Setting("exclusion_timeout", 5.0,
-            "seconds serve waits on stop for the resolver to answer the exclusionRequest "
-            "before exiting anyway", _seconds),
-    Setting("url_base", None,
-            "URL where an existing web server publishes the collection's files; "
-            "default: this service serves them at http://<archiveaddress>/col/", _http_url),
-    Setting("file_offload", "none",
-            "who sends the bytes of /col/ files: none (serve), x-accel-redirect (nginx, "
-            "see contrib/nginx) or x-sendfile (Apache's mod_xsendfile); the service still "
-            "decides which file and who may have it", _choice("none", "x-accel-redirect", "x-sendfile")),
-    Setting("state_dir", None,
-            "writable directory for the service's own data; default $STATE_DIRECTORY under "
-            "systemd, else ~/.local/share/archive-service", file_path, path=True),
-    Setting("bind", "127.0.0.1:8080", "address serve listens on: HOST:PORT or unix:PATH", bind_address),
-    Setting("trusted_proxies", ("127.0.0.0/8", "::1/128"),
-            "addresses or networks of the reverse proxies whose X-Forwarded-For names the "
-            "user (for licensed items); none trusts no proxy", _networks),
+    Setting(
+        "archiveplatformversion",
+        f"archive-service-{__version__}",
+        "platform version sent when announcing (ASCII)",
+        ascii_text,
+    ),
+    Setting(
+        "archiveadmemailaddress",
+        None,
+        "administrator's e-mail address, sent when announcing",
+        email_address,
+    ),
+    Setting(
+        "registrationkey",
+        None,
+        "registration key shared with the resolver (secret)",
+        registration_key,
+        secret=True,
+    ),
+    Setting(
+        "registrationkey_file",
+        None,
+        "file holding the registration key, instead of registrationkey; under systemd the "
+        "credential $CREDENTIALS_DIRECTORY/registrationkey is read when neither is given",
+        file_path,
+        path=True,
+    ),
+    Setting(
+        "resolver",
+        DEFAULT_RESOLVER,
+        "resolver service base URL; the word none turns announcing off",
+        _resolver,
+    ),
+    Setting(
+        "exclusion_timeout",
+        5.0,
+        "seconds serve waits on stop for the resolver to answer the exclusionRequest "
+        "before exiting anyway",
+        _seconds,
+    ),
+    Setting(
+        "url_base",
+        None,
+        "URL where an existing web server publishes the collection's files; "
+        "default: this service serves them at http://<archiveaddress>/col/",
+        _http_url,
+    ),
+    Setting(
+        "file_offload",
+        "none",
+        "who sends the bytes of /col/ files: none (serve), x-accel-redirect (nginx, "
+        "see contrib/nginx) or x-sendfile (Apache's mod_xsendfile); the service still "
+        "decides which file and who may have it",
+        _choice("none", "x-accel-redirect", "x-sendfile"),
+    ),
+    Setting(
+        "state_dir",
+        None,
+        "writable directory for the service's own data; default $STATE_DIRECTORY under "
+        "systemd, else ~/.local/share/archive-service",
+        file_path,
+        path=True,
+    ),
+    Setting(
+        "bind", "127.0.0.1:8080", "address serve listens on: HOST:PORT or unix:PATH", bind_address
+    ),
+    Setting(
+        "trusted_proxies",
+        ("127.0.0.0/8", "::1/128"),
+        "addresses or networks of the reverse proxies whose X-Forwarded-For names the "
+        "user (for licensed items); none trusts no proxy",
+        _networks,
+    ),
     Setting("workers", 2, "number of gunicorn worker processes for serve", positive_int),
-    Setting("threads", 16,
-            "threads of each serve worker: each request, and each slow client, holds one "
-            "while it lasts", positive_int),
-    Setting("client_timeout", 15,
-            "seconds a client may take to send its request, or stay without reading while a "
-            "response is sent, before serve drops the connection", positive_int),
-    Setting("index_watch", "auto",
-            "how serve follows changes to the collection: auto (inotify where it works, else "
-            "periodic rescans), poll (periodic rescans only) or off (read at start only)",
-            _choice("auto", "poll", "off")),
-    Setting("rescan_interval", 60.0,
-            "seconds between rescans of the collection when it is not watched", _interval),
-    Setting("consistency_interval", 3600.0,
-            "seconds between full rescans while the collection is watched, repairing changes "
-            "the kernel dropped; 0 turns them off", _interval_or_off),
+    Setting(
+        "threads",
+        16,
+        "threads of each serve worker: each request, and each slow client, holds one "
+        "while it lasts",
+        positive_int,
+    ),
+    Setting(
+        "client_timeout",
+        15,
+        "seconds a client may take to send its request, or stay without reading while a "
+        "response is sent, before serve drops the connection",
+        positive_int,
+    ),
+    Setting(
+        "index_watch",
+        "auto",
+        "how serve follows changes to the collection: auto (inotify where it works, else "
+        "periodic rescans), poll (periodic rescans only) or off (read at start only)",
+        _choice("auto", "poll", "off"),
+    ),
+    Setting(
+        "rescan_interval",
+        60.0,
+        "seconds between rescans of the collection when it is not watched",
+        _interval,
+    ),
+    Setting(
+        "consistency_interval",
+        3600.0,
+        "seconds between full rescans while the collection is watched, repairing changes "
+        "the kernel dropped; 0 turns them off",
+        _interval_or_off,
+    ),
 )
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -248,8 +322,12 @@ BY_NAME = {s.name: s for s in SETTINGS}
 class Config(Mapping):
     """Validated settings; read them as attributes (`config.collection`) or as a mapping."""
 
-    def __init__(self, values: Mapping[str, Any], sources: Mapping[str, str] | None = None,
-                 table: Mapping[str, Setting] | None = None):
+    def __init__(
+        self,
+        values: Mapping[str, Any],
+        sources: Mapping[str, str] | None = None,
+        table: Mapping[str, Setting] | None = None,
+    ):
         self._values = dict(values)
         self.sources = dict(sources or {})
         self._table = BY_NAME if table is None else table
@@ -275,23 +353,30 @@ class Config(Mapping):
                 setting = self._table[name]
                 raise ConfigError(
                     f"setting {name} is missing: give {setting.option}, {setting.env}, "
-                    f"or '{name}:' in the --config file ({setting.help})")
+                    f"or '{name}:' in the --config file ({setting.help})"
+                )
 
     def redacted(self) -> dict[str, Any]:
-        return {k: ("<secret>" if self._table[k].secret and v else v)
-                for k, v in self._values.items()}
+        return {
+            k: ("<secret>" if self._table[k].secret and v else v) for k, v in self._values.items()
+        }
 
 
 def _warn_if_exposed(path: Path, secrets: list[str]) -> None:
     """A secret in a file every local user can read is a secret no more: say so at start-up."""
     if secrets and os.stat(path).st_mode & stat.S_IROTH:
-        warnings.warn(f"config file {path} holds {', '.join(secrets)} and every user of this "
-                      f"machine can read it: chmod o-r {path}, or move the key to "
-                      f"registrationkey_file or a systemd credential", ConfigWarning, stacklevel=3)
+        warnings.warn(
+            f"config file {path} holds {', '.join(secrets)} and every user of this "
+            f"machine can read it: chmod o-r {path}, or move the key to "
+            f"registrationkey_file or a systemd credential",
+            ConfigWarning,
+            stacklevel=3,
+        )
 
 
-def read_file(path: str | os.PathLike, table: Mapping[str, Setting] | None = None
-              ) -> dict[str, Any]:
+def read_file(
+    path: str | os.PathLike, table: Mapping[str, Setting] | None = None
+) -> dict[str, Any]:
     """The settings in a YAML config file; ConfigError (one line) if it cannot be used."""
     path = Path(path)
     try:
@@ -313,17 +398,23 @@ def read_file(path: str | os.PathLike, table: Mapping[str, Setting] | None = Non
     values = {}
     for key, value in data.items():
         if key not in table:
-            warnings.warn(f"config file {path}: unknown setting {key!r} ignored", ConfigWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"config file {path}: unknown setting {key!r} ignored", ConfigWarning, stacklevel=2
+            )
             continue
         if value is not None and table[key].path:
-            value = str((path.parent / str(value)).resolve()) if not os.path.isabs(str(value)) else str(value)
+            value = (
+                str((path.parent / str(value)).resolve())
+                if not os.path.isabs(str(value))
+                else str(value)
+            )
         values[key] = value
     return values
 
 
-def withdraw_secrets(table: tuple[Setting, ...] = SETTINGS,
-                     environ: os._Environ | None = None) -> dict[str, str]:
+def withdraw_secrets(
+    table: tuple[Setting, ...] = SETTINGS, environ: os._Environ | None = None
+) -> dict[str, str]:
     """Take the secret settings' variables (ARCHIVE_SERVICE_REGISTRATIONKEY) out of this
     process's environment and return them, so that no process started or forked from here on
     (workers, the indexer, the announcer) carries the key; the caller keeps them for `load`.
@@ -356,9 +447,12 @@ def _blank_start_environment(names: Mapping[str, str]) -> None:
         pass  # not Linux, or /proc unreadable: the variable has still left os.environ
 
 
-def load(config_file: str | None = None, options: Mapping[str, Any] | None = None,
-         environ: Mapping[str, str] | None = None,
-         table: tuple[Setting, ...] = SETTINGS) -> Config:
+def load(
+    config_file: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    table: tuple[Setting, ...] = SETTINGS,
+) -> Config:
     """Merge the four sources in order of precedence and validate every value.
 
     `table` is the Archive's SETTINGS unless another program of the kit (the resolver) loads

@@ -45,15 +45,16 @@ def rep_name(i: int) -> str:
 def ibip_name(i: int) -> str:
     """A unique, valid IBIp for the i-th item (base-27 digits, ID Table 7.1)."""
     digits = ""
-    n = i + 27 ** 5
+    n = i + 27**5
     while n:
         n, d = divmod(n, 27)
         digits = IBIP_DIGITS[d] + digits
     return f"8JMKD3MGP8W/{digits}"
 
 
-def _sidecar(i: int, count: int, rng: random.Random, rep: str, ibip: str | None,
-             files: list[str]) -> str:
+def _sidecar(
+    i: int, count: int, rng: random.Random, rep: str, ibip: str | None, files: list[str]
+) -> str:
     lines = []
     if ibip and i % 20 != 0:
         lines.append(f"ibip: {ibip}")
@@ -86,8 +87,9 @@ def _sidecar(i: int, count: int, rng: random.Random, rep: str, ibip: str | None,
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def make_collection(root: str | os.PathLike, count: int, *, seed: int = 0,
-                    start: int = 0) -> list[GeneratedItem]:
+def make_collection(
+    root: str | os.PathLike, count: int, *, seed: int = 0, start: int = 0
+) -> list[GeneratedItem]:
     """Write items number `start` .. `start + count - 1` under `root` and describe them."""
     root = Path(root)
     rng = random.Random(seed * 1_000_003 + start)
@@ -119,8 +121,10 @@ def dump(store) -> dict:
 
     conn = sqlite3.connect(store.path)
     try:
-        tables = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall()
-                  for t in ("items", "keys", "refs", "langs")}
+        tables = {
+            t: conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall()
+            for t in ("items", "keys", "refs", "langs")
+        }
         meta = dict(conn.execute("SELECT key, value FROM meta"))
     finally:
         conn.close()

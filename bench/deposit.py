@@ -70,27 +70,50 @@ print(json.dumps({"seconds": times, "sidecars_opened": len(opened)}))
 def checkout(ref: str, into: Path) -> Path:
     """The archive_service package of git `ref`, extracted under `into`."""
     into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "archive_service"],
-                             check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref, "archive_service"], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
 
 
 def rounds(code_path: Path, collection: Path, state: Path, upload: Path, n: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(code_path)}
-    out = subprocess.run([sys.executable, "-c", ROUNDS, str(collection), str(state),
-                          str(upload), str(n)], env=env, check=True, capture_output=True,
-                         text=True, cwd=code_path)  # `-c` puts the working directory first
+    out = subprocess.run(
+        [sys.executable, "-c", ROUNDS, str(collection), str(state), str(upload), str(n)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=code_path,
+    )  # `-c` puts the working directory first
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def command_seconds(collection: Path, state: Path, upload: Path) -> float:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     started = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "archive_service.cli", "deposit",
-                          "--collection", str(collection), "--state-dir", str(state),
-                          "--archiveaddress", ADDRESS, "--archiveip", IP, str(upload)],
-                         env=env, check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "archive_service.cli",
+            "deposit",
+            "--collection",
+            str(collection),
+            "--state-dir",
+            str(state),
+            "--archiveaddress",
+            ADDRESS,
+            "--archiveip",
+            IP,
+            str(upload),
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - started
     directory = out.stdout.split()[1]
     shutil.rmtree(directory)
@@ -121,27 +144,38 @@ def main(argv: list[str] | None = None) -> int:
                 got = rounds(ROOT, collections[n], tmp / f"state-{n}", upload, args.rounds)
                 row["after"] += got["seconds"]
                 row["sidecars_opened"] = got["sidecars_opened"]
-                row["command"].append(command_seconds(collections[n], tmp / f"state-{n}",
-                                                      upload))
+                row["command"].append(command_seconds(collections[n], tmp / f"state-{n}", upload))
         for row in results:
             if before is not None:
-                got = rounds(before, collections[row["items"]], tmp / "state-before", upload,
-                             args.before_rounds)
-                row["before"], row["before_sidecars_opened"] = (got["seconds"],
-                                                                got["sidecars_opened"])
+                got = rounds(
+                    before,
+                    collections[row["items"]],
+                    tmp / "state-before",
+                    upload,
+                    args.before_rounds,
+                )
+                row["before"], row["before_sidecars_opened"] = (
+                    got["seconds"],
+                    got["sidecars_opened"],
+                )
             print(json.dumps(row), flush=True)
     base = {k: statistics.median(results[0][k]) for k in ("after", "before") if k in results[0]}
-    print("| items | after: one deposit (median) | ÷ smallest | sidecars opened | `deposit` "
-          "command (median) | before | ÷ smallest | sidecars opened |")
+    print(
+        "| items | after: one deposit (median) | ÷ smallest | sidecars opened | `deposit` "
+        "command (median) | before | ÷ smallest | sidecars opened |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in results:
         after = statistics.median(row["after"])
-        line = (f"| {row['items']:,} | {after * 1000:.1f} ms | {after / base['after']:.2f} | "
-                f"{row['sidecars_opened']} | {statistics.median(row['command']):.2f} s |")
+        line = (
+            f"| {row['items']:,} | {after * 1000:.1f} ms | {after / base['after']:.2f} | "
+            f"{row['sidecars_opened']} | {statistics.median(row['command']):.2f} s |"
+        )
         if "before" in row:
             old = statistics.median(row["before"])
-            line += (f" {old:.1f} s | {old / base['before']:.2f} | "
-                     f"{row['before_sidecars_opened']:,} |")
+            line += (
+                f" {old:.1f} s | {old / base['before']:.2f} | {row['before_sidecars_opened']:,} |"
+            )
         print(line)
     return 0
 

@@ -59,8 +59,10 @@ def constant_app():
 
 def constant_wsgi():
     """The least a WSGI application can do: the same body and headers, nothing read."""
-    headers = [("Content-Type", "text/plain; charset=us-ascii"),
-               ("Content-Length", str(len(CONSTANT)))]
+    headers = [
+        ("Content-Type", "text/plain; charset=us-ascii"),
+        ("Content-Length", str(len(CONSTANT))),
+    ]
 
     def constant(environ, start_response):
         start_response("200 OK", headers)
@@ -80,14 +82,24 @@ def serve(bind: str, workers: int, app: str = "flask") -> int:
         def load(self):
             return APPS[app]()
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     empty = tempfile.mkdtemp(prefix="bench-floor-")
-    config = settings.load(options={
-        "collection": empty, "archiveaddress": "localhost",
-        "archiveserviceibi": "sid.inpe.br/mtc-m18@80/2008/03.17.15.17", "resolver": "none",
-        "state_dir": os.path.join(empty, "state"), "bind": bind, "workers": str(workers)},
-        environ={})
+    config = settings.load(
+        options={
+            "collection": empty,
+            "archiveaddress": "localhost",
+            "archiveserviceibi": "sid.inpe.br/mtc-m18@80/2008/03.17.15.17",
+            "resolver": "none",
+            "state_dir": os.path.join(empty, "state"),
+            "bind": bind,
+            "workers": str(workers),
+        },
+        environ={},
+    )
     FloorServer(config).run()
     return 0
 

@@ -30,16 +30,31 @@ from pathlib import Path
 GEN_VERSION = 2  # bump when the layout changes: cached collections of older versions are rebuilt
 MANIFEST = "bench-manifest.json"
 
-HOSTS = ("sid.inpe.br", "urlib.net", "iconet.com.br", "dpi.inpe.br", "plutao.sid.inpe.br",
-         "mtc-m16c.sid.inpe.br", "library.example.org", "repo.uni-example.de")
-WORDS = ("mtc-m18", "mtc-m19", "mtc-m21b", "mtc-m18@80", "banon", "lise", "eprints.8080",
-         "col")
+HOSTS = (
+    "sid.inpe.br",
+    "urlib.net",
+    "iconet.com.br",
+    "dpi.inpe.br",
+    "plutao.sid.inpe.br",
+    "mtc-m16c.sid.inpe.br",
+    "library.example.org",
+    "repo.uni-example.de",
+)
+WORDS = ("mtc-m18", "mtc-m19", "mtc-m21b", "mtc-m18@80", "banon", "lise", "eprints.8080", "col")
 YEARS = tuple(range(1998, 2025))
 IBIP_PREFIXES = ("8JMKD3MGP8W", "8JMKD3MGP7W", "J8LNKAN8PW", "LK47B6W", "8JMKD3MGPCW")
 IBIP_DIGITS = "23456789ABCDEFGHJKLMNPQRSTU"
 LANGUAGES = ("pt", "es", "fr", "de", "pt-BR", "it")
-FILE_NAMES = ("article.pdf", "reference.bib", "figure.png", "data.csv", "slides.pdf",
-              "Relatório Final.pdf", "index.html", "appendix.pdf")
+FILE_NAMES = (
+    "article.pdf",
+    "reference.bib",
+    "figure.png",
+    "data.csv",
+    "slides.pdf",
+    "Relatório Final.pdf",
+    "index.html",
+    "appendix.pdf",
+)
 # An external Archive's items (translations and editions held elsewhere).
 EXTERNAL_HOST = "other-archive.example.net"
 
@@ -74,7 +89,7 @@ class Names:
         self.rng = rng
         self.dirs = [(h, w, y) for h in HOSTS for w in WORDS for y in YEARS]
         self.used = [0] * len(self.dirs)
-        self.ibip_counter = 27 ** 5
+        self.ibip_counter = 27**5
 
     def minute(self) -> tuple[str, datetime]:
         which = self.rng.randrange(len(self.dirs))
@@ -110,8 +125,9 @@ def _files(rng: random.Random, count: int | None = None) -> tuple[str, ...]:
     return tuple(rng.sample(FILE_NAMES, count))
 
 
-def _data_item(rng: random.Random, names: Names, language: str | None = "en",
-               role: str = "plain") -> tuple[Item, str]:
+def _data_item(
+    rng: random.Random, names: Names, language: str | None = "en", role: str = "plain"
+) -> tuple[Item, str]:
     rep, stem = names.rep()
     files = _files(rng)
     side: dict = {}
@@ -126,8 +142,12 @@ def _data_item(rng: random.Random, names: Names, language: str | None = "en",
 
 def _metadata_item(rng: random.Random, stem: str) -> Item:
     rep = f"{stem}.{rng.randrange(30, 60):02d}"
-    side = {"contenttype": "Metadata", "timestamp": _timestamp(rng), "target": "metadata.html",
-            "formats": {"oai_dc": "oai_dc.xml"}}
+    side = {
+        "contenttype": "Metadata",
+        "timestamp": _timestamp(rng),
+        "target": "metadata.html",
+        "formats": {"oai_dc": "oai_dc.xml"},
+    }
     return Item(rep, side, ("metadata.html", "oai_dc.xml"), "metadata")
 
 
@@ -172,8 +192,11 @@ def work(rng: random.Random, names: Names) -> list[Item]:
         items = [item, meta]
     elif roll < 0.70:  # inline Dublin Core
         item, _ = _data_item(rng, names, rng.choice(("en", "pt-BR", None)))
-        item.sidecar["dc"] = {"title": f"Report {rng.randrange(10**6)}",
-                              "creator": ["Banon, G.", "Author, A."], "date": "2010"}
+        item.sidecar["dc"] = {
+            "title": f"Report {rng.randrange(10**6)}",
+            "creator": ["Banon, G.", "Author, A."],
+            "date": "2010",
+        }
         items = [item]
     elif roll < 0.78:  # no sidecar at all: defaults from the files
         rep, _ = names.rep()
@@ -182,8 +205,14 @@ def work(rng: random.Random, names: Names) -> list[Item]:
         ibip = names.ibip()
         rep, _ = names.rep()
         files = _files(rng, 1)
-        items = [Item(ibip, {"rep": rep, "language": "en", "timestamp": _timestamp(rng)},
-                      files, "ibip-dir")]
+        items = [
+            Item(
+                ibip,
+                {"rep": rep, "language": "en", "timestamp": _timestamp(rng)},
+                files,
+                "ibip-dir",
+            )
+        ]
     elif roll < 0.86:  # next edition held in another Archive
         item, _ = _data_item(rng, names)
         item.sidecar["nextedition"] = _external(rng)
@@ -209,8 +238,9 @@ def work(rng: random.Random, names: Names) -> list[Item]:
 
 
 def _yaml_scalar(value) -> str:
-    if isinstance(value, str) and (value[:1].isdigit() or ":" in value or " " in value
-                                   or not value.isascii()):
+    if isinstance(value, str) and (
+        value[:1].isdigit() or ":" in value or " " in value or not value.isascii()
+    ):
         return json.dumps(value, ensure_ascii=False)  # a JSON string is a YAML string
     return str(value)
 
@@ -296,22 +326,30 @@ def ensure(count: int, cache: Path | None = None, log=print) -> tuple[Path, dict
         "items": count,
         **counts,
         "full": rng.sample(full, min(len(full), 1000)),
-        "editable": [{"directory": i.directory, "timestamp": i.sidecar["timestamp"]}
-                     for i in rng.sample(editable, min(len(editable), 400))],
+        "editable": [
+            {"directory": i.directory, "timestamp": i.sidecar["timestamp"]}
+            for i in rng.sample(editable, min(len(editable), 400))
+        ],
         "seconds": round(time.perf_counter() - started, 1),
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
     os.replace(tmp, root)
-    log(f"generated {count} items ({counts['sidecars']} sidecars, {counts['files']} files) "
-        f"in {manifest['seconds']} s at {root}")
+    log(
+        f"generated {count} items ({counts['sidecars']} sidecars, {counts['files']} files) "
+        f"in {manifest['seconds']} s at {root}"
+    )
     return root, manifest
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, required=True)
-    parser.add_argument("--cache", type=Path, default=None,
-                        help="cache directory (default: $XDG_CACHE_HOME/archive-service-bench)")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="cache directory (default: $XDG_CACHE_HOME/archive-service-bench)",
+    )
     args = parser.parse_args(argv)
     root, manifest = ensure(args.items, args.cache)
     print(root)

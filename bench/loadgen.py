@@ -77,15 +77,30 @@ def wrk_peak(port: int, paths: list[str], duration: float, connections: int) -> 
         script = Path(tmp) / "rotate.lua"
         script.write_text(_LUA % json.dumps(str(listing)))
         out = subprocess.run(
-            [WRK, "-t1", f"-c{connections}", f"-d{max(1, round(duration))}s", "--timeout", "10s",
-             "-s", str(script), f"http://127.0.0.1:{port}"],
-            capture_output=True, text=True, check=True).stdout
+            [
+                WRK,
+                "-t1",
+                f"-c{connections}",
+                f"-d{max(1, round(duration))}s",
+                "--timeout",
+                "10s",
+                "-s",
+                str(script),
+                f"http://127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     rate = float(re.search(r"Requests/sec:\s+([0-9.]+)", out).group(1))
     total = int(re.search(r"([0-9]+) requests in", out).group(1))
     bad = re.search(r"Non-2xx or 3xx responses: ([0-9]+)", out)
-    errors = re.search(r"Socket errors: connect ([0-9]+), read ([0-9]+), write ([0-9]+), "
-                       r"timeout ([0-9]+)", out)
-    failed = (int(bad.group(1)) if bad else 0)
+    errors = re.search(
+        r"Socket errors: connect ([0-9]+), read ([0-9]+), write ([0-9]+), "
+        r"timeout ([0-9]+)",
+        out,
+    )
+    failed = int(bad.group(1)) if bad else 0
     # gunicorn's sync workers close after every answer; wrk may count a few of those closes as
     # read errors. Timeouts and refused connections are real failures.
     if errors:
@@ -117,16 +132,22 @@ def python_peak(port: int, paths: list[str], duration: float, connections: int) 
     with ctx.Pool(connections) as pool:
         started = time.monotonic()
         deadline = started + duration
-        results = pool.map(_closed_worker,
-                           [(port, paths, k * 7919, deadline) for k in range(connections)])
+        results = pool.map(
+            _closed_worker, [(port, paths, k * 7919, deadline) for k in range(connections)]
+        )
         elapsed = time.monotonic() - started
     done = sum(d for d, _ in results)
-    return {"rate": done / elapsed, "requests": done, "failed": sum(f for _, f in results),
-            "tool": "python"}
+    return {
+        "rate": done / elapsed,
+        "requests": done,
+        "failed": sum(f for _, f in results),
+        "tool": "python",
+    }
 
 
-def peak(port: int, paths: list[str], duration: float, connections: int = 4,
-         tool: str = "auto") -> dict:
+def peak(
+    port: int, paths: list[str], duration: float, connections: int = 4, tool: str = "auto"
+) -> dict:
     if tool == "wrk" or (tool == "auto" and WRK):
         if not WRK:
             raise RuntimeError("wrk is not installed (apt-get install wrk)")
@@ -137,8 +158,9 @@ def peak(port: int, paths: list[str], duration: float, connections: int = 4,
 # ---------------------------------------------------------------- open-loop latency
 
 
-def open_loop(port: int, paths: list[str], rate: float, duration: float,
-              warmup: float = 0.5) -> dict:
+def open_loop(
+    port: int, paths: list[str], rate: float, duration: float, warmup: float = 0.5
+) -> dict:
     """Send request i at start + i/rate on its own non-blocking connection; a bare selector
     loop (asyncio streams cost several times more CPU per request, which on a two-core
     machine is taken from the server being measured)."""
@@ -169,8 +191,11 @@ def open_loop(port: int, paths: list[str], rate: float, duration: float,
             sock.setblocking(False)
             sock.connect_ex(address)
             # state: scheduled time, request, received head, phase (0 connecting, 1 reading)
-            selector.register(sock, selectors.EVENT_WRITE,
-                              [start + sent / rate, requests[sent % len(requests)], b"", 0])
+            selector.register(
+                sock,
+                selectors.EVENT_WRITE,
+                [start + sent / rate, requests[sent % len(requests)], b"", 0],
+            )
             sent += 1
             pending += 1
             last_send = now
@@ -193,23 +218,44 @@ def open_loop(port: int, paths: list[str], rate: float, duration: float,
             else:
                 finish(sock, state, state[2].startswith((b"HTTP/1.1 200", b"HTTP/1.0 200")))
     return {
-        "rate": rate, "achieved": total / max(1e-9, last_send - start + 1 / rate), "samples": len(latencies),
+        "rate": rate,
+        "achieved": total / max(1e-9, last_send - start + 1 / rate),
+        "samples": len(latencies),
         "failed": failed,
-        "p50": percentile(latencies, 0.50), "p90": percentile(latencies, 0.90),
-        "p99": percentile(latencies, 0.99), "max": max(latencies, default=float("nan")),
+        "p50": percentile(latencies, 0.50),
+        "p90": percentile(latencies, 0.90),
+        "p99": percentile(latencies, 0.99),
+        "max": max(latencies, default=float("nan")),
     }
 
 
-def open_loop_process(port: int, paths: list[str], rate: float, duration: float,
-                      warmup: float = 0.5) -> dict:
+def open_loop_process(
+    port: int, paths: list[str], rate: float, duration: float, warmup: float = 0.5
+) -> dict:
     """The open-loop generator in its own process, apart from the orchestrator."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", prefix="bench-paths-") as listing:
         listing.write("\n".join(paths) + "\n")
         listing.flush()
         out = subprocess.run(
-            [sys.executable, __file__, "open", "--port", str(port), "--paths", listing.name,
-             "--rate", str(rate), "--duration", str(duration), "--warmup", str(warmup)],
-            capture_output=True, text=True, check=True).stdout
+            [
+                sys.executable,
+                __file__,
+                "open",
+                "--port",
+                str(port),
+                "--paths",
+                listing.name,
+                "--rate",
+                str(rate),
+                "--duration",
+                str(duration),
+                "--warmup",
+                str(warmup),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     return json.loads(out)
 
 

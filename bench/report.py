@@ -33,6 +33,7 @@ def _mark(ok: bool | None) -> str:
 def _ratio(value, limit, above: bool) -> str:
     if value is None:
         return "—"
+
     def passes(v: float) -> bool:
         return v >= limit if above else v <= limit
 
@@ -46,24 +47,30 @@ def _cell_throughput(r: dict) -> str:
     t = r.get("throughput")
     if not t:
         return "—"
-    return (f"{_ratio(t['ratio'], 0.8, True)} ({t['subject_median']:,.0f} vs "
-            f"{t['floor_median']:,.0f} req/s)")
+    return (
+        f"{_ratio(t['ratio'], 0.8, True)} ({t['subject_median']:,.0f} vs "
+        f"{t['floor_median']:,.0f} req/s)"
+    )
 
 
 def _cell_hot(r: dict) -> str:
     t = r.get("throughput_hot")
     if not t:
         return "—"
-    return (f"{_ratio(t['ratio'], 0.8, True)} ({t['subject_median']:,.0f} vs "
-            f"{t['floor_median']:,.0f} req/s)")
+    return (
+        f"{_ratio(t['ratio'], 0.8, True)} ({t['subject_median']:,.0f} vs "
+        f"{t['floor_median']:,.0f} req/s)"
+    )
 
 
 def _cell_wsgi(r: dict) -> str:
     t = r.get("throughput_wsgi")
     if not t:
         return "—"
-    cell = (f"{_ratio(t['ratio'], 0.9, True)} ({t['subject_median']:,.0f} vs "
-            f"{t['floor_median']:,.0f} req/s")
+    cell = (
+        f"{_ratio(t['ratio'], 0.9, True)} ({t['subject_median']:,.0f} vs "
+        f"{t['floor_median']:,.0f} req/s"
+    )
     hot = r.get("throughput_hot_wsgi")
     if hot:
         cell += f"; one answer repeated {hot['ratio']:.2f}×"
@@ -74,15 +81,19 @@ def _cell_latency(r: dict) -> str:
     t = r.get("latency")
     if not t:
         return "—"
-    return (f"{_ratio(t['ratio'], 1.5, False)} ({t['subject_median'] * 1e3:.1f} vs "
-            f"{t['floor_median'] * 1e3:.1f} ms at {t['rate']:,.0f} req/s)")
+    return (
+        f"{_ratio(t['ratio'], 1.5, False)} ({t['subject_median'] * 1e3:.1f} vs "
+        f"{t['floor_median'] * 1e3:.1f} ms at {t['rate']:,.0f} req/s)"
+    )
 
 
 def _cell_cold(r: dict) -> str:
     t = r.get("cold")
     if not t:
         return "—"
-    cell = f"{_ratio(t['ratio'], 3, False)} ({t['subject_median']:.1f} vs {t['floor_median']:.1f} s)"
+    cell = (
+        f"{_ratio(t['ratio'], 3, False)} ({t['subject_median']:.1f} vs {t['floor_median']:.1f} s)"
+    )
     if r["items"] >= 1_000_000:
         cell += f"; {t['subject_median']:.0f} s{_mark(t['subject_median'] < 240)} of 240"
     return cell
@@ -92,7 +103,9 @@ def _cell_warm(r: dict) -> str:
     t = r.get("warm")
     if not t:
         return "—"
-    cell = f"{_ratio(t['ratio'], 1.5, False)} ({t['subject_median']:.1f} vs {t['floor_median']:.1f} s)"
+    cell = (
+        f"{_ratio(t['ratio'], 1.5, False)} ({t['subject_median']:.1f} vs {t['floor_median']:.1f} s)"
+    )
     if not t.get("persisted_index"):
         cell += " full scan"
     return cell
@@ -116,8 +129,10 @@ def _cell_rss(r: dict) -> str:
     if not t:
         return "—"
     ok = t["delta"] <= 60 if r["items"] >= 1_000_000 else None
-    return (f"+{t['delta']:.0f} MB{_mark(ok)} ({t['subject']['peak']:.0f} vs "
-            f"{t['floor']['peak']:.0f} MB; PSS {t['subject']['pss']:.0f} MB)")
+    return (
+        f"+{t['delta']:.0f} MB{_mark(ok)} ({t['subject']['peak']:.0f} vs "
+        f"{t['floor']['peak']:.0f} MB; PSS {t['subject']['pss']:.0f} MB)"
+    )
 
 
 def _cell_growth(r: dict, base: dict | None) -> str:
@@ -145,18 +160,31 @@ def _cell_meta(r: dict) -> str:
         for phase, when in sorted(dates.items()):
             by_date.setdefault(when, []).append(phase)
         date = "; ".join(f"{', '.join(p)} {when}" for when, p in sorted(by_date.items()))
-    return (f"`{r.get('commit', '?')}`{dirty} {r.get('branch', '')}, {date}, "
-            f"{r.get('loadgen', '?')}, {r.get('cpus')} CPUs, {server}")
+    return (
+        f"`{r.get('commit', '?')}`{dirty} {r.get('branch', '')}, {date}, "
+        f"{r.get('loadgen', '?')}, {r.get('cpus')} CPUs, {server}"
+    )
 
 
 ROWS = (
-    ("urlRequest throughput, full answers of up to 1,000 items in turn, 2 workers ÷ constant Flask "
-     "app", "≥ 0.8×", _cell_throughput),
+    (
+        "urlRequest throughput, full answers of up to 1,000 items in turn, 2 workers ÷ constant Flask "
+        "app",
+        "≥ 0.8×",
+        _cell_throughput,
+    ),
     ("the same, one full answer repeated (index reads cached)", "≥ 0.8×", _cell_hot),
-    ("urlRequest throughput, full answers in turn ÷ a raw WSGI callable's constant body (the "
-     "server alone)", "≥ 0.9×", _cell_wsgi),
-    ("urlRequest p99 at 50 % of its peak rate ÷ floor p99 at the same rate", "≤ 1.5×",
-     _cell_latency),
+    (
+        "urlRequest throughput, full answers in turn ÷ a raw WSGI callable's constant body (the "
+        "server alone)",
+        "≥ 0.9×",
+        _cell_wsgi,
+    ),
+    (
+        "urlRequest p99 at 50 % of its peak rate ÷ floor p99 at the same rate",
+        "≤ 1.5×",
+        _cell_latency,
+    ),
     ("cold index build ÷ reading every sidecar", "≤ 3×; 1M < 240 s", _cell_cold),
     ("warm start (until it answers) ÷ bare scandir walk", "≤ 1.5×", _cell_warm),
     ("change-to-answer p95 / p99", "≤ 1 s / ≤ 2 s", _cell_change),
@@ -166,14 +194,18 @@ ROWS = (
 
 def _short(note: str) -> str:
     """The indexer's 'not watching' line without the machine's paths."""
-    found = re.search(r"^([0-9,]+ items): not watching .*?: it has ([0-9]+) directories and "
-                      r"fs.inotify.max_user_watches is ([0-9]+).*rescanning it every ([0-9.]+) s",
-                      note)
+    found = re.search(
+        r"^([0-9,]+ items): not watching .*?: it has ([0-9]+) directories and "
+        r"fs.inotify.max_user_watches is ([0-9]+).*rescanning it every ([0-9.]+) s",
+        note,
+    )
     if not found:
         return note
     items, dirs, limit, every = found.groups()
-    return (f"{items}: not watched ({int(dirs):,} directories, fs.inotify.max_user_watches "
-            f"{int(limit):,}): the indexer rescans every {every} s instead")
+    return (
+        f"{items}: not watched ({int(dirs):,} directories, fs.inotify.max_user_watches "
+        f"{int(limit):,}): the indexer rescans every {every} s instead"
+    )
 
 
 def table(results: list[dict]) -> str:
@@ -184,8 +216,10 @@ def table(results: list[dict]) -> str:
     lines = [head, "|" + " --- |" * (2 + len(results))]
     for name, target, cell in ROWS:
         lines.append(f"| {name} | {target} | " + " | ".join(cell(r) for r in results) + " |")
-    lines.append(f"| urlRequest cost growth: throughput ratio ÷ the {base['items']:,}-item one "
-                 "| flat (≈ 1.00) | " + " | ".join(_cell_growth(r, base) for r in results) + " |")
+    lines.append(
+        f"| urlRequest cost growth: throughput ratio ÷ the {base['items']:,}-item one "
+        "| flat (≈ 1.00) | " + " | ".join(_cell_growth(r, base) for r in results) + " |"
+    )
     lines.append("| measured on | | " + " | ".join(_cell_meta(r) for r in results) + " |")
     notes = sorted({_short(note) for r in results for note in r.get("notes", ())})
     if notes:
@@ -210,5 +244,5 @@ def rewrite(path: Path, text: str, create: bool = False) -> bool:
             return False
         path.write_text(current.rstrip("\n") + "\n\n" + block + "\n")
         return True
-    path.write_text(current[:start] + block + current[end + len(END):])
+    path.write_text(current[:start] + block + current[end + len(END) :])
     return True

@@ -60,23 +60,39 @@ def latencies(url: str, seconds: float) -> list[float]:
 def summary(samples: list[float]) -> str:
     ordered = sorted(samples)
     p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-    return (f"median {statistics.median(ordered) * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms, "
-            f"max {ordered[-1] * 1000:.1f} ms over {len(ordered)}")
+    return (
+        f"median {statistics.median(ordered) * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms, "
+        f"max {ordered[-1] * 1000:.1f} ms over {len(ordered)}"
+    )
 
 
-def flood(resolver: str, archiveaddress: str, rate: float, sources: int, stop: threading.Event,
-          answers: Counter) -> None:
+def flood(
+    resolver: str,
+    archiveaddress: str,
+    rate: float,
+    sources: int,
+    stop: threading.Event,
+    answers: Counter,
+) -> None:
     host, port = resolver.removeprefix("http://").rsplit(":", 1)
 
     def one(i: int) -> None:
-        query = encode_query({
-            "servicesubject": "inclusionRequest", "archiveaddress": archiveaddress,
-            "archiveserviceibi": SERVICE_A, "archiveip": "127.0.0.1", "archiveprotocol": "HTTP",
-            "archiveplatformversion": "flood", "archiveadmemailaddress": "flood@example.org",
-            "registrationkey": f"{4000000000 + i:010d}"})
+        query = encode_query(
+            {
+                "servicesubject": "inclusionRequest",
+                "archiveaddress": archiveaddress,
+                "archiveserviceibi": SERVICE_A,
+                "archiveip": "127.0.0.1",
+                "archiveprotocol": "HTTP",
+                "archiveplatformversion": "flood",
+                "archiveadmemailaddress": "flood@example.org",
+                "registrationkey": f"{4000000000 + i:010d}",
+            }
+        )
         source = "127.0.0.1" if sources == 1 else f"127.0.0.{2 + i % sources}"
-        connection = http.client.HTTPConnection(host, int(port), timeout=30,
-                                                source_address=(source, 0))
+        connection = http.client.HTTPConnection(
+            host, int(port), timeout=30, source_address=(source, 0)
+        )
         try:
             connection.request("GET", f"/{RESOLVER_IBI}?{query}")
             answers[connection.getresponse().status] += 1
@@ -95,8 +111,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rate", type=float, default=31)
     parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--sources", type=int, default=1, choices=range(1, 254),
-                        metavar="1-253")
+    parser.add_argument("--sources", type=int, default=1, choices=range(1, 254), metavar="1-253")
     args = parser.parse_args()
     print(f"scrypt check (n=2**14, r=8): {scrypt_ms():.1f} ms median")
     with tempfile.TemporaryDirectory() as tmp:
@@ -108,8 +123,9 @@ def main() -> int:
             quiet = latencies(url, args.seconds)
             print(f"quiet:            {summary(quiet)}")
             stop, answers = threading.Event(), Counter()
-            flooding = threading.Thread(target=flood, args=(
-                bed.url, bed.a.address, args.rate, args.sources, stop, answers))
+            flooding = threading.Thread(
+                target=flood, args=(bed.url, bed.a.address, args.rate, args.sources, stop, answers)
+            )
             flooding.start()
             try:
                 loud = latencies(url, args.seconds)
@@ -117,8 +133,10 @@ def main() -> int:
                 stop.set()
                 flooding.join()
             print(f"{args.rate:g} wrong keys/s from {args.sources} source(s): {summary(loud)}")
-            print(f"flood answered: {dict(sorted(answers.items()))} "
-                  f"(ratio of medians {statistics.median(loud) / statistics.median(quiet):.1f}x)")
+            print(
+                f"flood answered: {dict(sorted(answers.items()))} "
+                f"(ratio of medians {statistics.median(loud) / statistics.median(quiet):.1f}x)"
+            )
         finally:
             bed.stop()
     return 0

@@ -59,18 +59,23 @@ def main() -> int:
         bed.resolver.args += ["--timeout", "1"]
         bed.start()
         try:
-            floor = (f"http://{bed.a.address}/{bed.a.service}?servicesubject=urlRequest&"
-                     "clientinformation.ipaddress=127.0.0.1&parsedibiurl.ibi=8JMKD3MGP8W/35MMLL8")
+            floor = (
+                f"http://{bed.a.address}/{bed.a.service}?servicesubject=urlRequest&"
+                "clientinformation.ipaddress=127.0.0.1&parsedibiurl.ibi=8JMKD3MGP8W/35MMLL8"
+            )
             one = bed.url + "/8JMKD3MGP8W/35MMLL8"
             two = bed.url + "/8JMKD3MGP8W/35MMLL8!:(oai_dc)"
             for url in (floor, one, two):
                 timed(url, 20)  # warm up
             f, o, t = (timed(u, args.n) for u in (floor, one, two))
-            print(f"median latency: floor {f * 1000:.2f} ms, 1 round {o * 1000:.2f} ms "
-                  f"({o / f:.1f}x floor), 2 rounds {t * 1000:.2f} ms ({t / f:.1f}x floor)")
+            print(
+                f"median latency: floor {f * 1000:.2f} ms, 1 round {o * 1000:.2f} ms "
+                f"({o / f:.1f}x floor), 2 rounds {t * 1000:.2f} ms ({t / f:.1f}x floor)"
+            )
             rf, ro = rate(floor, args.n), rate(one, args.n)
-            print(f"16 clients: floor {rf:.0f} req/s, 1 round {ro:.0f} req/s "
-                  f"({rf / ro:.1f}x fewer)")
+            print(
+                f"16 clients: floor {rf:.0f} req/s, 1 round {ro:.0f} req/s ({rf / ro:.1f}x fewer)"
+            )
 
             # Three parties that accept connections and never answer: asked at once, they
             # cost one timeout together (asked one after another they would cost three).
@@ -82,11 +87,17 @@ def main() -> int:
                 hung.append(sock)
                 ibi = f"sid.inpe.br/hung/2020/01.01.00.0{i}"
                 bed.registry.register(ibi, "5555555555")
-                service_call(bed.service, servicesubject="inclusionRequest",
-                             archiveaddress=f"127.0.0.1:{sock.getsockname()[1]}",
-                             archiveserviceibi=ibi, archiveip="127.0.0.1",
-                             archiveprotocol="HTTP", archiveplatformversion="x",
-                             archiveadmemailaddress="a@b.example", registrationkey="5555555555")
+                service_call(
+                    bed.service,
+                    servicesubject="inclusionRequest",
+                    archiveaddress=f"127.0.0.1:{sock.getsockname()[1]}",
+                    archiveserviceibi=ibi,
+                    archiveip="127.0.0.1",
+                    archiveprotocol="HTTP",
+                    archiveplatformversion="x",
+                    archiveadmemailaddress="a@b.example",
+                    registrationkey="5555555555",
+                )
             slow = timed(one, 5)
             print(f"with 3 silent Archives (timeout 1 s): 1 round {slow:.2f} s")
             for sock in hung:

@@ -66,11 +66,19 @@ class Profile:
 
 def profile_for(items: int, args: argparse.Namespace) -> Profile:
     if args.smoke:
-        prof = Profile(runs=1, rounds=1, duration=1, latency_duration=0.5, edits=2,
-                       edit_timeout=1, warmup=0)
+        prof = Profile(
+            runs=1, rounds=1, duration=1, latency_duration=0.5, edits=2, edit_timeout=1, warmup=0
+        )
     else:
-        prof = Profile(runs=3 if items >= 1_000_000 else 5, rounds=5, duration=5,
-                       latency_duration=8, edits=200, edit_timeout=10, warmup=1)
+        prof = Profile(
+            runs=3 if items >= 1_000_000 else 5,
+            rounds=5,
+            duration=5,
+            latency_duration=8,
+            edits=200,
+            edit_timeout=10,
+            warmup=1,
+        )
     if args.single:
         prof.runs = 1
     if args.runs:
@@ -106,8 +114,11 @@ def child_env() -> dict:
 
 
 def url_request(ibi: str, verbs: str | None = None) -> str:
-    params = {"servicesubject": "urlRequest", "clientinformation.ipaddress": "150.163.2.174",
-              "parsedibiurl.ibi": ibi}
+    params = {
+        "servicesubject": "urlRequest",
+        "clientinformation.ipaddress": "150.163.2.174",
+        "parsedibiurl.ibi": ibi,
+    }
     if verbs:
         params["parsedibiurl.verblist"] = verbs
     return f"/{SERVICE_IBI}?" + urlencode(params, quote_via=quote)
@@ -115,18 +126,22 @@ def url_request(ibi: str, verbs: str | None = None) -> str:
 
 def git(*args: str) -> str:
     try:
-        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return ""
 
 
 def worker_model() -> str:
     """What serve's gunicorn workers are in the measured code (threads came with issue 15)."""
-    code = ("from archive_service import settings; "
-            "print(next(s.default for s in settings.SETTINGS if s.name == 'threads'))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=child_env())
+    code = (
+        "from archive_service import settings; "
+        "print(next(s.default for s in settings.SETTINGS if s.name == 'threads'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=child_env()
+    )
     threads = done.stdout.strip()
     if done.returncode or not threads:
         return f"{WORKERS} sync workers"
@@ -144,16 +159,18 @@ class Server:
         self.log = open(logfile, "ab")
         self.log_start = self.log.tell()
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log,
-                                     env=child_env(), start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=self.log, env=child_env(), start_new_session=True
+        )
 
     def wait_ready(self, path: str, expect: bytes | None, timeout: float) -> float:
         """Seconds from start until `path` answers 200 (containing `expect`)."""
         deadline = self.started + timeout
         while time.perf_counter() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; "
-                                   f"see {self.log.name}")
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode}; see {self.log.name}"
+                )
             try:
                 status, body = loadgen.fetch(self.port, path, timeout=timeout)
                 if status == 200 and (expect is None or expect in body):
@@ -244,9 +261,14 @@ class Bench:
         self.work.mkdir(parents=True, exist_ok=True)
         self.state = self.work / "state"
         self.py = sys.executable
-        self.has_index_cmd = subprocess.run(
-            [self.py, "-m", "archive_service.cli", "index", "--help"], capture_output=True,
-            env=child_env()).returncode == 0
+        self.has_index_cmd = (
+            subprocess.run(
+                [self.py, "-m", "archive_service.cli", "index", "--help"],
+                capture_output=True,
+                env=child_env(),
+            ).returncode
+            == 0
+        )
         self.full_paths = [url_request(ibi, FULL_VERBS) for ibi in self.manifest["full"]]
         self.notes: list[str] = []
         self.result: dict = {"items": items}
@@ -256,20 +278,49 @@ class Bench:
 
     def cold_cmd(self, state: Path) -> list[str]:
         if self.has_index_cmd:
-            return [self.py, "-m", "archive_service.cli", "index", "--collection",
-                    str(self.root), "--state-dir", str(state)]
-        return [self.py, "-c", "import sys; from archive_service.collection import items as index; "
-                "index.scan(sys.argv[1])", str(self.root)]
+            return [
+                self.py,
+                "-m",
+                "archive_service.cli",
+                "index",
+                "--collection",
+                str(self.root),
+                "--state-dir",
+                str(state),
+            ]
+        return [
+            self.py,
+            "-c",
+            "import sys; from archive_service.collection import items as index; "
+            "index.scan(sys.argv[1])",
+            str(self.root),
+        ]
 
     def floor_cmd(self, what: str) -> list[str]:
         return [self.py, str(BENCH / "floors.py"), what, str(self.root)]
 
     def serve(self) -> Server:
         port = free_port()
-        cmd = [self.py, "-m", "archive_service.cli", "serve", "--collection", str(self.root),
-               "--archiveaddress", f"localhost:{port}", "--archiveserviceibi", SERVICE_IBI,
-               "--state-dir", str(self.state), "--bind", f"127.0.0.1:{port}",
-               "--workers", str(WORKERS), "--resolver", "none"]
+        cmd = [
+            self.py,
+            "-m",
+            "archive_service.cli",
+            "serve",
+            "--collection",
+            str(self.root),
+            "--archiveaddress",
+            f"localhost:{port}",
+            "--archiveserviceibi",
+            SERVICE_IBI,
+            "--state-dir",
+            str(self.state),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(WORKERS),
+            "--resolver",
+            "none",
+        ]
         server = Server("archive-service serve", cmd, port, self.work / "serve.log")
         self.servers.append(server)
         return server
@@ -277,8 +328,17 @@ class Bench:
     def floor_server(self, app: str = "flask") -> Server:
         """The constant Flask app (`flask`) or a bare WSGI callable (`wsgi`)."""
         port = free_port()
-        cmd = [self.py, str(BENCH / "floors.py"), "serve", "--bind", f"127.0.0.1:{port}",
-               "--workers", str(WORKERS), "--app", app]
+        cmd = [
+            self.py,
+            str(BENCH / "floors.py"),
+            "serve",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(WORKERS),
+            "--app",
+            app,
+        ]
         server = Server(f"{app} floor server", cmd, port, self.work / "floor.log")
         self.servers.append(server)
         return server
@@ -294,7 +354,7 @@ class Bench:
         floors, subjects = [], []
         for r in range(rounds):
             order = ((floors, floor), (subjects, subject))
-            for results, fn in (order if r % 2 == 0 else order[::-1]):
+            for results, fn in order if r % 2 == 0 else order[::-1]:
                 results.append(fn())
         return floors, subjects
 
@@ -304,16 +364,21 @@ class Bench:
         results: list[list] = [[] for _ in fns]
         for r in range(rounds):
             order = list(zip(results, fns))
-            for out, fn in (order if r % 2 == 0 else order[::-1]):
+            for out, fn in order if r % 2 == 0 else order[::-1]:
                 out.append(fn())
         return results
 
     @staticmethod
     def summary(floors: list[float], subjects: list[float]) -> dict:
         ratios = [s / f for f, s in zip(floors, subjects) if f]
-        return {"floor": floors, "subject": subjects, "ratios": ratios,
-                "floor_median": median(floors), "subject_median": median(subjects),
-                "ratio": median(ratios)}
+        return {
+            "floor": floors,
+            "subject": subjects,
+            "ratios": ratios,
+            "floor_median": median(floors),
+            "subject_median": median(subjects),
+            "ratio": median(ratios),
+        }
 
     def cold(self) -> None:
         label = "archive-service index" if self.has_index_cmd else "index.scan()"
@@ -326,10 +391,13 @@ class Bench:
             return timed(self.cold_cmd(self.state), self.work / "cold.log")
 
         floors, subjects = self.alternate(
-            self.prof.runs, lambda: timed(self.floor_cmd("read"), self.work / "floor.log"), subject)
+            self.prof.runs, lambda: timed(self.floor_cmd("read"), self.work / "floor.log"), subject
+        )
         self.result["cold"] = {**self.summary(floors, subjects), "command": label}
-        log(f"  cold: {self.result['cold']['ratio']:.2f}x "
-            f"({median(subjects):.2f} s vs {median(floors):.2f} s)")
+        log(
+            f"  cold: {self.result['cold']['ratio']:.2f}x "
+            f"({median(subjects):.2f} s vs {median(floors):.2f} s)"
+        )
 
     def warm(self) -> Server:
         """Warm start rounds; returns the last server started, left running for the HTTP
@@ -354,13 +422,18 @@ class Bench:
             return server.wait_ready(probe, FULL_MARK, timeout)
 
         floors, subjects = self.alternate(
-            self.prof.runs, lambda: timed(self.floor_cmd("walk"), self.work / "floor.log"), subject)
-        self.result["warm"] = {**self.summary(floors, subjects),
-                               "persisted_index": self.has_index_cmd}
+            self.prof.runs, lambda: timed(self.floor_cmd("walk"), self.work / "floor.log"), subject
+        )
+        self.result["warm"] = {
+            **self.summary(floors, subjects),
+            "persisted_index": self.has_index_cmd,
+        }
         if not self.has_index_cmd:
             self.notes.append("no persisted index in this code: warm start is a full scan")
-        log(f"  warm: {self.result['warm']['ratio']:.2f}x "
-            f"({median(subjects):.2f} s vs {median(floors):.2f} s)")
+        log(
+            f"  warm: {self.result['warm']['ratio']:.2f}x "
+            f"({median(subjects):.2f} s vs {median(floors):.2f} s)"
+        )
         return kept[0]
 
     def settle(self, server: Server) -> None:
@@ -368,12 +441,16 @@ class Bench:
         record how it follows the collection (its log line), if it says."""
         # Setting the watches, then the rescan: minutes each at 1,000,000 items.
         patience = 60 + self.items / 2000
-        line = server.wait_log(("watching ", "not watching ", "rescanning"),
-                               timeout=patience if self.has_index_cmd else 0)
+        line = server.wait_log(
+            ("watching ", "not watching ", "rescanning"),
+            timeout=patience if self.has_index_cmd else 0,
+        )
         if not line:
             if self.has_index_cmd:
-                self.notes.append(f"{self.items:,} items: the indexer had not set its watches "
-                                  "when the measures began")
+                self.notes.append(
+                    f"{self.items:,} items: the indexer had not set its watches "
+                    "when the measures began"
+                )
             return
         self.result["follow"] = line.split(": ", 1)[-1].strip()
         log(f"  indexer: {self.result['follow']}")
@@ -382,8 +459,10 @@ class Bench:
         # Then its walk of the tree for what changed before the watches were set (at
         # 1,000,000 items minutes of disk reads that would share the machine with wrk).
         if not server.wait_log(("consistency rescan at start",), patience):
-            self.notes.append(f"{self.items:,} items: the indexer's first rescan had not "
-                              "ended when the measures began")
+            self.notes.append(
+                f"{self.items:,} items: the indexer's first rescan had not "
+                "ended when the measures began"
+            )
 
     def check_paths(self, server: Server) -> list[str]:
         """Keep the requests whose answer really is a full one (a work cut at the end of the
@@ -394,8 +473,9 @@ class Bench:
             if status == 200 and FULL_MARK in body:
                 good.append(path)
         if len(good) < max(1, len(self.full_paths) // 2):
-            raise RuntimeError(f"only {len(good)} of {len(self.full_paths)} full requests got a "
-                               "full answer")
+            raise RuntimeError(
+                f"only {len(good)} of {len(self.full_paths)} full requests got a full answer"
+            )
         return good
 
     def http(self, subject: Server) -> None:
@@ -408,9 +488,11 @@ class Bench:
         tool = self.args.loadgen
         tool_used = "wrk" if tool == "wrk" or (tool == "auto" and loadgen.WRK) else "python"
         self.result["loadgen"] = tool_used
-        log(f"urlRequest peak throughput vs constant Flask app and raw WSGI callable "
+        log(
+            f"urlRequest peak throughput vs constant Flask app and raw WSGI callable "
             f"({tool_used}, {len(paths)} items rotated, {self.prof.rounds} x "
-            f"{self.prof.duration:g} s per side)")
+            f"{self.prof.duration:g} s per side)"
+        )
         if self.prof.warmup:
             for server in (floor, raw, subject):
                 loadgen.peak(server.port, paths, self.prof.warmup, tool=tool)
@@ -418,19 +500,25 @@ class Bench:
         def run(server):
             return lambda: loadgen.peak(server.port, paths, self.prof.duration, tool=tool)
 
-        floors, raws, subjects = self.alternate_all(self.prof.rounds, run(floor), run(raw),
-                                                    run(subject))
+        floors, raws, subjects = self.alternate_all(
+            self.prof.rounds, run(floor), run(raw), run(subject)
+        )
         failed = sum(r["failed"] for r in floors + raws + subjects)
         self.result["throughput"] = {
             **self.summary([r["rate"] for r in floors], [r["rate"] for r in subjects]),
-            "failed": failed, "rotated": len(paths)}
-        self.result["throughput_wsgi"] = self.summary([r["rate"] for r in raws],
-                                                      [r["rate"] for r in subjects])
+            "failed": failed,
+            "rotated": len(paths),
+        }
+        self.result["throughput_wsgi"] = self.summary(
+            [r["rate"] for r in raws], [r["rate"] for r in subjects]
+        )
         peak = self.result["throughput"]["subject_median"]
-        log(f"  throughput: {self.result['throughput']['ratio']:.2f}x of Flask's, "
+        log(
+            f"  throughput: {self.result['throughput']['ratio']:.2f}x of Flask's, "
             f"{self.result['throughput_wsgi']['ratio']:.2f}x of raw WSGI's ({peak:.0f} vs "
             f"{self.result['throughput']['floor_median']:.0f} and "
-            f"{self.result['throughput_wsgi']['floor_median']:.0f} req/s)")
+            f"{self.result['throughput_wsgi']['floor_median']:.0f} req/s)"
+        )
 
         # The same full request over and over: what the protocol itself costs once the
         # items it reads are at hand (any cache the index keeps is warm).
@@ -442,14 +530,19 @@ class Bench:
 
         log(f"the same full urlRequest repeated, {rounds} x {self.prof.duration:g} s per side")
         hot_floors, hot_raws, hot_subjects = self.alternate_all(
-            rounds, run_hot(floor), run_hot(raw), run_hot(subject))
+            rounds, run_hot(floor), run_hot(raw), run_hot(subject)
+        )
         failed += sum(r["failed"] for r in hot_floors + hot_raws + hot_subjects)
-        self.result["throughput_hot"] = self.summary([r["rate"] for r in hot_floors],
-                                                     [r["rate"] for r in hot_subjects])
-        self.result["throughput_hot_wsgi"] = self.summary([r["rate"] for r in hot_raws],
-                                                          [r["rate"] for r in hot_subjects])
-        log(f"  hot: {self.result['throughput_hot']['ratio']:.2f}x of Flask's, "
-            f"{self.result['throughput_hot_wsgi']['ratio']:.2f}x of raw WSGI's")
+        self.result["throughput_hot"] = self.summary(
+            [r["rate"] for r in hot_floors], [r["rate"] for r in hot_subjects]
+        )
+        self.result["throughput_hot_wsgi"] = self.summary(
+            [r["rate"] for r in hot_raws], [r["rate"] for r in hot_subjects]
+        )
+        log(
+            f"  hot: {self.result['throughput_hot']['ratio']:.2f}x of Flask's, "
+            f"{self.result['throughput_hot_wsgi']['ratio']:.2f}x of raw WSGI's"
+        )
         self.stop(raw)
         if failed:
             self.notes.append(f"{failed} failed requests during the throughput runs")
@@ -458,13 +551,19 @@ class Bench:
         # Nearly twice the rounds: this VM stalls both sides alike for 10-40 ms every few
         # seconds, and one stall more or less in a round moves that round's p99 several-fold.
         rounds = 2 * self.prof.rounds - 1
-        log(f"p99 latency at {rate:g} req/s (50% of the urlRequest peak) on both, open loop, "
-            f"{rounds} x {self.prof.latency_duration:g} s per side")
+        log(
+            f"p99 latency at {rate:g} req/s (50% of the urlRequest peak) on both, open loop, "
+            f"{rounds} x {self.prof.latency_duration:g} s per side"
+        )
 
         def lat(server):
-            return lambda: loadgen.open_loop_process(server.port, paths, rate,
-                                                     self.prof.latency_duration,
-                                                     warmup=min(0.5, self.prof.warmup or 0.2))
+            return lambda: loadgen.open_loop_process(
+                server.port,
+                paths,
+                rate,
+                self.prof.latency_duration,
+                warmup=min(0.5, self.prof.warmup or 0.2),
+            )
 
         floors, subjects = self.alternate(rounds, lat(floor), lat(subject))
         self.result["latency"] = {
@@ -473,16 +572,21 @@ class Bench:
             "floor_p50": median([r["p50"] for r in floors]),
             "subject_p50": median([r["p50"] for r in subjects]),
             "achieved": median([r["achieved"] for r in floors + subjects]),
-            "failed": sum(r["failed"] for r in floors + subjects)}
-        log(f"  p99: {self.result['latency']['ratio']:.2f}x "
+            "failed": sum(r["failed"] for r in floors + subjects),
+        }
+        log(
+            f"  p99: {self.result['latency']['ratio']:.2f}x "
             f"({self.result['latency']['subject_median'] * 1000:.1f} vs "
-            f"{self.result['latency']['floor_median'] * 1000:.1f} ms)")
+            f"{self.result['latency']['floor_median'] * 1000:.1f} ms)"
+        )
 
         self.result["rss"] = {"floor": self.memory(floor), "subject": self.memory(subject)}
         delta = self.result["rss"]["subject"]["peak"] - self.result["rss"]["floor"]["peak"]
         self.result["rss"]["delta"] = delta
-        log(f"  peak RSS per worker: {self.result['rss']['subject']['peak']:.0f} MB vs "
-            f"{self.result['rss']['floor']['peak']:.0f} MB (+{delta:.0f} MB)")
+        log(
+            f"  peak RSS per worker: {self.result['rss']['subject']['peak']:.0f} MB vs "
+            f"{self.result['rss']['floor']['peak']:.0f} MB (+{delta:.0f} MB)"
+        )
         self.stop(floor)
 
     def memory(self, server: Server) -> dict:
@@ -490,11 +594,13 @@ class Bench:
         workers = [memory_of(pid) for pid in pids]
         # Processes the workers started (the live index's indexer), reported beside.
         helpers = [memory_of(pid) for w in pids for pid in children(w)]
-        return {"peak": max((w.get("VmHWM", 0) for w in workers), default=0),
-                "pss": max((w.get("Pss", 0) for w in workers), default=0),
-                "master_peak": memory_of(server.proc.pid).get("VmHWM", 0),
-                "helper_peak": max((h.get("VmHWM", 0) for h in helpers), default=None),
-                "workers": len(workers)}
+        return {
+            "peak": max((w.get("VmHWM", 0) for w in workers), default=0),
+            "pss": max((w.get("Pss", 0) for w in workers), default=0),
+            "master_peak": memory_of(server.proc.pid).get("VmHWM", 0),
+            "helper_peak": max((h.get("VmHWM", 0) for h in helpers), default=None),
+            "workers": len(workers),
+        }
 
     def change(self, server: Server) -> None:
         edits, timeout = self.prof.edits, self.prof.edit_timeout
@@ -553,8 +659,10 @@ class Bench:
                     timeouts += 1
                     consecutive += 1
                     if consecutive >= min(3, edits):
-                        log(f"  {consecutive} edits in a row not shown within {timeout:g} s:"
-                            " no change propagation; stopping")
+                        log(
+                            f"  {consecutive} edits in a row not shown within {timeout:g} s:"
+                            " no change propagation; stopping"
+                        )
                         break
                 time.sleep(random.uniform(0, 0.1))
         finally:
@@ -562,34 +670,55 @@ class Bench:
                 sidecar.write_bytes(original)
         shown = len(latencies)
         self.result["change"] = {
-            "edits": shown + timeouts, "shown": shown, "timeouts": timeouts,
-            "timeout": timeout, "polling": polling,
+            "edits": shown + timeouts,
+            "shown": shown,
+            "timeouts": timeouts,
+            "timeout": timeout,
+            "polling": polling,
             "p50": loadgen.percentile(latencies, 0.5) if shown else None,
             "p95": loadgen.percentile(latencies, 0.95) if shown else None,
             "p99": loadgen.percentile(latencies, 0.99) if shown else None,
             "max": max(latencies) if shown else None,
-            "first_seen_p95": loadgen.percentile(first_seen, 0.95) if shown else None}
+            "first_seen_p95": loadgen.percentile(first_seen, 0.95) if shown else None,
+        }
         if shown:
-            log(f"  change: p95 {self.result['change']['p95']:.2f} s, p99 "
-                f"{self.result['change']['p99']:.2f} s, {timeouts} timeouts")
+            log(
+                f"  change: p95 {self.result['change']['p95']:.2f} s, p99 "
+                f"{self.result['change']['p99']:.2f} s, {timeouts} timeouts"
+            )
         elif not polling:
             self.notes.append("sidecar edits are not propagated to running workers")
 
     def run(self) -> dict:
         started = time.perf_counter()
         phases = self.args.phases
-        self.result.update({
-            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": git("rev-parse", "--short", "HEAD"),
-            "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
-            # The results this script writes do not make the measured code "uncommitted".
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                              ":!bench/results", ":!bench/RESULTS.md", ":!README.md")),
-            "cpus": os.cpu_count(), "python": platform.python_version(),
-            "server": worker_model(),
-            "smoke": bool(self.args.smoke), "runs": self.prof.runs, "rounds": self.prof.rounds,
-            "manifest": {k: self.manifest[k] for k in ("sidecars", "files")},
-        })
+        self.result.update(
+            {
+                "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+                "commit": git("rev-parse", "--short", "HEAD"),
+                "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+                # The results this script writes do not make the measured code "uncommitted".
+                "dirty": bool(
+                    git(
+                        "status",
+                        "--porcelain",
+                        "--untracked-files=no",
+                        "--",
+                        ".",
+                        ":!bench/results",
+                        ":!bench/RESULTS.md",
+                        ":!README.md",
+                    )
+                ),
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "server": worker_model(),
+                "smoke": bool(self.args.smoke),
+                "runs": self.prof.runs,
+                "rounds": self.prof.rounds,
+                "manifest": {k: self.manifest[k] for k in ("sidecars", "files")},
+            }
+        )
         try:
             if "cold" in phases:
                 try:
@@ -621,31 +750,58 @@ PHASES = ("cold", "warm", "http", "change")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--items", required=True,
-                        help="collection size(s), comma-separated, e.g. 10000,100000,1000000")
-    parser.add_argument("--smoke", action="store_true",
-                        help="one short round of everything: checks the harness, measures nothing")
-    parser.add_argument("--cache", help="where generated collections and run state are kept "
-                        "(default: $XDG_CACHE_HOME/archive-service-bench)")
-    parser.add_argument("--loadgen", choices=("auto", "wrk", "python"), default="auto",
-                        help="peak-throughput load generator (auto: wrk when installed)")
-    parser.add_argument("--phases", default=",".join(PHASES),
-                        help=f"comma-separated subset of {','.join(PHASES)}")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--items",
+        required=True,
+        help="collection size(s), comma-separated, e.g. 10000,100000,1000000",
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="one short round of everything: checks the harness, measures nothing",
+    )
+    parser.add_argument(
+        "--cache",
+        help="where generated collections and run state are kept "
+        "(default: $XDG_CACHE_HOME/archive-service-bench)",
+    )
+    parser.add_argument(
+        "--loadgen",
+        choices=("auto", "wrk", "python"),
+        default="auto",
+        help="peak-throughput load generator (auto: wrk when installed)",
+    )
+    parser.add_argument(
+        "--phases", default=",".join(PHASES), help=f"comma-separated subset of {','.join(PHASES)}"
+    )
     parser.add_argument("--runs", type=int, help="cold/warm rounds (default 5; 3 at 1,000,000)")
-    parser.add_argument("--single", action="store_true",
-                        help="one cold and one warm round, no untimed warm-up runs: for sizes "
-                        "where one round takes many minutes (1,000,000 items on a slow disk)")
+    parser.add_argument(
+        "--single",
+        action="store_true",
+        help="one cold and one warm round, no untimed warm-up runs: for sizes "
+        "where one round takes many minutes (1,000,000 items on a slow disk)",
+    )
     parser.add_argument("--rounds", type=int, help="throughput/latency rounds (default 5)")
     parser.add_argument("--duration", type=float, help="seconds per side per throughput round")
     parser.add_argument("--edits", type=int, help="sidecar edits for change-to-answer (200)")
-    parser.add_argument("--results-dir", default=str(BENCH / "results"),
-                        help="where each size's JSON results are kept (default bench/results)")
-    parser.add_argument("--results", default=str(BENCH / "RESULTS.md"),
-                        help="markdown file whose bench markers get the table")
-    parser.add_argument("--readme", default=str(ROOT / "README.md"),
-                        help="also rewrite the markers here when the file has them")
+    parser.add_argument(
+        "--results-dir",
+        default=str(BENCH / "results"),
+        help="where each size's JSON results are kept (default bench/results)",
+    )
+    parser.add_argument(
+        "--results",
+        default=str(BENCH / "RESULTS.md"),
+        help="markdown file whose bench markers get the table",
+    )
+    parser.add_argument(
+        "--readme",
+        default=str(ROOT / "README.md"),
+        help="also rewrite the markers here when the file has them",
+    )
     args = parser.parse_args(argv)
     args.phases = set(args.phases.split(","))
     if not args.phases <= set(PHASES):

@@ -58,9 +58,13 @@ SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
 CHURN_PREFIX = "soak.example/churn/2024"
 CHURN_SLOTS = 40  # churned items are soak.example/churn/2024/01.01.00.<slot>
 SAMPLE_IBIS = [
-    "8JMKD3MGP8W/35MMLL8", "8JMKD3MGP7W/3EPGUE5", "LK47B6W/362SFKH",
-    "sid.inpe.br/mtc-m18@80/2009/07.21.13.23", "dpi.inpe.br/banon/2003/12.10.19.30",
-    "iconet.com.br/banon/2010/01.20.11.05", "iconet.com.br/banon/2012/03.05.08.15",
+    "8JMKD3MGP8W/35MMLL8",
+    "8JMKD3MGP7W/3EPGUE5",
+    "LK47B6W/362SFKH",
+    "sid.inpe.br/mtc-m18@80/2009/07.21.13.23",
+    "dpi.inpe.br/banon/2003/12.10.19.30",
+    "iconet.com.br/banon/2010/01.20.11.05",
+    "iconet.com.br/banon/2012/03.05.08.15",
     "sid.inpe.br/mtc-m18/2012/07.12.18.08",
 ]
 SAMPLE_VERBS = ["", "GetTranslation", "GetMetadata(oai_dc)", "GetLastEdition", "GetFileList"]
@@ -90,9 +94,14 @@ def churn(collection: str, journal: str, rate: float, deadline: float, seed: int
     present: dict[int, bool] = {}
     counter = 0
     with open(journal, "a") as log:
+
         def record(t0: float, slot: int, what: str, value: str | None) -> None:
-            log.write(json.dumps({"t0": t0, "t1": time.time(), "slot": slot, "what": what,
-                                  "value": value}) + "\n")
+            log.write(
+                json.dumps(
+                    {"t0": t0, "t1": time.time(), "slot": slot, "what": what, "value": value}
+                )
+                + "\n"
+            )
             log.flush()
 
         def content() -> tuple[bytes, str]:
@@ -220,8 +229,11 @@ def soak_client(port: int, address: str, deadline: float, seed: int, out) -> Non
         return status, body, length, t0, t1
 
     def url_request(ibi: str, verbs: str = "") -> str:
-        params = {"servicesubject": "urlRequest", "clientinformation.ipaddress": "150.163.2.175",
-                  "parsedibiurl.ibi": ibi}
+        params = {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": "150.163.2.175",
+            "parsedibiurl.ibi": ibi,
+        }
         if verbs:
             params["parsedibiurl.verblist"] = verbs
         return f"/{SERVICE}?" + urlencode(params, quote_via=quote)
@@ -233,14 +245,34 @@ def soak_client(port: int, address: str, deadline: float, seed: int, out) -> Non
         else:
             slot, ibi, verbs = None, rng.choice(SAMPLE_IBIS), rng.choice(SAMPLE_VERBS)
         status, body, length, t0, t1 = timed("urlRequest", url_request(ibi, verbs))
-        obs.append({"kind": "urlRequest", "slot": slot, "ibi": ibi, "verbs": verbs,
-                    "status": status, "body": body.decode("latin-1"), "t0": t0, "t1": t1})
+        obs.append(
+            {
+                "kind": "urlRequest",
+                "slot": slot,
+                "ibi": ibi,
+                "verbs": verbs,
+                "status": status,
+                "body": body.decode("latin-1"),
+                "t0": t0,
+                "t1": t1,
+            }
+        )
         if slot is not None and rng.random() < 0.2:  # a churned file, asked for directly
             path = f"/col/{ibi}/doc/file.txt"
             dstatus, data, length, d0, d1 = timed("download", path)
-            obs.append({"kind": "download", "slot": slot, "path": path, "status": dstatus,
-                        "sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
-                        "length": length, "t0": d0, "t1": d1})
+            obs.append(
+                {
+                    "kind": "download",
+                    "slot": slot,
+                    "path": path,
+                    "status": dstatus,
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "size": len(data),
+                    "length": length,
+                    "t0": d0,
+                    "t1": d1,
+                }
+            )
         if status != 200:
             continue
         try:
@@ -254,16 +286,30 @@ def soak_client(port: int, address: str, deadline: float, seed: int, out) -> Non
         parts = urlsplit(url)
         if parts.netloc == address and parts.path.startswith("/col/") and rng.random() < 0.6:
             status, data, length, d0, d1 = timed("download", parts.path)
-            obs.append({"kind": "download", "slot": slot, "path": parts.path, "status": status,
-                        "sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
-                        "length": length, "t0": d0, "t1": d1})
+            obs.append(
+                {
+                    "kind": "download",
+                    "slot": slot,
+                    "path": parts.path,
+                    "status": status,
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "size": len(data),
+                    "length": length,
+                    "t0": d0,
+                    "t1": d1,
+                }
+            )
         if rng.random() < 0.7:
-            qualifier = name[len("url"):]
-            params = {"servicesubject": "acknowledgment",
-                      "clientinformation.ipaddress": "150.163.2.175",
-                      "contenttype": got.get("contenttype" + qualifier, "Data"),
-                      "state": got.get("state" + qualifier, "Original"), "url": url,
-                      "url.persistent": f"http://urlib.net/{ibi}", "urlkey": got["urlkey"]}
+            qualifier = name[len("url") :]
+            params = {
+                "servicesubject": "acknowledgment",
+                "clientinformation.ipaddress": "150.163.2.175",
+                "contenttype": got.get("contenttype" + qualifier, "Data"),
+                "state": got.get("state" + qualifier, "Original"),
+                "url": url,
+                "url.persistent": f"http://urlib.net/{ibi}",
+                "urlkey": got["urlkey"],
+            }
             roll = rng.random()
             kinds = ["valid"] + (["replay"] if roll < 0.1 else [])
             if 0.1 <= roll < 0.2:  # another nonce: every tag of the key is wrong for it
@@ -271,11 +317,20 @@ def soak_client(port: int, address: str, deadline: float, seed: int, out) -> Non
                 params["urlkey"] = key[:12] + str((int(key[12]) + 1) % 10) + key[13:]
                 kinds = ["forged"]
             for kind in kinds:
-                status, body, _, a0, a1 = timed("acknowledgment", f"/{SERVICE}?" + urlencode(params))
+                status, body, _, a0, a1 = timed(
+                    "acknowledgment", f"/{SERVICE}?" + urlencode(params)
+                )
                 ok = status == 200 and body == b"notice {acknowledgment received}"
                 acks[kind if ok else "failed"] += 1
-                obs.append({"kind": "acknowledgment", "status": status,
-                            "body": body.decode("latin-1"), "t0": a0, "t1": a1})
+                obs.append(
+                    {
+                        "kind": "acknowledgment",
+                        "status": status,
+                        "body": body.decode("latin-1"),
+                        "t0": a0,
+                        "t1": a1,
+                    }
+                )
     out.put((obs, dict(acks), dict(latencies)))
 
 
@@ -298,8 +353,11 @@ def expected_sample_answers(port: int) -> dict[tuple[str, str], list]:
     out = {}
     for ibi in SAMPLE_IBIS:
         for verbs in SAMPLE_VERBS:
-            params = {"servicesubject": "urlRequest", "clientinformation.ipaddress": "150.163.2.175",
-                      "parsedibiurl.ibi": ibi}
+            params = {
+                "servicesubject": "urlRequest",
+                "clientinformation.ipaddress": "150.163.2.175",
+                "parsedibiurl.ibi": ibi,
+            }
             if verbs:
                 params["parsedibiurl.verblist"] = verbs
             status, body, _ = get(port, f"/{SERVICE}?" + urlencode(params, quote_via=quote))
@@ -313,13 +371,19 @@ def sample_files() -> dict[str, str]:
     for path in SAMPLE.rglob("*"):
         if path.is_file() and "/doc/" in str(path):
             rel = path.relative_to(SAMPLE).as_posix()
-            digests["/col/" + quote(os.fsencode(rel), safe="/@:!$&'()*+,;=-._~")] = \
-                hashlib.sha256(path.read_bytes()).hexdigest()
+            digests["/col/" + quote(os.fsencode(rel), safe="/@:!$&'()*+,;=-._~")] = hashlib.sha256(
+                path.read_bytes()
+            ).hexdigest()
     return digests
 
 
-def check(observations: list[dict], timelines: dict[int, Timeline], expected: dict,
-          files: dict[str, str], address: str) -> tuple[Counter, list[str], list[float]]:
+def check(
+    observations: list[dict],
+    timelines: dict[int, Timeline],
+    expected: dict,
+    files: dict[str, str],
+    address: str,
+) -> tuple[Counter, list[str], list[float]]:
     problems: list[str] = []
     tally: Counter = Counter()
     lags: list[float] = []
@@ -387,8 +451,11 @@ def check(observations: list[dict], timelines: dict[int, Timeline], expected: di
             continue
         url = answer.get("url")
         want = f"http://{address}/col/{ob['ibi']}/doc/file.txt"
-        matching = [until for present, _, state, until in states
-                    if present and state == answer.get("state", state)]
+        matching = [
+            until
+            for present, _, state, until in states
+            if present and state == answer.get("state", state)
+        ]
         if url is not None and url != want:
             problem("inconsistent", f"url {url} for {ob['ibi']}")
         elif not matching:
@@ -429,11 +496,32 @@ def main(argv: list[str] | None = None) -> int:
     address = f"127.0.0.1:{port}"
     log = open(work / "serve.log", "wb")
     server = subprocess.Popen(
-        [sys.executable, "-m", "archive_service.cli", "serve", "--collection", str(collection),
-         "--archiveaddress", address, "--archiveserviceibi", SERVICE, "--state-dir", str(state),
-         "--bind", address, "--workers", str(args.workers), "--resolver", "none"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "archive_service.cli",
+            "serve",
+            "--collection",
+            str(collection),
+            "--archiveaddress",
+            address,
+            "--archiveserviceibi",
+            SERVICE,
+            "--state-dir",
+            str(state),
+            "--bind",
+            address,
+            "--workers",
+            str(args.workers),
+            "--resolver",
+            "none",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        start_new_session=True,
+    )
     churner = None
     try:
         for _ in range(200):
@@ -452,12 +540,14 @@ def main(argv: list[str] | None = None) -> int:
 
         deadline = time.time() + seconds
         context = multiprocessing.get_context("fork")
-        churner = context.Process(target=churn, args=(str(collection), str(journal),
-                                                      args.churn_rate, deadline, args.seed))
+        churner = context.Process(
+            target=churn, args=(str(collection), str(journal), args.churn_rate, deadline, args.seed)
+        )
         churner.start()
         started = time.time()
-        results = run_clients(soak_client, args.clients,
-                              lambda i: (port, address, deadline, args.seed * 1000 + i))
+        results = run_clients(
+            soak_client, args.clients, lambda i: (port, address, deadline, args.seed * 1000 + i)
+        )
         elapsed = time.time() - started
         churner.join(30)
 
@@ -468,12 +558,26 @@ def main(argv: list[str] | None = None) -> int:
             acks.update(sent)
             for kind, values in lat.items():
                 latencies[kind] += values
-        tally, problems, lags = check(observations, read_journal(str(journal)), expected,
-                                      sample_files(), address)
+        tally, problems, lags = check(
+            observations, read_journal(str(journal)), expected, sample_files(), address
+        )
         report = subprocess.run(
-            [sys.executable, "-m", "archive_service.cli", "stats", "--state-dir", str(state),
-             "--format", "json"], capture_output=True, text=True, check=True, cwd=ROOT,
-            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            [
+                sys.executable,
+                "-m",
+                "archive_service.cli",
+                "stats",
+                "--state-dir",
+                str(state),
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
         counted = json.loads(report.stdout)
     finally:
         if churner is not None and churner.is_alive():
@@ -489,24 +593,38 @@ def main(argv: list[str] | None = None) -> int:
     changes = sum(len(t.changes) for t in read_journal(str(journal)).values())
     requests = sum(tally[k] for k in ("urlRequest", "download", "acknowledgment"))
     figures = {
-        "seconds": round(elapsed, 1), "clients": args.clients, "workers": args.workers,
+        "seconds": round(elapsed, 1),
+        "clients": args.clients,
+        "workers": args.workers,
         "cpus": os.cpu_count(),
         "floor_rate": round(floor_rate, 1),
-        "requests": requests, "rate": round(requests / elapsed, 1),
+        "requests": requests,
+        "rate": round(requests / elapsed, 1),
         "rate_vs_floor": round(requests / elapsed / floor_rate, 2) if floor_rate else None,
         "by_kind": {k: tally[k] for k in ("urlRequest", "download", "acknowledgment")},
-        "latency_ms": {k: {"p50": round(percentile(v, 0.5) * 1000, 1),
-                           "p99": round(percentile(v, 0.99) * 1000, 1)}
-                       for k, v in sorted(latencies.items())},
+        "latency_ms": {
+            k: {
+                "p50": round(percentile(v, 0.5) * 1000, 1),
+                "p99": round(percentile(v, 0.99) * 1000, 1),
+            }
+            for k, v in sorted(latencies.items())
+        },
         "collection_changes": changes,
         "churned_items_seen": {
-            "urlRequests": tally["churned_requests"], "answered_known": tally["churned_requests_known"],
-            "downloads": tally["churned_downloads"], "served": tally["churned_downloads_served"]},
-        "errors_5xx": tally["5xx"], "malformed": tally["malformed"],
+            "urlRequests": tally["churned_requests"],
+            "answered_known": tally["churned_requests_known"],
+            "downloads": tally["churned_downloads"],
+            "served": tally["churned_downloads_served"],
+        },
+        "errors_5xx": tally["5xx"],
+        "malformed": tally["malformed"],
         "inconsistent": tally["inconsistent"],
-        "lag_s": {"median": round(statistics.median(lags), 2) if lags else 0,
-                  "max": round(max(lags), 2) if lags else 0},
-        "acks_sent": dict(acks), "stats_total": counted["total"],
+        "lag_s": {
+            "median": round(statistics.median(lags), 2) if lags else 0,
+            "max": round(max(lags), 2) if lags else 0,
+        },
+        "acks_sent": dict(acks),
+        "stats_total": counted["total"],
         "stats_rejected": counted["rejected"],
         "stats_rejected_by_reason": counted.get("rejected_by_reason", {}),
     }
@@ -518,10 +636,12 @@ def main(argv: list[str] | None = None) -> int:
         "every answer matches a moment of the collection": tally["inconsistent"] == 0,
         # An item deleted between its answer and the acknowledgment is no item held here: the
         # acknowledgment (or its replay) is refused as `unknown`, not counted.
-        "stats total == valid acknowledgments sent, but those of items deleted since":
-            acks["valid"] - unknown <= counted["total"] <= acks["valid"],
-        "stats total + rejected == acknowledgments sent":
-            counted["total"] + counted["rejected"] == acks["valid"] + acks["replay"] + acks["forged"],
+        "stats total == valid acknowledgments sent, but those of items deleted since": acks["valid"]
+        - unknown
+        <= counted["total"]
+        <= acks["valid"],
+        "stats total + rejected == acknowledgments sent": counted["total"] + counted["rejected"]
+        == acks["valid"] + acks["replay"] + acks["forged"],
         "forged keys refused as forged": refused.get("forged", 0) == acks["forged"],
         "every acknowledgment answered with the notice": acks["failed"] == 0,
     }

@@ -26,7 +26,7 @@ from support import ADDRESS, PLATFORM, ROOT, SAMPLE, SERVICE, Client  # noqa: F4
 
 MARKERS = {
     "process": "starts real processes or servers of ours, or a front web server (deselect "
-               "with -m 'not process' for a quick run)",
+    "with -m 'not process' for a quick run)",
     "slow": "takes seconds even alone",
 }
 

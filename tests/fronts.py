@@ -35,16 +35,20 @@ FILES_DIR = "iconet.com.br/banon/2009/09.09.22.01"
 
 def executable(name: str) -> str | None:
     return shutil.which(name) or next(
-        (p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.access(p, os.X_OK)), None)
+        (p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.access(p, os.X_OK)), None
+    )
 
 
 APACHE = executable("apache2")
 NGINX = executable("nginx")
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
-needs_apache = pytest.mark.skipif(APACHE is None, reason="apache2 is not installed "
-                                  "(Debian: apt-get install apache2 libapache2-mod-wsgi-py3)")
-needs_nginx = pytest.mark.skipif(NGINX is None, reason="nginx is not installed "
-                                 "(Debian: apt-get install nginx)")
+needs_apache = pytest.mark.skipif(
+    APACHE is None,
+    reason="apache2 is not installed (Debian: apt-get install apache2 libapache2-mod-wsgi-py3)",
+)
+needs_nginx = pytest.mark.skipif(
+    NGINX is None, reason="nginx is not installed (Debian: apt-get install nginx)"
+)
 
 
 def rewrite(text: str, *replacements: tuple[str, str]) -> str:
@@ -73,9 +77,11 @@ def public_copy() -> Iterator[Path]:
 
 def write_config(public: Path, address: str) -> Path:
     config = public / "archive-service.yaml"
-    config.write_text(f"collection: {public / 'collection'}\narchiveaddress: {address}\n"
-                      f"archiveserviceibi: {SERVICE}\nplatformsoftware: dpi.inpe.br/banon/1998/08.02.08.56\n"
-                      "resolver: none\n")
+    config.write_text(
+        f"collection: {public / 'collection'}\narchiveaddress: {address}\n"
+        f"archiveserviceibi: {SERVICE}\nplatformsoftware: dpi.inpe.br/banon/1998/08.02.08.56\n"
+        "resolver: none\n"
+    )
     config.chmod(0o644)
     return config
 
@@ -89,8 +95,10 @@ def fetch(url: str) -> tuple[int, bytes]:
 
 
 def url_request(front: str, ibi: str, extra: str = "") -> dict[str, str]:
-    status, body = fetch(f"{front}/{SERVICE}?servicesubject=urlRequest"
-                         f"&clientinformation.ipaddress=127.0.0.1&parsedibiurl.ibi={ibi}{extra}")
+    status, body = fetch(
+        f"{front}/{SERVICE}?servicesubject=urlRequest"
+        f"&clientinformation.ipaddress=127.0.0.1&parsedibiurl.ibi={ibi}{extra}"
+    )
     assert status == 200, body
     return dict(pairs.parse(body.decode("ascii")))
 
@@ -98,15 +106,20 @@ def url_request(front: str, ibi: str, extra: str = "") -> dict[str, str]:
 def check_front(front: str, collection: Path, light: bool = False) -> None:
     """What the resolver and a browser do through the web server at `front`; `light` follows
     fewer links (CGI starts Python for every request)."""
-    assert fetch(f"{front}/{SERVICE}?servicesubject=inclusionConfirmationRequest") == \
-        (200, b"confirmation yes")
+    assert fetch(f"{front}/{SERVICE}?servicesubject=inclusionConfirmationRequest") == (
+        200,
+        b"confirmation yes",
+    )
     # The target file, a non-ASCII name with a space: the link the app gives works here.
     answer = url_request(front, TARGET_IBI)
     assert answer["url"].startswith(f"{front}/col/")
     assert fetch(answer["url"]) == (200, (collection / TARGET_FILE).read_bytes())
     # A file by path, and the file list page whose links work too.
     answer = url_request(front, FILES_IBI, "&parsedibiurl.filepath=/reference.bib")
-    assert fetch(answer["url"]) == (200, (collection / FILES_DIR / "doc/reference.bib").read_bytes())
+    assert fetch(answer["url"]) == (
+        200,
+        (collection / FILES_DIR / "doc/reference.bib").read_bytes(),
+    )
     answer = url_request(front, FILES_IBI, "&parsedibiurl.verblist=GetFileList")
     status, page = fetch(answer["url"])
     assert status == 200 and answer["url"].startswith(f"{front}/{SERVICE}/filelist/")
@@ -115,16 +128,22 @@ def check_front(front: str, collection: Path, light: bool = False) -> None:
     for link in links[:1] if light else links:
         assert fetch(link)[0] == 200, link
     # Never the sidecar, however asked.
-    sidecar = [f"/col/{FILES_DIR}/item.yaml", f"/col/{FILES_DIR}/doc/%2e%2e/item.yaml",
-               f"/col/{FILES_DIR}/doc/../item.yaml", f"/col/{FILES_DIR}/doc/..%2fitem.yaml",
-               f"/col/{FILES_DIR}/"]
+    sidecar = [
+        f"/col/{FILES_DIR}/item.yaml",
+        f"/col/{FILES_DIR}/doc/%2e%2e/item.yaml",
+        f"/col/{FILES_DIR}/doc/../item.yaml",
+        f"/col/{FILES_DIR}/doc/..%2fitem.yaml",
+        f"/col/{FILES_DIR}/",
+    ]
     for path in sidecar[:2] if light else sidecar:
         status, body = fetch(front + path)
         assert status in (400, 403, 404), (path, status)
     # A client's SCRIPT_NAME header is no mount point, through any of the servers.
     request = urllib.request.Request(
         f"{front}/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
-        f"&parsedibiurl.ibi={TARGET_IBI}", headers={"SCRIPT_NAME": "/evil"})
+        f"&parsedibiurl.ibi={TARGET_IBI}",
+        headers={"SCRIPT_NAME": "/evil"},
+    )
     with urllib.request.urlopen(request, timeout=20) as response:
         assert dict(pairs.parse(response.read().decode()))["url"].startswith(f"{front}/col/")
     # The protocol's own errors pass through unchanged.
@@ -138,8 +157,9 @@ class Front:
     def __init__(self, command: list[str], port: int, log: Path):
         self.port, self.log = port, log
         with open(log, "wb") as out:
-            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         end = time.monotonic() + 20
         while time.monotonic() < end:
             if self.process.poll() is not None:
@@ -173,8 +193,10 @@ def start_apache(public: Path, site: str, port: int, modules: list[str], extra: 
     run.mkdir()
     run.chmod(0o755)
     (run / "site.conf").write_text(site)
-    loads = "\n".join(f"LoadModule {m}_module {APACHE_MODULES}/mod_{m}.so"
-                      for m in ["mpm_event", "authz_core", "mime", "alias", "env", *modules])
+    loads = "\n".join(
+        f"LoadModule {m}_module {APACHE_MODULES}/mod_{m}.so"
+        for m in ["mpm_event", "authz_core", "mime", "alias", "env", *modules]
+    )
     (run / "httpd.conf").write_text(f"""
 ServerRoot {run}
 ServerName 127.0.0.1

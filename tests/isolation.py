@@ -60,8 +60,9 @@ class _Collect(logging.Handler):
         self.lines.append(f"{record.levelname} {record.name}: {record.getMessage()}")
 
 
-def in_child(fn: Callable[[], Any], *, unprivileged: bool = False,
-             max_file_size: int | None = None) -> tuple[Any, list[str]]:
+def in_child(
+    fn: Callable[[], Any], *, unprivileged: bool = False, max_file_size: int | None = None
+) -> tuple[Any, list[str]]:
     """Run `fn()` in a forked child; return its result and the log lines it produced.
     An exception in the child fails the test with the child's traceback."""
     read, write = os.pipe()

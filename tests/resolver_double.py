@@ -67,15 +67,21 @@ class ResolverDouble:
         if self.mode == "garbage":
             return self.reply(request, 200, "<html>\n<title>Oops</title>\n</html>")
         if received.subject == "inclusionRequest":
-            url = (f"http://{query['archiveaddress']}/{query['archiveserviceibi']}"
-                   "?servicesubject=inclusionConfirmationRequest")
+            url = (
+                f"http://{query['archiveaddress']}/{query['archiveserviceibi']}"
+                "?servicesubject=inclusionConfirmationRequest"
+            )
             try:
                 with urllib.request.urlopen(url, timeout=5) as answer:
                     received.confirmation = answer.read().decode("ascii")
             except OSError as exc:
                 received.confirmation = f"failed: {exc}"
-            outcome = "successful" if received.confirmation == "confirmation yes" else "unsuccessful"
-            return self.reply(request, 200, f"status.archive included\r\nstatus.confirmation {outcome}")
+            outcome = (
+                "successful" if received.confirmation == "confirmation yes" else "unsuccessful"
+            )
+            return self.reply(
+                request, 200, f"status.archive included\r\nstatus.confirmation {outcome}"
+            )
         if received.subject == "exclusionRequest":
             return self.reply(request, 200, "status.archive excluded")
         return self.reply(request, 400, "error {unknown servicesubject}")
@@ -96,16 +102,21 @@ class ResolverDouble:
         with self.lock:
             return [r.subject for r in self.received]
 
-    def wait_for(self, count: int, subject: str, timeout: float = 30.0,
-                 answered: bool = True) -> list[Received]:
+    def wait_for(
+        self, count: int, subject: str, timeout: float = 30.0, answered: bool = True
+    ) -> list[Received]:
         """The requests with `subject` once there are `count` of them (AssertionError if not);
         with `answered`, an inclusion counts once its confirmation call-back is done."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             with self.lock:
                 found = [r for r in self.received if r.subject == subject]
-            if len(found) >= count and (not answered or all(
-                    r.confirmation is not None for r in found if subject == "inclusionRequest")):
+            if len(found) >= count and (
+                not answered
+                or all(r.confirmation is not None for r in found if subject == "inclusionRequest")
+            ):
                 return found
             time.sleep(0.05)
-        raise AssertionError(f"expected {count} {subject} within {timeout} s; got {self.subjects()}")
+        raise AssertionError(
+            f"expected {count} {subject} within {timeout} s; got {self.subjects()}"
+        )

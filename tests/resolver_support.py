@@ -109,9 +109,11 @@ class InProcessArchives:
         params = question.params(ips, filepath)
         for ref, app in self.archives:
             self.asked.append((ref, params))
-            response = app.test_client().get("/" + ref.serviceibi,
-                                              query_string=encode_query(params))
+            response = app.test_client().get(
+                "/" + ref.serviceibi, query_string=encode_query(params)
+            )
             assert response.status_code == 200, response.get_data(as_text=True)
-            answers.append(Answer.of(ref, pairs.parse(response.get_data(as_text=True)),
-                                     len(answers)))
+            answers.append(
+                Answer.of(ref, pairs.parse(response.get_data(as_text=True)), len(answers))
+            )
         return answers

@@ -91,8 +91,13 @@ class Process:
     `env` adds to (or, with None values, removes from) the test's environment; `own_group`:
     in a process group of its own, which a test can signal whole, as a terminal's Ctrl-C does."""
 
-    def __init__(self, args: list[str], log: Path, env: dict[str, str | None] | None = None,
-                 own_group: bool = False):
+    def __init__(
+        self,
+        args: list[str],
+        log: Path,
+        env: dict[str, str | None] | None = None,
+        own_group: bool = False,
+    ):
         self.args, self.log = list(args), log
         self.env = env or {}
         self.own_group = own_group
@@ -106,10 +111,15 @@ class Process:
             else:
                 env[name] = value
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "archive_service.cli", *self.args],
-                                         stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=ROOT, env=env,
-                                         process_group=0 if self.own_group else None)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "archive_service.cli", *self.args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=ROOT,
+                env=env,
+                process_group=0 if self.own_group else None,
+            )
         return self
 
     def text(self) -> str:
@@ -117,8 +127,9 @@ class Process:
 
     def check_running(self) -> None:
         if self.proc.poll() is not None:
-            raise AssertionError(f"{self.args[0]} exited {self.proc.returncode}:\n"
-                                 + self.text()[-3000:])
+            raise AssertionError(
+                f"{self.args[0]} exited {self.proc.returncode}:\n" + self.text()[-3000:]
+            )
 
     def wait_answering(self, url: str, timeout: float = 30) -> None:
         def up():
@@ -136,8 +147,9 @@ class Process:
             if self.text().count(text) >= count:
                 return
             time.sleep(0.05)
-        raise AssertionError(f"{text!r} not logged {count} time(s) within {timeout} s:\n"
-                             + self.text())
+        raise AssertionError(
+            f"{text!r} not logged {count} time(s) within {timeout} s:\n" + self.text()
+        )
 
     def stop(self, sig=signal.SIGTERM, timeout: float = 20) -> int:
         """Send `sig` (SIGTERM, like systemd); the exit status (AssertionError, the process
@@ -149,8 +161,9 @@ class Process:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"{self.args[0]} did not stop within {timeout} s:\n"
-                                 + self.text()[-3000:]) from None
+            raise AssertionError(
+                f"{self.args[0]} did not stop within {timeout} s:\n" + self.text()[-3000:]
+            ) from None
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -162,23 +175,34 @@ class Serve:
     """`archive-service serve --config CONFIG ARGS`, listening on 127.0.0.1:<free port>
     (`config=None`: no --config, the settings all in ARGS)."""
 
-    def __init__(self, tmp_path: Path, *args: str, env: dict[str, str] | None = None,
-                 config: Path | None = SAMPLE / "archive-service.yaml", own_group: bool = False):
+    def __init__(
+        self,
+        tmp_path: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        config: Path | None = SAMPLE / "archive-service.yaml",
+        own_group: bool = False,
+    ):
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.log_path = tmp_path / f"serve-{self.port}.log"
         self.log_path.write_bytes(b"")
         head = ["serve", "--config", str(config)] if config is not None else ["serve"]
-        self.child = Process([*head, "--bind", self.address, "--archiveaddress", self.address,
-                              *args], self.log_path, env, own_group).start()
+        self.child = Process(
+            [*head, "--bind", self.address, "--archiveaddress", self.address, *args],
+            self.log_path,
+            env,
+            own_group,
+        ).start()
         self.process = self.child.proc
 
     @property
     def url(self) -> str:
         return f"http://{self.address}/{SERVICE}"
 
-    def get(self, query: str = "servicesubject=inclusionConfirmationRequest",
-            timeout: float = 5) -> str:
+    def get(
+        self, query: str = "servicesubject=inclusionConfirmationRequest", timeout: float = 5
+    ) -> str:
         with urllib.request.urlopen(f"{self.url}?{query}", timeout=timeout) as response:
             return response.read().decode("ascii")
 
@@ -212,8 +236,11 @@ class Serve:
             except OSError:
                 continue
             state, parent = stat.rsplit(")", 1)[1].split()[:2]
-            if (int(parent) == self.process.pid and state != "Z"  # an exited announcer
-                    and b"archive_service.serve.announce import" not in cmdline):
+            if (
+                int(parent) == self.process.pid
+                and state != "Z"  # an exited announcer
+                and b"archive_service.serve.announce import" not in cmdline
+            ):
                 found.append(int(entry))
         return sorted(found)
 

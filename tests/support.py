@@ -36,8 +36,11 @@ class Client:
         return self.test.get(self.path("/" + SERVICE), params=params, status=status)
 
     def url_request(self, ibi: str, status=200, ip="150.163.2.175", **extra):
-        params = {"servicesubject": "urlRequest", "clientinformation.ipaddress": ip,
-                  "parsedibiurl.ibi": ibi}
+        params = {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": ip,
+            "parsedibiurl.ibi": ibi,
+        }
         params.update({f"parsedibiurl.{k}": v for k, v in extra.items()})
         return self.test.get(self.path("/" + SERVICE), params=params, status=status)
 
@@ -48,18 +51,26 @@ class Client:
         """GET an absolute URL the Archive handed out (its host is archiveaddress)."""
         prefix = f"http://{ADDRESS}"
         assert url.startswith(prefix + self.mount), url
-        return self.test.get(url[len(prefix):], **kwargs)
+        return self.test.get(url[len(prefix) :], **kwargs)
 
 
 def settings_for(collection: Path, state: Path, **more) -> dict:
-    return {"collection": str(collection), "archiveaddress": "archive.example.org",
-            "archiveserviceibi": SERVICE, "state_dir": str(state), **more}
+    return {
+        "collection": str(collection),
+        "archiveaddress": "archive.example.org",
+        "archiveserviceibi": SERVICE,
+        "state_dir": str(state),
+        **more,
+    }
 
 
 def url_request(app: webtest.TestApp, ibi: str, verbs: str = "", filepath: str = "") -> str:
     """urlRequest's answer from `app`, its urlkey left out (fresh on every answer)."""
-    query = {"servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
-             "parsedibiurl.ibi": ibi}
+    query = {
+        "servicesubject": "urlRequest",
+        "clientinformation.ipaddress": "192.0.2.1",
+        "parsedibiurl.ibi": ibi,
+    }
     if verbs:
         query["parsedibiurl.verblist"] = verbs
     if filepath:
@@ -83,7 +94,9 @@ ibi.archiveservice {{rep {SERVICE}}}
 ibi.platformsoftware {{rep {PLATFORM}}}
 """
 
-EXAMPLE_7_2 = ID + f"""
+EXAMPLE_7_2 = (
+    ID
+    + f"""
 contenttype Data
 contenttype.lastedition Data
 contenttype.lastedition.metadata Metadata
@@ -131,8 +144,11 @@ url.translation(en) {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23/doc/CCSDS%2064
 url.translation(pt) {COL}/sid.inpe.br/mtc-m18@80/2009/08.25.19.43/doc/RTC-07.pdf
 urlkey *
 """
+)
 
-EXAMPLE_7_3 = ID + f"""
+EXAMPLE_7_3 = (
+    ID
+    + f"""
 contenttype.translation(en) Data
 contenttype.translation(pt) Data
 ibi {{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23 ibip 8JMKD3MGP8W/35MME4E}}
@@ -146,8 +162,11 @@ url.translation(en) {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.13.23/doc/CCSDS%2064
 url.translation(pt) {COL}/sid.inpe.br/mtc-m18@80/2009/08.25.19.43/doc/RTC-07.pdf
 urlkey *
 """
+)
 
-EXAMPLE_8_1 = ID + f"""
+EXAMPLE_8_1 = (
+    ID
+    + f"""
 contenttype Data
 ibi {{rep sid.inpe.br/mtc-m18@80/2009/07.21.14.43 ibip 8JMKD3MGP8W/35MMLL8}}
 state Original
@@ -155,13 +174,19 @@ timestamp 2009-07-21T14:43:31Z
 url {COL}/sid.inpe.br/mtc-m18@80/2009/07.21.14.43/doc/CCSDS%20650.0-B-1.pdf
 urlkey *
 """
+)
 
-EXAMPLE_8_2_FIRST = ID + """
+EXAMPLE_8_2_FIRST = (
+    ID
+    + """
 ibi {rep sid.inpe.br/mtc-m18@80/2009/07.21.14.43 ibip 8JMKD3MGP8W/35MMLL8}
 ibi.nextedition {rep sid.inpe.br/mtc-m18/2012/07.12.18.08}
 """
+)
 
-EXAMPLE_8_2_SECOND = ID + f"""
+EXAMPLE_8_2_SECOND = (
+    ID
+    + f"""
 contenttype.lastedition.metadata(oai_dc) Metadata
 ibi {{rep sid.inpe.br/mtc-m18/2012/07.12.18.08 ibip 8JMKD3MGP8W/3C9EP6P}}
 ibi.lastedition.metadata(oai_dc) {{rep sid.inpe.br/mtc-m18/2012/07.12.18.08.49}}
@@ -170,6 +195,7 @@ timestamp.lastedition.metadata(oai_dc) 2014-04-04T17:36:01Z
 url.lastedition.metadata(oai_dc) {COL}/sid.inpe.br/mtc-m18/2012/07.12.18.08.49/doc/oai_dc.xml
 urlkey *
 """
+)
 
 
 def expected(text: str) -> list[tuple[str, str]]:

@@ -28,26 +28,37 @@ KEY = "9876543210-0123456789"
 SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
 
 # The seed's Example 5.2 (inclusion) and 5.3 (exclusion), joined into one line each.
-SEED_TAIL = ("&archiveaddress=mtc-m21.sid.inpe.br&archiveserviceibi=sid.inpe.br/mtc-m21/2012/"
-             "06.05.15.34.39&archiveip=150.163.34.239&archiveprotocol=HTTP&archiveplatformversion="
-             "2014:11.09.02.16.15&archiveadmemailaddress=banon@dpi.inpe.br&registrationkey=1234567890")
+SEED_TAIL = (
+    "&archiveaddress=mtc-m21.sid.inpe.br&archiveserviceibi=sid.inpe.br/mtc-m21/2012/"
+    "06.05.15.34.39&archiveip=150.163.34.239&archiveprotocol=HTTP&archiveplatformversion="
+    "2014:11.09.02.16.15&archiveadmemailaddress=banon@dpi.inpe.br&registrationkey=1234567890"
+)
 SEED_RESOLVER = "http://www.urlib.net/J8LNKB5R7W/3FUQHC5"
 
 
 def seed_announcement(**changes) -> announce.Announcement:
-    values = dict(archiveaddress="mtc-m21.sid.inpe.br",
-                  archiveserviceibi="sid.inpe.br/mtc-m21/2012/06.05.15.34.39",
-                  archiveip="150.163.34.239", archiveplatformversion="2014:11.09.02.16.15",
-                  archiveadmemailaddress="banon@dpi.inpe.br", registrationkey="1234567890")
+    values = dict(
+        archiveaddress="mtc-m21.sid.inpe.br",
+        archiveserviceibi="sid.inpe.br/mtc-m21/2012/06.05.15.34.39",
+        archiveip="150.163.34.239",
+        archiveplatformversion="2014:11.09.02.16.15",
+        archiveadmemailaddress="banon@dpi.inpe.br",
+        registrationkey="1234567890",
+    )
     values.update(changes)
     return announce.Announcement.build(SEED_RESOLVER, **values)
 
 
 def config(**options) -> settings.Config:
-    base = dict(collection=str(SAMPLE), archiveaddress="archive.example.org",
-                archiveserviceibi=SERVICE, archiveip="192.0.2.7",
-                archiveadmemailaddress="admin@example.org", registrationkey=KEY,
-                resolver="http://resolver.example.org/J8LNKB5R7W/3FUQHC5")
+    base = dict(
+        collection=str(SAMPLE),
+        archiveaddress="archive.example.org",
+        archiveserviceibi=SERVICE,
+        archiveip="192.0.2.7",
+        archiveadmemailaddress="admin@example.org",
+        registrationkey=KEY,
+        resolver="http://resolver.example.org/J8LNKB5R7W/3FUQHC5",
+    )
     base.update(options)
     return settings.load(options={k: v for k, v in base.items() if v is not None}, environ={})
 
@@ -58,23 +69,42 @@ def config(**options) -> settings.Config:
 def test_inclusion_and_exclusion_urls_are_the_seeds_examples():
     announcement = seed_announcement()
     assert announcement.url("inclusionRequest") == (
-        SEED_RESOLVER + "?servicesubject=inclusionRequest" + SEED_TAIL)
+        SEED_RESOLVER + "?servicesubject=inclusionRequest" + SEED_TAIL
+    )
     assert announcement.url("exclusionRequest") == (
-        SEED_RESOLVER + "?servicesubject=exclusionRequest" + SEED_TAIL)
+        SEED_RESOLVER + "?servicesubject=exclusionRequest" + SEED_TAIL
+    )
 
 
 def test_the_eight_pairs_of_table_5_2():
     query = urlsplit(seed_announcement().url("inclusionRequest")).query
     names = [name for name, _ in parse_qsl(query)]
-    assert names == ["servicesubject", "archiveaddress", "archiveserviceibi", "archiveip",
-                     "archiveprotocol", "archiveplatformversion", "archiveadmemailaddress",
-                     "registrationkey"]
+    assert names == [
+        "servicesubject",
+        "archiveaddress",
+        "archiveserviceibi",
+        "archiveip",
+        "archiveprotocol",
+        "archiveplatformversion",
+        "archiveadmemailaddress",
+        "registrationkey",
+    ]
     assert dict(parse_qsl(query))["archiveprotocol"] == "HTTP"
 
 
-@pytest.mark.parametrize("char, escaped", [(" ", "%20"), ("%", "%25"), ("&", "%26"),
-                                           ("+", "%2B"), ("=", "%3D"), ("?", "%3F"),
-                                           ("#", "%23"), ("é", "%C3%A9")])
+@pytest.mark.parametrize(
+    "char, escaped",
+    [
+        (" ", "%20"),
+        ("%", "%25"),
+        ("&", "%26"),
+        ("+", "%2B"),
+        ("=", "%3D"),
+        ("?", "%3F"),
+        ("#", "%23"),
+        ("é", "%C3%A9"),
+    ],
+)
 def test_values_are_escaped_as_section_3_says(char, escaped):
     assert announce.encode(f"a{char}b") == f"a{escaped}b"
     url = seed_announcement(archiveplatformversion=f"v{char}1").url("inclusionRequest")
@@ -82,8 +112,10 @@ def test_values_are_escaped_as_section_3_says(char, escaped):
 
 
 def test_ibi_address_and_email_characters_stay_as_in_the_seed():
-    assert announce.encode("sid.inpe.br/mtc-m18@80/2008/03.17.15.17") == \
-        "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
+    assert (
+        announce.encode("sid.inpe.br/mtc-m18@80/2008/03.17.15.17")
+        == "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
+    )
     assert announce.encode("[2001:db8::1]:8080") == "[2001:db8::1]:8080"
 
 
@@ -123,8 +155,9 @@ def test_backoff_doubles_with_jitter_and_stays_bounded():
 
 
 def test_resolver_none_needs_no_announcing_settings():
-    plain = config(resolver="none", archiveip=None, archiveadmemailaddress=None,
-                   registrationkey=None)
+    plain = config(
+        resolver="none", archiveip=None, archiveadmemailaddress=None, registrationkey=None
+    )
     assert announce.from_config(plain, environ={}) is None
 
 
@@ -140,10 +173,14 @@ def test_a_missing_announcing_setting_is_one_line_naming_it(missing):
 def test_the_announcement_carries_the_configured_pairs():
     announcement = announce.from_config(config(exclusion_timeout="2.5"), environ={})
     assert dict(announcement.pairs) == {
-        "archiveaddress": "archive.example.org", "archiveserviceibi": SERVICE,
-        "archiveip": "192.0.2.7", "archiveprotocol": "HTTP",
+        "archiveaddress": "archive.example.org",
+        "archiveserviceibi": SERVICE,
+        "archiveip": "192.0.2.7",
+        "archiveprotocol": "HTTP",
         "archiveplatformversion": settings.BY_NAME["archiveplatformversion"].default,
-        "archiveadmemailaddress": "admin@example.org", "registrationkey": KEY}
+        "archiveadmemailaddress": "admin@example.org",
+        "registrationkey": KEY,
+    }
     assert announcement.exclusion_timeout == 2.5
 
 
@@ -161,27 +198,31 @@ def private_file(path: Path, text: str) -> Path:
 
 def test_key_from_a_file(tmp_path):
     key_file = private_file(tmp_path / "key", KEY + "\n")
-    announcement = announce.from_config(config(registrationkey=None,
-                                               registrationkey_file=str(key_file)), environ={})
+    announcement = announce.from_config(
+        config(registrationkey=None, registrationkey_file=str(key_file)), environ={}
+    )
     assert announcement.value("registrationkey") == KEY
 
 
 def test_key_from_systemd_credentials(tmp_path):
     private_file(tmp_path / "registrationkey", KEY)
-    announcement = announce.from_config(config(registrationkey=None),
-                                        environ={"CREDENTIALS_DIRECTORY": str(tmp_path)})
+    announcement = announce.from_config(
+        config(registrationkey=None), environ={"CREDENTIALS_DIRECTORY": str(tmp_path)}
+    )
     assert announcement.value("registrationkey") == KEY
 
 
 def test_key_file_problems_are_one_line_without_the_content(tmp_path):
     wrong = private_file(tmp_path / "key", "12345 not a key 1234567890123")
     with pytest.raises(settings.ConfigError) as error:
-        announce.from_config(config(registrationkey=None, registrationkey_file=str(wrong)),
-                             environ={})
+        announce.from_config(
+            config(registrationkey=None, registrationkey_file=str(wrong)), environ={}
+        )
     assert "registrationkey_file" in str(error.value) and "1234567890123" not in str(error.value)
     with pytest.raises(settings.ConfigError, match="cannot read it"):
-        announce.from_config(config(registrationkey=None,
-                                    registrationkey_file=str(tmp_path / "absent")), environ={})
+        announce.from_config(
+            config(registrationkey=None, registrationkey_file=str(tmp_path / "absent")), environ={}
+        )
     with pytest.raises(settings.ConfigError, match="both given"):
         announce.from_config(config(registrationkey_file=str(wrong)), environ={})
 
@@ -191,8 +232,9 @@ def test_a_key_file_everyone_can_read_warns(tmp_path):
     key_file.write_text(KEY)
     key_file.chmod(0o644)
     with pytest.warns(settings.ConfigWarning, match="every user"):
-        announce.from_config(config(registrationkey=None, registrationkey_file=str(key_file)),
-                             environ={})
+        announce.from_config(
+            config(registrationkey=None, registrationkey_file=str(key_file)), environ={}
+        )
 
 
 def test_a_config_file_with_the_key_that_everyone_can_read_warns(tmp_path):
@@ -209,10 +251,19 @@ def test_a_config_file_with_the_key_that_everyone_can_read_warns(tmp_path):
 
 
 def test_serve_refuses_to_start_naming_the_missing_setting(tmp_path, capsys):
-    code = cli.main(["serve", "--config", str(SAMPLE / "archive-service.yaml"),
-                     "--resolver", "http://127.0.0.1:9/J8LNKB5R7W/3FUQHC5",
-                     "--archiveadmemailaddress", "admin@example.org",
-                     "--registrationkey", KEY])
+    code = cli.main(
+        [
+            "serve",
+            "--config",
+            str(SAMPLE / "archive-service.yaml"),
+            "--resolver",
+            "http://127.0.0.1:9/J8LNKB5R7W/3FUQHC5",
+            "--archiveadmemailaddress",
+            "admin@example.org",
+            "--registrationkey",
+            KEY,
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert "setting archiveip is missing" in err and len(err.splitlines()) == 1
@@ -229,9 +280,11 @@ def test_help_shows_no_key(capsys, monkeypatch):
 
 def test_error_pages_show_no_key():
     app = webtest.TestApp(create_app(config()))
-    for url, status in [(f"/{SERVICE}?servicesubject=nonsense", 400),
-                        (f"/{SERVICE}?registrationkey={KEY}", 400),
-                        ("/col/nothing/here", 404)]:
+    for url, status in [
+        (f"/{SERVICE}?servicesubject=nonsense", 400),
+        (f"/{SERVICE}?registrationkey={KEY}", 400),
+        ("/col/nothing/here", 404),
+    ]:
         response = app.get(url, status=status, expect_errors=True)
         assert KEY not in response.text
 
@@ -248,9 +301,15 @@ def resolver():
 
 def loopback_announcement(resolver_url: str, address: str = "127.0.0.1:9") -> announce.Announcement:
     return announce.Announcement.build(
-        resolver_url, archiveaddress=address, archiveserviceibi=SERVICE, archiveip="127.0.0.1",
-        archiveplatformversion="test", archiveadmemailaddress="admin@example.org",
-        registrationkey=KEY, exclusion_timeout=2.0)
+        resolver_url,
+        archiveaddress=address,
+        archiveserviceibi=SERVICE,
+        archiveip="127.0.0.1",
+        archiveplatformversion="test",
+        archiveadmemailaddress="admin@example.org",
+        registrationkey=KEY,
+        exclusion_timeout=2.0,
+    )
 
 
 def test_exclusion_is_logged_with_the_resolvers_status(resolver, caplog):
@@ -261,8 +320,9 @@ def test_exclusion_is_logged_with_the_resolvers_status(resolver, caplog):
     assert "status.archive excluded" in caplog.text and KEY not in caplog.text
 
 
-@pytest.mark.parametrize("mode, complaint", [("garbage", "not a list of pairs"),
-                                             ("fail 9", "HTTP 503")])
+@pytest.mark.parametrize(
+    "mode, complaint", [("garbage", "not a list of pairs"), ("fail 9", "HTTP 503")]
+)
 def test_wrong_answers_are_errors_that_name_the_problem(resolver, mode, complaint, caplog):
     resolver.mode = mode
     announcement = loopback_announcement(resolver.url)
@@ -339,8 +399,9 @@ def test_inclusion_waits_for_the_service_and_retries_the_resolver(resolver, capl
         threading.Thread(target=service.serve_forever, args=(0.05,), daemon=True).start()
         announcement = loopback_announcement(resolver.url, address)
         local = announce.Local("127.0.0.1", service.server_address[1])
-        done = announce.join_when_answering(announcement, local, parent=os.getppid(),
-                                            first_retry=0.05)
+        done = announce.join_when_answering(
+            announcement, local, parent=os.getppid(), first_retry=0.05
+        )
         service.shutdown()
     assert done
     assert resolver.subjects() == ["inclusionRequest"] * 3

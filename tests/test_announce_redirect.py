@@ -20,8 +20,12 @@ KEY = "9876543210-0123456789"
 class Recorder:
     """A loopback HTTP server that records request paths and answers `status` with `headers`."""
 
-    def __init__(self, status: int = 200, headers: dict | None = None,
-                 body: bytes = b"status.archive included\r\nstatus.confirmation successful"):
+    def __init__(
+        self,
+        status: int = 200,
+        headers: dict | None = None,
+        body: bytes = b"status.archive included\r\nstatus.confirmation successful",
+    ):
         recorder = self
         self.paths: list[str] = []
 
@@ -59,10 +63,14 @@ def redirecting(request):
 
 def announcement(resolver: str) -> announce.Announcement:
     return announce.Announcement.build(
-        resolver + "/J8LNKB5R7W/3FUQHC5", archiveaddress="archive.example.org",
-        archiveserviceibi="sid.inpe.br/mtc-m18@80/2008/03.17.15.17", archiveip="192.0.2.7",
-        archiveplatformversion="archive-service-test", archiveadmemailaddress="admin@example.org",
-        registrationkey=KEY)
+        resolver + "/J8LNKB5R7W/3FUQHC5",
+        archiveaddress="archive.example.org",
+        archiveserviceibi="sid.inpe.br/mtc-m18@80/2008/03.17.15.17",
+        archiveip="192.0.2.7",
+        archiveplatformversion="archive-service-test",
+        archiveadmemailaddress="admin@example.org",
+        registrationkey=KEY,
+    )
 
 
 def test_a_redirected_inclusion_is_not_followed_and_names_the_location(redirecting):
@@ -84,14 +92,17 @@ def test_a_redirected_exclusion_is_not_followed(redirecting, caplog):
     assert "redirect" in caplog.text and KEY not in caplog.text
 
 
-@pytest.mark.parametrize("resolver, warns", [
-    ("http://urlib.net/J8LNKB5R7W/3FUQHC5", True),
-    ("http://resolver.example.org:8090/J8LNKB5R7W/3FUQHC5", True),
-    ("https://urlib.net/J8LNKB5R7W/3FUQHC5", False),
-    ("http://127.0.0.1:8090/J8LNKB5R7W/3FUQHC5", False),
-    ("http://[::1]:8090/J8LNKB5R7W/3FUQHC5", False),
-    ("http://localhost:8090/J8LNKB5R7W/3FUQHC5", False),
-])
+@pytest.mark.parametrize(
+    "resolver, warns",
+    [
+        ("http://urlib.net/J8LNKB5R7W/3FUQHC5", True),
+        ("http://resolver.example.org:8090/J8LNKB5R7W/3FUQHC5", True),
+        ("https://urlib.net/J8LNKB5R7W/3FUQHC5", False),
+        ("http://127.0.0.1:8090/J8LNKB5R7W/3FUQHC5", False),
+        ("http://[::1]:8090/J8LNKB5R7W/3FUQHC5", False),
+        ("http://localhost:8090/J8LNKB5R7W/3FUQHC5", False),
+    ],
+)
 def test_a_plain_http_resolver_elsewhere_is_warned_about(resolver, warns):
     warning = announce.transport_warning(announce.Announcement(resolver, ()))
     assert bool(warning) is warns

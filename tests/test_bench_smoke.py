@@ -16,9 +16,17 @@ pytestmark = pytest.mark.process
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
-FIGURES = ("urlRequest throughput", "one full answer repeated", "raw WSGI callable",
-           "urlRequest p99", "cold index build", "warm start",
-           "change-to-answer", "peak RSS per worker", "cost growth")
+FIGURES = (
+    "urlRequest throughput",
+    "one full answer repeated",
+    "raw WSGI callable",
+    "urlRequest p99",
+    "cold index build",
+    "warm start",
+    "change-to-answer",
+    "peak RSS per worker",
+    "cost growth",
+)
 
 
 @pytest.mark.slow
@@ -27,15 +35,30 @@ def test_smoke_run_writes_a_well_formed_table(tmp_path: Path) -> None:
     readme.write_text(f"# Project\n\nbefore\n{BEGIN}\nstale table\n{END}\nafter\n")
     results = tmp_path / "RESULTS.md"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "run.py"), "--items", "200", "--smoke",
-         "--cache", str(tmp_path / "cache"), "--results-dir", str(tmp_path / "json"),
-         "--results", str(results), "--readme", str(readme)],
-        capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            str(ROOT / "bench" / "run.py"),
+            "--items",
+            "200",
+            "--smoke",
+            "--cache",
+            str(tmp_path / "cache"),
+            "--results-dir",
+            str(tmp_path / "json"),
+            "--results",
+            str(results),
+            "--readme",
+            str(readme),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
     text = results.read_text()
     assert text.count(BEGIN) == 1 and text.count(END) == 1
-    table = text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip().splitlines()
+    table = text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip().splitlines()
     rows = [line for line in table if line.startswith("|")]
     assert rows[0].startswith("| figure | target | 200 items |")
     assert re.fullmatch(r"\|( --- \|){3}", rows[1])
@@ -46,8 +69,11 @@ def test_smoke_run_writes_a_well_formed_table(tmp_path: Path) -> None:
     throughput = next(r for r in rows if "urlRequest throughput" in r)
     assert re.search(r"[0-9.]+× [✓✗] \([0-9,]+ vs [0-9,]+ req/s\)", throughput), throughput
     raw = next(r for r in rows if "raw WSGI callable" in r)
-    assert re.search(r"[0-9.]+× [✓✗] \([0-9,]+ vs [0-9,]+ req/s; one answer repeated "
-                     r"[0-9.]+×\)", raw), raw
+    assert re.search(
+        r"[0-9.]+× [✓✗] \([0-9,]+ vs [0-9,]+ req/s; one answer repeated "
+        r"[0-9.]+×\)",
+        raw,
+    ), raw
 
     # The README keeps its own text around the markers, the table replaces the stale one.
     updated = readme.read_text()

@@ -31,9 +31,11 @@ def test_check_lists_every_problem_of_a_broken_collection(collection, capsys):
     dup.mkdir(parents=True)
     (dup / "x.txt").write_text("x")
     (collection / "sid.inpe.br/mtc-m18/2012/07.12.18.08/item.yaml").write_text(
-        "ibip: 8JMKD3MGP8W/3C9EP6P\nnextedition: sid.inpe.br/mtc-m18@80/2009/07.21.14.43\n")
+        "ibip: 8JMKD3MGP8W/3C9EP6P\nnextedition: sid.inpe.br/mtc-m18@80/2009/07.21.14.43\n"
+    )
     (collection / "sid.inpe.br/mtc-m19/2013/09.04.12.27.57/item.yaml").write_text(
-        "metadata: not/an/ibi\n")
+        "metadata: not/an/ibi\n"
+    )
     assert main(["check", str(collection)]) == 1
     out = capsys.readouterr().out
     assert "09.09.22.01/item.yaml: YAML syntax error at line" in out
@@ -47,13 +49,25 @@ def test_check_lists_every_problem_of_a_broken_collection(collection, capsys):
 
 
 def test_query_prints_what_url_request_answers(capsys):
-    assert main(["query", "8JMKD3MGP8W/35MMLL8", "--config", str(CONFIG),
-                 "--verblist", "GetLastEdition GetMetadata(oai_dc)"]) == 0
+    assert (
+        main(
+            [
+                "query",
+                "8JMKD3MGP8W/35MMLL8",
+                "--config",
+                str(CONFIG),
+                "--verblist",
+                "GetLastEdition GetMetadata(oai_dc)",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     got = dict(pairs.parse(out.strip().replace("\n", "\r\n")))
     assert got["ibi.nextedition"] == "{rep sid.inpe.br/mtc-m18/2012/07.12.18.08}"
     assert got["url.lastedition.metadata(oai_dc)"] == (
-        "http://localhost:8080/col/sid.inpe.br/mtc-m18/2012/07.12.18.08.49/doc/oai_dc.xml")
+        "http://localhost:8080/col/sid.inpe.br/mtc-m18/2012/07.12.18.08.49/doc/oai_dc.xml"
+    )
 
 
 def test_query_reports_bad_input_and_unknown_ibis(capsys):
@@ -88,11 +102,14 @@ def served(tmp_path):
 @pytest.mark.process
 def test_serve_runs_gunicorn_and_answers_over_http(served):
     base = f"http://{served.address}"
-    status, body = _get(f"{base}/{SERVICE}?servicesubject=urlRequest"
-                        "&clientinformation.ipaddress=127.0.0.1&parsedibiurl.ibi=LK47B6W/362SFKH")
+    status, body = _get(
+        f"{base}/{SERVICE}?servicesubject=urlRequest"
+        "&clientinformation.ipaddress=127.0.0.1&parsedibiurl.ibi=LK47B6W/362SFKH"
+    )
     got = dict(pairs.parse(body.decode()))
     assert status == 200 and got["url"] == (
-        f"{base}/col/iconet.com.br/banon/2009/09.09.22.01/doc/@relatorio.pdf")
+        f"{base}/col/iconet.com.br/banon/2009/09.09.22.01/doc/@relatorio.pdf"
+    )
     status, pdf = _get(got["url"])
     assert status == 200 and pdf.startswith(b"%PDF")
     # gunicorn gives busy workers graceful_timeout (30 s) before killing them.

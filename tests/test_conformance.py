@@ -31,8 +31,13 @@ ITEM = "iconet.com.br/banon/2009/09.09.22.01"  # LK47B6W/362SFKH: @relatorio.pdf
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory):
-    process = Serve(tmp_path_factory.mktemp("conformance"), "--workers", "1",
-                    "--archiveadmemailaddress", CONTACT)
+    process = Serve(
+        tmp_path_factory.mktemp("conformance"),
+        "--workers",
+        "1",
+        "--archiveadmemailaddress",
+        CONTACT,
+    )
     try:
         process.wait_answering()
         yield process
@@ -62,8 +67,10 @@ def answer(serve: Serve, query: str) -> dict[str, str]:
 
 
 def url_request(ibi: str, **extra: str) -> str:
-    query = ("servicesubject=urlRequest&clientinformation.ipaddress=150.163.2.175"
-             f"&parsedibiurl.ibi={ibi}")
+    query = (
+        "servicesubject=urlRequest&clientinformation.ipaddress=150.163.2.175"
+        f"&parsedibiurl.ibi={ibi}"
+    )
     return query + "".join(f"&parsedibiurl.{name}={value}" for name, value in extra.items())
 
 
@@ -81,16 +88,24 @@ def without_urlkey(answer: dict[str, str]) -> dict[str, str]:
 
 @pytest.mark.process
 def test_example_4_1_url_request(serve):
-    body = ask(serve, "servicesubject=urlRequest&clientinformation.ipaddress=150.163.2.175"
-                      "&parsedibiurl.ibi=8JMKD3MGP7W/3EPGUE5")
+    body = ask(
+        serve,
+        "servicesubject=urlRequest&clientinformation.ipaddress=150.163.2.175"
+        "&parsedibiurl.ibi=8JMKD3MGP7W/3EPGUE5",
+    )
     got = dict(pairs.parse(body))
     # Example 4.2's answer, but for this Archive's address and services and the sample's
     # UTF-8 file name (the seed's was Latin-1, %f3).
     assert got["ibi"] == "{rep sid.inpe.br/mtc-m19/2013/09.04.12.27.57 ibip 8JMKD3MGP7W/3EPGUE5}"
     assert (got["state"], got["contenttype"], got["timestamp"]) == (
-        "Original", "Data", "2013-10-04T14:32:14Z")
-    assert got["url"] == (f"http://{serve.address}/col/sid.inpe.br/mtc-m19/2013/09.04.12.27.57/"
-                          "doc/Relat%C3%B3rio%20Final.pdf")
+        "Original",
+        "Data",
+        "2013-10-04T14:32:14Z",
+    )
+    assert got["url"] == (
+        f"http://{serve.address}/col/sid.inpe.br/mtc-m19/2013/09.04.12.27.57/"
+        "doc/Relat%C3%B3rio%20Final.pdf"
+    )
 
 
 @pytest.mark.process
@@ -98,13 +113,21 @@ def test_example_5_4_inclusion_confirmation(serve):
     assert ask(serve, "servicesubject=inclusionConfirmationRequest") == "confirmation yes"
 
 
-@pytest.mark.parametrize("name, verbs, relation, want", [
-    ("7.3", "GetTranslation", ".translation(pt)", "/2009/08.25.19.43/doc/RTC-07.pdf"),
-    ("7.4", "", "", "/2013/09.04.12.27.57/doc/Relat%C3%B3rio%20Final.pdf"),
-    ("7.6", "GetLastEdition", ".lastedition", "/2013/09.04.12.27.57/doc/Relat%C3%B3rio%20Final.pdf"),
-    ("7.8", "GetMetadata", ".metadata", "/2013/09.04.12.27.58/doc/metadata.html"),
-    ("7.10", "GetMetadata", ".metadata", "/2013/09.04.12.27.58/doc/metadata.html"),
-])
+@pytest.mark.parametrize(
+    "name, verbs, relation, want",
+    [
+        ("7.3", "GetTranslation", ".translation(pt)", "/2009/08.25.19.43/doc/RTC-07.pdf"),
+        ("7.4", "", "", "/2013/09.04.12.27.57/doc/Relat%C3%B3rio%20Final.pdf"),
+        (
+            "7.6",
+            "GetLastEdition",
+            ".lastedition",
+            "/2013/09.04.12.27.57/doc/Relat%C3%B3rio%20Final.pdf",
+        ),
+        ("7.8", "GetMetadata", ".metadata", "/2013/09.04.12.27.58/doc/metadata.html"),
+        ("7.10", "GetMetadata", ".metadata", "/2013/09.04.12.27.58/doc/metadata.html"),
+    ],
+)
 @pytest.mark.process
 def test_examples_7_3_to_7_10_each_relation_the_verbs_name(serve, name, verbs, relation, want):
     ibi = "8JMKD3MGP8W/35MME4E" if name == "7.3" else "8JMKD3MGP7W/3EPGUE5"
@@ -113,7 +136,8 @@ def test_examples_7_3_to_7_10_each_relation_the_verbs_name(serve, name, verbs, r
     assert got["state" + relation] == "Original"  # Example 7.4
     if name == "7.6":
         assert got["ibi.lastedition"] == (
-            "{rep sid.inpe.br/mtc-m19/2013/09.04.12.27.57 ibip 8JMKD3MGP7W/3EPGUE5}")
+            "{rep sid.inpe.br/mtc-m19/2013/09.04.12.27.57 ibip 8JMKD3MGP7W/3EPGUE5}"
+        )
     if name in ("7.8", "7.10"):
         assert got["ibi.metadata"] == "{rep sid.inpe.br/mtc-m19/2013/09.04.12.27.58}"
 
@@ -147,60 +171,83 @@ def test_example_7_12_get_file_list(serve):
 
 @pytest.mark.process
 def test_example_8_1_url_request_and_acknowledgment(serve):
-    body = ask(serve, "clientinformation.ipaddress=172.16.44.200%20150.163.68.1"
-                      "&parsedibiurl.ibi=8JMKD3MGP8W/35MMLL8&servicesubject=urlRequest")
+    body = ask(
+        serve,
+        "clientinformation.ipaddress=172.16.44.200%20150.163.68.1"
+        "&parsedibiurl.ibi=8JMKD3MGP8W/35MMLL8&servicesubject=urlRequest",
+    )
     assert_answer(as_seed(serve, body), EXAMPLE_8_1)
-    notice = ask(serve, (
-        "clientinformation.ipaddress=172.16.44.200%20150.163.68.1&contenttype=Data"
-        "&ibi=rep%20sid.inpe.br/mtc-m18@80/2009/07.21.14.43%20ibip%208JMKD3MGP8W/35MMLL8"
-        "&servicesubject=acknowledgment&state=Original"
-        "&url=http://mtc-m16c.sid.inpe.br/col/sid.inpe.br/mtc-m18@80/2009/07.21.14.43/doc/"
-        "CCSDS%20650.0-B-1.pdf&url.persistent=http://urlib.net:80/8JMKD3MGP8W/35MMLL8"
-        "&urlkey=1427244889-5349022633744855"))
+    notice = ask(
+        serve,
+        (
+            "clientinformation.ipaddress=172.16.44.200%20150.163.68.1&contenttype=Data"
+            "&ibi=rep%20sid.inpe.br/mtc-m18@80/2009/07.21.14.43%20ibip%208JMKD3MGP8W/35MMLL8"
+            "&servicesubject=acknowledgment&state=Original"
+            "&url=http://mtc-m16c.sid.inpe.br/col/sid.inpe.br/mtc-m18@80/2009/07.21.14.43/doc/"
+            "CCSDS%20650.0-B-1.pdf&url.persistent=http://urlib.net:80/8JMKD3MGP8W/35MMLL8"
+            "&urlkey=1427244889-5349022633744855"
+        ),
+    )
     assert notice == "notice {acknowledgment received}"
 
 
 @pytest.mark.process
 def test_example_8_2_both_messages(serve):
-    first = answer(serve, "clientinformation.ipaddress=172.16.44.200%20150.163.68.1"
-                          "&parsedibiurl.ibi=8JMKD3MGP8W/35MMLL8"
-                          "&parsedibiurl.verblist=GetLastEdition%20GetMetadata(oai_dc)"
-                          "&servicesubject=urlRequest")
+    first = answer(
+        serve,
+        "clientinformation.ipaddress=172.16.44.200%20150.163.68.1"
+        "&parsedibiurl.ibi=8JMKD3MGP8W/35MMLL8"
+        "&parsedibiurl.verblist=GetLastEdition%20GetMetadata(oai_dc)"
+        "&servicesubject=urlRequest",
+    )
     assert first["ibi.nextedition"] == "{rep sid.inpe.br/mtc-m18/2012/07.12.18.08}"
-    body = ask(serve, "clientinformation.ipaddress=172.16.44.200%20150.163.68.1"
-                      "&parsedibiurl.ibi=sid.inpe.br/mtc-m18/2012/07.12.18.08"
-                      "&parsedibiurl.verblist=GetLastEdition%20GetMetadata(oai_dc)"
-                      "&servicesubject=urlRequest")
+    body = ask(
+        serve,
+        "clientinformation.ipaddress=172.16.44.200%20150.163.68.1"
+        "&parsedibiurl.ibi=sid.inpe.br/mtc-m18/2012/07.12.18.08"
+        "&parsedibiurl.verblist=GetLastEdition%20GetMetadata(oai_dc)"
+        "&servicesubject=urlRequest",
+    )
     assert_answer(as_seed(serve, body), EXAMPLE_8_2_SECOND)
 
 
 # ------------------------------------------------------ a verb list joined by "+" (Table 6.4)
 
 
-@pytest.mark.parametrize("verblist", [
-    "GetLastEdition%2BGetMetadata(oai_dc)",  # Table 6.4's "+", percent-encoded: a literal +
-    "GetLastEdition+GetMetadata(oai_dc)",  # "+" in a query string is already a blank
-    "GetLastEdition%20GetMetadata(oai_dc)",  # Example 8.2
-    "%20GetLastEdition%2B%2BGetMetadata(oai_dc)%2B",
-])
+@pytest.mark.parametrize(
+    "verblist",
+    [
+        "GetLastEdition%2BGetMetadata(oai_dc)",  # Table 6.4's "+", percent-encoded: a literal +
+        "GetLastEdition+GetMetadata(oai_dc)",  # "+" in a query string is already a blank
+        "GetLastEdition%20GetMetadata(oai_dc)",  # Example 8.2
+        "%20GetLastEdition%2B%2BGetMetadata(oai_dc)%2B",
+    ],
+)
 @pytest.mark.process
 def test_a_verb_list_joined_by_plus_or_blanks_means_the_same(serve, verblist):
     got = answer(serve, url_request("sid.inpe.br/mtc-m18/2012/07.12.18.08", verblist=verblist))
     assert got["url.lastedition.metadata(oai_dc)"].endswith("/2012/07.12.18.08.49/doc/oai_dc.xml")
-    plain = answer(serve, url_request("sid.inpe.br/mtc-m18/2012/07.12.18.08",
-                                      verblist="GetLastEdition%20GetMetadata(oai_dc)"))
+    plain = answer(
+        serve,
+        url_request(
+            "sid.inpe.br/mtc-m18/2012/07.12.18.08", verblist="GetLastEdition%20GetMetadata(oai_dc)"
+        ),
+    )
     assert without_urlkey(got) == without_urlkey(plain)
 
 
-@pytest.mark.parametrize("extra, reason", [
-    ({"verblist": "GetLastEdition%2BGetEverything"}, "unknown verb GetEverything"),
-    ({"verblist": "GetMetadata%2BGetLastEdition"}, "verb order names no relation"),
-    ({"verblist": "GetLastEdition,GetMetadata"}, "unknown verb"),
-    ({"filepath": "../item.yaml"}, "leaves the item"),
-    ({"filepath": "doc%5c..%5c..%5citem.yaml"}, "NUL or a backslash"),
-    ({"filepath": "/x.pdf", "verblist": "GetTranslation%2BGetNothing"}, "unknown verb"),
-    ({"filepath": "../../x", "verblist": "GetTranslation"}, "leaves the item"),
-])
+@pytest.mark.parametrize(
+    "extra, reason",
+    [
+        ({"verblist": "GetLastEdition%2BGetEverything"}, "unknown verb GetEverything"),
+        ({"verblist": "GetMetadata%2BGetLastEdition"}, "verb order names no relation"),
+        ({"verblist": "GetLastEdition,GetMetadata"}, "unknown verb"),
+        ({"filepath": "../item.yaml"}, "leaves the item"),
+        ({"filepath": "doc%5c..%5c..%5citem.yaml"}, "NUL or a backslash"),
+        ({"filepath": "/x.pdf", "verblist": "GetTranslation%2BGetNothing"}, "unknown verb"),
+        ({"filepath": "../../x", "verblist": "GetTranslation"}, "leaves the item"),
+    ],
+)
 @pytest.mark.process
 def test_what_is_truly_malformed_is_still_400(serve, extra, reason):
     body = ask(serve, url_request("LK47B6W/362SFKH", **extra), status=400)
@@ -211,15 +258,18 @@ def test_what_is_truly_malformed_is_still_400(serve, extra, reason):
 # ---------------------------------------------- CriarParURL: the verb list prevails (§7)
 
 
-@pytest.mark.parametrize("verbs, relation", [
-    ("GetTranslation", ".translation(en)"),
-    ("GetTranslation", ".translation(pt)"),
-    ("GetTranslation(pt)", ".translation(pt)"),
-    ("GetMetadata", ".metadata"),
-    ("GetMetadata(oai_dc)", ".metadata(oai_dc)"),
-    ("GetLastEdition", ".lastedition"),
-    ("GetMetadata%20GetTranslation", ".metadata.translation"),
-])
+@pytest.mark.parametrize(
+    "verbs, relation",
+    [
+        ("GetTranslation", ".translation(en)"),
+        ("GetTranslation", ".translation(pt)"),
+        ("GetTranslation(pt)", ".translation(pt)"),
+        ("GetMetadata", ".metadata"),
+        ("GetMetadata(oai_dc)", ".metadata(oai_dc)"),
+        ("GetLastEdition", ".lastedition"),
+        ("GetMetadata%20GetTranslation", ".metadata.translation"),
+    ],
+)
 @pytest.mark.process
 def test_with_verbs_the_file_path_is_ignored(serve, verbs, relation):
     """Seed 000 §7, CriarParURL: with both variables given "deve prevalecer a segunda": the
@@ -236,15 +286,18 @@ def test_with_verbs_the_file_path_is_ignored(serve, verbs, relation):
 def test_a_file_of_the_item_is_ignored_too_when_verbs_are_given(serve):
     """reference.bib is a file of the item: with GetLastEdition the last edition's own URL
     (its target, Example 7.9) is still the answer, not that file."""
-    got = answer(serve, url_request("LK47B6W/362SFKH", verblist="GetLastEdition",
-                                    filepath="/reference.bib"))
+    got = answer(
+        serve, url_request("LK47B6W/362SFKH", verblist="GetLastEdition", filepath="/reference.bib")
+    )
     assert got["url.lastedition"] == f"http://{serve.address}/col/{ITEM}/doc/@relatorio.pdf"
 
 
 @pytest.mark.process
 def test_get_file_list_with_a_file_path_gives_the_file_list(serve):
     for verbs in ("GetFileList", "GetLastEdition%20GetFileList"):
-        got = answer(serve, url_request("LK47B6W/362SFKH", verblist=verbs, filepath="/reference.bib"))
+        got = answer(
+            serve, url_request("LK47B6W/362SFKH", verblist=verbs, filepath="/reference.bib")
+        )
         relation = ".lastedition" if "GetLastEdition" in verbs else ""
         assert got["url" + relation] == f"http://{serve.address}/{SERVICE}/filelist/{ITEM}"
 
@@ -254,7 +307,9 @@ def test_a_blank_verb_list_is_no_verb_list(serve):
     """`parsedibiurl.verblist=+` decodes to a blank: no verb is given, so the file path
     counts (⟨r,i,y⟩₂)."""
     for verblist in ("", "+", "%20", "%2B"):
-        got = answer(serve, url_request("LK47B6W/362SFKH", verblist=verblist, filepath="/reference.bib"))
+        got = answer(
+            serve, url_request("LK47B6W/362SFKH", verblist=verblist, filepath="/reference.bib")
+        )
         assert got["url"] == f"http://{serve.address}/col/{ITEM}/doc/reference.bib", verblist
 
 
@@ -319,10 +374,14 @@ def test_the_service_answers_its_relations_like_any_item(serve):
 
 @pytest.mark.process
 def test_the_service_url_comes_from_archiveaddress_not_the_host_header(serve):
-    status, _, body = get(f"{serve.url}?{url_request(SERVICE)}", headers={"Host": "evil.example.com"})
+    status, _, body = get(
+        f"{serve.url}?{url_request(SERVICE)}", headers={"Host": "evil.example.com"}
+    )
     assert status == 200 and "evil" not in body
     assert dict(pairs.parse(body))["url"] == f"http://{serve.address}/{SERVICE}/about"
-    status, _, html = get(f"http://{serve.address}/{SERVICE}/about", headers={"Host": "evil.example.com"})
+    status, _, html = get(
+        f"http://{serve.address}/{SERVICE}/about", headers={"Host": "evil.example.com"}
+    )
     assert status == 200 and "evil" not in html
 
 
@@ -342,9 +401,18 @@ def test_the_service_page_where_a_server_mounts_the_app_at_the_service_path(sett
     from archive_service.web import create_app
 
     test = webtest.TestApp(DispatcherMiddleware(NotFound(), {f"/{SERVICE}": create_app(settings)}))
-    got = dict(pairs.parse(test.get(f"/{SERVICE}", params={
-        "servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4",
-        "parsedibiurl.ibi": SERVICE}).text))
+    got = dict(
+        pairs.parse(
+            test.get(
+                f"/{SERVICE}",
+                params={
+                    "servicesubject": "urlRequest",
+                    "clientinformation.ipaddress": "1.2.3.4",
+                    "parsedibiurl.ibi": SERVICE,
+                },
+            ).text
+        )
+    )
     assert got["url"] == f"http://{ADDRESS}/{SERVICE}/about"
     assert SERVICE in test.get(f"/{SERVICE}/about").text
 
@@ -357,7 +425,8 @@ def test_a_directory_for_the_service_still_wins(tmp_path):
     doc.mkdir(parents=True)
     (doc / "index.html").write_text("<p>our own page about the service</p>")
     (collection / SERVICE / "item.yaml").write_text(
-        "state: Copy\ntimestamp: '2008-03-17T15:17:00Z'\n")
+        "state: Copy\ntimestamp: '2008-03-17T15:17:00Z'\n"
+    )
     process = Serve(tmp_path, "--workers", "1", config=collection / "archive-service.yaml")
     try:
         process.wait_answering()

@@ -108,8 +108,13 @@ def test_unit_runs_serve_in_the_foreground_as_an_unprivileged_user():
     assert values["User"][0] not in ("root", "0") and values["Type"] == ["notify"]
     assert values["Restart"] == ["on-failure"] and values["RestartPreventExitStatus"] == ["2"]
     assert values["StateDirectory"] == ["archive-service"]
-    for hardening in ("ProtectSystem=strict", "NoNewPrivileges=yes", "PrivateTmp=yes",
-                      "ProtectHome=yes", "KillMode=mixed"):
+    for hardening in (
+        "ProtectSystem=strict",
+        "NoNewPrivileges=yes",
+        "PrivateTmp=yes",
+        "ProtectHome=yes",
+        "KillMode=mixed",
+    ):
         key, value = hardening.split("=")
         assert values[key] == [value]
     assert values["ReadOnlyPaths"] == [COLLECTION]
@@ -137,8 +142,9 @@ def test_unit_passes_systemd_analyze_verify(tmp_path):
     copy = tmp_path / "archive-service.service"
     # verify checks that the program exists; stand in for the venv's console script.
     copy.write_text(rewrite(UNIT.read_text(), (command[0], shutil.which("true") or "/bin/true")))
-    result = subprocess.run(["systemd-analyze", "verify", str(copy)], capture_output=True,
-                            text=True, cwd=tmp_path)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", str(copy)], capture_output=True, text=True, cwd=tmp_path
+    )
     assert result.returncode == 0 and not result.stderr.strip(), result.stderr
 
 
@@ -155,15 +161,23 @@ def test_serve_as_the_unit_runs_it(tmp_path):
     (credentials / "registrationkey").chmod(0o400)
     resolver = ResolverDouble().start()
     config = tmp_path / "archive-service.yaml"
-    config.write_text(f"collection: {SAMPLE}\narchiveserviceibi: {SERVICE}\n"
-                      f"resolver: {resolver.url}\narchiveip: 127.0.0.1\n"
-                      "archiveadmemailaddress: admin@example.org\n")
+    config.write_text(
+        f"collection: {SAMPLE}\narchiveserviceibi: {SERVICE}\n"
+        f"resolver: {resolver.url}\narchiveip: 127.0.0.1\n"
+        "archiveadmemailaddress: admin@example.org\n"
+    )
     config.chmod(0o640)
     command = shlex.split(unit()["ExecStart"][0])
     assert command[2:4] == ["--config", "/etc/archive-service/archive-service.yaml"]
-    serve = Serve(tmp_path, config=config, env={
-        "NOTIFY_SOCKET": str(tmp_path / "notify"), "CREDENTIALS_DIRECTORY": str(credentials),
-        "STATE_DIRECTORY": str(tmp_path / "state")})
+    serve = Serve(
+        tmp_path,
+        config=config,
+        env={
+            "NOTIFY_SOCKET": str(tmp_path / "notify"),
+            "CREDENTIALS_DIRECTORY": str(credentials),
+            "STATE_DIRECTORY": str(tmp_path / "state"),
+        },
+    )
     try:
         message = notify.recv(1024).decode()
         assert "READY=1" in message.splitlines()
@@ -209,8 +223,11 @@ def test_apache_alias_maps_exactly_the_files_the_app_links():
         assert match and match.group(1) == on_disk, url_path
         assert (SAMPLE / on_disk).is_file()
     for item in sample_items().by_directory.values():
-        for outside in (f"/col/{item.directory}/item.yaml", f"/col/{item.directory}/",
-                        f"/col/{item.directory}/doc/"):
+        for outside in (
+            f"/col/{item.directory}/item.yaml",
+            f"/col/{item.directory}/",
+            f"/col/{item.directory}/doc/",
+        ):
             assert not regex.match(outside), outside
 
 
@@ -219,8 +236,12 @@ def test_apache_cgi_script_alias_covers_both_route_families():
     regex = re.compile(pattern)
     assert target.endswith("archive-service.cgi/$1")
     item_dir = FILES_DIR
-    for path in (f"/{SERVICE}", f"/{SERVICE}/filelist/{item_dir}",
-                 f"/{SERVICE}/metadata/{item_dir}", *(p for p, _ in app_file_paths())):
+    for path in (
+        f"/{SERVICE}",
+        f"/{SERVICE}/filelist/{item_dir}",
+        f"/{SERVICE}/metadata/{item_dir}",
+        *(p for p, _ in app_file_paths()),
+    ):
         match = regex.match(unquote_bytes(path))
         assert match and "/" + match.group(1) == unquote_bytes(path), path
     for path in ("/", "/index.html", f"/{SERVICE}x", "/col/"):
@@ -260,30 +281,51 @@ def test_wsgi_file_builds_the_app_mounted_at_root(monkeypatch):
     exec(compile(WSGI_FILE.read_text(), str(WSGI_FILE), "exec"), module.__dict__)
     # WSGIScriptAlias / gives SCRIPT_NAME "" and the whole path in PATH_INFO.
     app = webtest.TestApp(module.application, extra_environ={"SCRIPT_NAME": ""})
-    assert app.get(f"/{SERVICE}?servicesubject=inclusionConfirmationRequest").text == \
-        "confirmation yes"
-    answer = dict(pairs.parse(app.get(
-        f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
-        f"&parsedibiurl.ibi={TARGET_IBI}").text))
+    assert (
+        app.get(f"/{SERVICE}?servicesubject=inclusionConfirmationRequest").text
+        == "confirmation yes"
+    )
+    answer = dict(
+        pairs.parse(
+            app.get(
+                f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
+                f"&parsedibiurl.ibi={TARGET_IBI}"
+            ).text
+        )
+    )
     url = urlsplit(answer["url"])
     assert url.path.startswith("/col/")
     assert app.get(url.path).body == (SAMPLE / TARGET_FILE).read_bytes()
     # Mounted elsewhere (WSGIScriptAlias /archive), routes and links follow the mount point.
     mounted = webtest.TestApp(module.application, extra_environ={"SCRIPT_NAME": "/archive"})
-    answer = dict(pairs.parse(mounted.get(
-        f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
-        f"&parsedibiurl.ibi={TARGET_IBI}").text))
+    answer = dict(
+        pairs.parse(
+            mounted.get(
+                f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
+                f"&parsedibiurl.ibi={TARGET_IBI}"
+            ).text
+        )
+    )
     assert urlsplit(answer["url"]).path.startswith("/archive/col/")
 
 
 def run_cgi(path_info: str | bytes, query: str = "") -> tuple[str, bytes]:
-    environ = {"REQUEST_METHOD": "GET", "SCRIPT_NAME": "", "PATH_INFO": path_info,
-               "QUERY_STRING": query, "SERVER_NAME": "archive.example.org", "SERVER_PORT": "80",
-               "SERVER_PROTOCOL": "HTTP/1.1", "GATEWAY_INTERFACE": "CGI/1.1",
-               "ARCHIVE_SERVICE_CONFIG": str(SAMPLE / "archive-service.yaml"),
-               "PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    done = subprocess.run([sys.executable, str(CGI_FILE)], env=environ, capture_output=True,
-                          timeout=60)
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "SCRIPT_NAME": "",
+        "PATH_INFO": path_info,
+        "QUERY_STRING": query,
+        "SERVER_NAME": "archive.example.org",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "GATEWAY_INTERFACE": "CGI/1.1",
+        "ARCHIVE_SERVICE_CONFIG": str(SAMPLE / "archive-service.yaml"),
+        "PYTHONPATH": str(ROOT),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    }
+    done = subprocess.run(
+        [sys.executable, str(CGI_FILE)], env=environ, capture_output=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr.decode()
     head, _, body = done.stdout.partition(b"\r\n\r\n")
     return head.decode("latin-1"), body
@@ -313,12 +355,20 @@ def test_cgi_file_runs_the_app_through_wsgiref():
 def test_apache_vhost_in_front_of_serve(public, tmp_path, fronts, col):
     port = free_port()
     serve = serve_behind(public, tmp_path, port, fronts)
-    site = rewrite(APACHE_VHOST.read_text(), ("*:80", f"*:{port}"),
-                   (BACKEND, serve.address), (COLLECTION, str(public / "collection")))
+    site = rewrite(
+        APACHE_VHOST.read_text(),
+        ("*:80", f"*:{port}"),
+        (BACKEND, serve.address),
+        (COLLECTION, str(public / "collection")),
+    )
     if col == "alias":  # the alternative the file names: files straight from disk
-        site = rewrite(site, (f'    ProxyPass "/col/" "http://{serve.address}/col/" nocanon\n',
-                              rewrite(apache_alias_alternative(),
-                                      (COLLECTION, str(public / "collection")))))
+        site = rewrite(
+            site,
+            (
+                f'    ProxyPass "/col/" "http://{serve.address}/col/" nocanon\n',
+                rewrite(apache_alias_alternative(), (COLLECTION, str(public / "collection"))),
+            ),
+        )
     fronts.append(front := start_apache(public, site, port, ["proxy", "proxy_http", "headers"]))
     check_front(front.url, public / "collection")
     assert ('"GET /col/' in serve.log()) == (col == "proxy")
@@ -330,22 +380,40 @@ def debian_python_site(public: Path) -> tuple[str, Path]:
     python = "/usr/bin/python3"
     if not os.access(python, os.X_OK):
         pytest.skip("no /usr/bin/python3 (Debian's Python) for CGI and mod_wsgi")
-    version = subprocess.run([python, "-c", "import sys; print(sys.version_info[:2])"],
-                             capture_output=True, text=True).stdout.strip()
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+    ).stdout.strip()
     if version != str(sys.version_info[:2]):
-        pytest.skip(f"Debian's python3 is {version}, the tests run {sys.version_info[:2]}: "
-                    "the dependencies cannot be shared")
+        pytest.skip(
+            f"Debian's python3 is {version}, the tests run {sys.version_info[:2]}: "
+            "the dependencies cannot be shared"
+        )
     site = public / "site"
-    shutil.copytree(ROOT / "archive_service", site / "archive_service",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("flask", "werkzeug", "jinja2", "markupsafe", "itsdangerous", "click",
-                 "blinker", "yaml", "_yaml"):
+    shutil.copytree(
+        ROOT / "archive_service",
+        site / "archive_service",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    for name in (
+        "flask",
+        "werkzeug",
+        "jinja2",
+        "markupsafe",
+        "itsdangerous",
+        "click",
+        "blinker",
+        "yaml",
+        "_yaml",
+    ):
         spec = importlib.util.find_spec(name)
         if spec is None:
             continue
         if spec.submodule_search_locations:
-            shutil.copytree(list(spec.submodule_search_locations)[0], site / name,
-                            ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                list(spec.submodule_search_locations)[0],
+                site / name,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
         else:
             shutil.copy(spec.origin, site)
     # As pip would: the unprivileged user cannot write __pycache__, and CGI imports every time.
@@ -355,8 +423,13 @@ def debian_python_site(public: Path) -> tuple[str, Path]:
             os.chmod(os.path.join(directory, name), 0o755)
         for name in files:
             os.chmod(os.path.join(directory, name), 0o644)
-    check = subprocess.run([python, "-c", "import archive_service.web"], user="www-data",
-                           env={"PYTHONPATH": str(site)}, capture_output=True, text=True)
+    check = subprocess.run(
+        [python, "-c", "import archive_service.web"],
+        user="www-data",
+        env={"PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+    )
     if check.returncode:
         pytest.skip(f"Debian's python3 cannot import the app: {check.stderr.strip()[-200:]}")
     return python, site
@@ -371,37 +444,57 @@ def test_apache_cgi_variant(public, fronts):
     config = write_config(public, f"127.0.0.1:{port}")
     program = public / "cgi-bin" / "archive-service.cgi"
     program.parent.mkdir(mode=0o755)
-    program.write_text(rewrite(CGI_FILE.read_text(), ("#!/opt/archive-service/venv/bin/python3",
-                                                      f"#!{python}")))
+    program.write_text(
+        rewrite(CGI_FILE.read_text(), ("#!/opt/archive-service/venv/bin/python3", f"#!{python}"))
+    )
     program.chmod(0o755)
-    site_conf = rewrite(APACHE_CGI.read_text(), ("*:80", f"*:{port}"),
-                        ("/usr/lib/cgi-bin", str(program.parent)),
-                        ("/etc/archive-service/archive-service.yaml", str(config)))
-    fronts.append(front := start_apache(public, site_conf, port, ["cgid"], extra=(
-        f"ScriptSock {public}/apache/cgid.sock\nSetEnv PYTHONPATH {site}")))
+    site_conf = rewrite(
+        APACHE_CGI.read_text(),
+        ("*:80", f"*:{port}"),
+        ("/usr/lib/cgi-bin", str(program.parent)),
+        ("/etc/archive-service/archive-service.yaml", str(config)),
+    )
+    fronts.append(
+        front := start_apache(
+            public,
+            site_conf,
+            port,
+            ["cgid"],
+            extra=(f"ScriptSock {public}/apache/cgid.sock\nSetEnv PYTHONPATH {site}"),
+        )
+    )
     check_front(front.url, public / "collection", light=True)
 
 
 @pytest.mark.process
 @needs_apache
-@pytest.mark.skipif(not (APACHE_MODULES / "mod_wsgi.so").exists(),
-                    reason="mod_wsgi is not installed (Debian: libapache2-mod-wsgi-py3)")
+@pytest.mark.skipif(
+    not (APACHE_MODULES / "mod_wsgi.so").exists(),
+    reason="mod_wsgi is not installed (Debian: libapache2-mod-wsgi-py3)",
+)
 def test_apache_mod_wsgi_variant(public, fronts):
     python, site = debian_python_site(public)
     port = free_port()
     config = write_config(public, f"127.0.0.1:{port}")
     wsgi = public / "wsgi" / "archive-service.wsgi"
     wsgi.parent.mkdir(mode=0o755)
-    wsgi.write_text(rewrite(WSGI_FILE.read_text(),
-                            ("/etc/archive-service/archive-service.yaml", str(config))))
+    wsgi.write_text(
+        rewrite(WSGI_FILE.read_text(), ("/etc/archive-service/archive-service.yaml", str(config)))
+    )
     wsgi.chmod(0o644)
-    site_conf = rewrite(APACHE_WSGI.read_text(), ("*:80", f"*:{port}"),
-                        ("user=archive-service group=archive-service", "user=www-data group=www-data"),
-                        ("python-home=/opt/archive-service/venv", f"python-path={site}"),
-                        ("/opt/archive-service/archive-service.wsgi", str(wsgi)),
-                        ('<Directory "/opt/archive-service">', f'<Directory "{wsgi.parent}">'))
-    fronts.append(front := start_apache(public, site_conf, port, ["wsgi"], extra=(
-        f"WSGISocketPrefix {public}/apache/wsgi")))
+    site_conf = rewrite(
+        APACHE_WSGI.read_text(),
+        ("*:80", f"*:{port}"),
+        ("user=archive-service group=archive-service", "user=www-data group=www-data"),
+        ("python-home=/opt/archive-service/venv", f"python-path={site}"),
+        ("/opt/archive-service/archive-service.wsgi", str(wsgi)),
+        ('<Directory "/opt/archive-service">', f'<Directory "{wsgi.parent}">'),
+    )
+    fronts.append(
+        front := start_apache(
+            public, site_conf, port, ["wsgi"], extra=(f"WSGISocketPrefix {public}/apache/wsgi")
+        )
+    )
     check_front(front.url, public / "collection")
 
 
@@ -411,16 +504,23 @@ def test_apache_mod_wsgi_variant(public, fronts):
 def test_nginx_in_front_of_serve(public, tmp_path, fronts, col):
     port = free_port()
     serve = serve_behind(public, tmp_path, port, fronts)
-    site = rewrite(NGINX_SITE.read_text(), ("listen 80;", f"listen 127.0.0.1:{port};"),
-                   (f"server {BACKEND};", f"server {serve.address};"))
+    site = rewrite(
+        NGINX_SITE.read_text(),
+        ("listen 80;", f"listen 127.0.0.1:{port};"),
+        (f"server {BACKEND};", f"server {serve.address};"),
+    )
     if col == "alias":  # the alternative the file names: files straight from disk
-        proxied = site[site.index("    location ^~ /col/ {"):]
-        proxied = proxied[:proxied.index("}\n") + 2]
+        proxied = site[site.index("    location ^~ /col/ {") :]
+        proxied = proxied[: proxied.index("}\n") + 2]
         site = site.replace(proxied, "")
         commented = re.findall(r"^    #   (.*)$", site, re.MULTILINE)
         assert commented, "the commented alias block is gone"
         block = "\n".join("    " + line for line in commented)
-        site = site[:site.rindex("}")] + rewrite(block, (COLLECTION, str(public / "collection"))) + "\n}\n"
+        site = (
+            site[: site.rindex("}")]
+            + rewrite(block, (COLLECTION, str(public / "collection")))
+            + "\n}\n"
+        )
     fronts.append(front := start_nginx(public, site, port))
     check_front(front.url, public / "collection")
     assert ('"GET /col/' in serve.log()) == (col == "proxy")

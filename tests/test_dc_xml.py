@@ -40,8 +40,13 @@ def texts(record: bytes) -> dict[str, list[str]]:
 
 
 def test_oai_dc_is_well_formed_whatever_the_values_hold():
-    xml = oai_dc_xml({"title": ["a\x01b\x0bc\x1fd\te\nf\rg"], "creator": ["\x00", "ok \ufffe"],
-                      "subject": ["\ud800 alone"]})
+    xml = oai_dc_xml(
+        {
+            "title": ["a\x01b\x0bc\x1fd\te\nf\rg"],
+            "creator": ["\x00", "ok \ufffe"],
+            "subject": ["\ud800 alone"],
+        }
+    )
     got = texts(xml)
     assert got["title"] == ["a\ufffdb\ufffdc\ufffdd\te\nf\ng"]  # expat normalises CR
     assert got["creator"] == ["\ufffd", "ok \ufffd"]
@@ -49,15 +54,22 @@ def test_oai_dc_is_well_formed_whatever_the_values_hold():
 
 
 def test_check_names_the_item_and_element_and_the_record_stays_well_formed(
-        collection: Path, settings: dict, capsys):
+    collection: Path, settings: dict, capsys
+):
     sidecar = collection / ITEM / "item.yaml"
-    sidecar.write_text(sidecar.read_text(encoding="utf-8").replace(
-        'title: "Apresentação', 'title: "Apresenta\\x07ção'), encoding="utf-8")
+    sidecar.write_text(
+        sidecar.read_text(encoding="utf-8").replace(
+            'title: "Apresentação', 'title: "Apresenta\\x07ção'
+        ),
+        encoding="utf-8",
+    )
 
     assert main(["check", str(collection)]) == 1
     out = capsys.readouterr().out
-    assert (f"warning: {ITEM}/item.yaml: dc: title holds U+0007, which XML 1.0 does not allow "
-            "(oai_dc shows U+FFFD in its place)") in out
+    assert (
+        f"warning: {ITEM}/item.yaml: dc: title holds U+0007, which XML 1.0 does not allow "
+        "(oai_dc shows U+FFFD in its place)"
+    ) in out
 
     client = Client(create_app(settings), "")
     xml = client.get(f"/{SERVICE}/metadata/{ITEM}", params={"format": "oai_dc"}).body

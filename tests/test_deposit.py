@@ -36,10 +36,16 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def deposit_args(settings: dict, *extra, ip: str | None = IP,
-                 address: str = ADDRESS) -> list[str]:
-    args = ["deposit", "--collection", settings["collection"], "--archiveaddress", address,
-            "--state-dir", settings["state_dir"]]
+def deposit_args(settings: dict, *extra, ip: str | None = IP, address: str = ADDRESS) -> list[str]:
+    args = [
+        "deposit",
+        "--collection",
+        settings["collection"],
+        "--archiveaddress",
+        address,
+        "--state-dir",
+        settings["state_dir"],
+    ]
     if ip:
         args += ["--archiveip", ip]
     return args + [str(e) for e in extra]
@@ -90,9 +96,20 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 
 def test_deposit_is_answered_by_url_request_and_passes_check(capsys, settings, collection, files):
-    code, out, err = run(capsys, *deposit_args(
-        settings, files["report"], files["data"], "--target", "relatório.pdf",
-        "--language", "pt-br", "--title", "Relatório técnico"))
+    code, out, err = run(
+        capsys,
+        *deposit_args(
+            settings,
+            files["report"],
+            files["data"],
+            "--target",
+            "relatório.pdf",
+            "--language",
+            "pt-br",
+            "--title",
+            "Relatório técnico",
+        ),
+    )
     assert (code, err) == (0, "")
     got = printed(out)
     [rep], [label] = got["rep"], got["ibip"]
@@ -108,7 +125,12 @@ def test_deposit_is_answered_by_url_request_and_passes_check(capsys, settings, c
     assert stat.S_IMODE((item / "doc" / "relatório.pdf").stat().st_mode) & 0o044  # umask, not 0600
     assert not [p for p in collection.iterdir() if p.name.startswith(".deposit-")]
     side = sidecar.read(item / "item.yaml")
-    assert (side.ibip, side.language, side.target, side.state) == (label, "pt-BR", "relatório.pdf", "Original")
+    assert (side.ibip, side.language, side.target, side.state) == (
+        label,
+        "pt-BR",
+        "relatório.pdf",
+        "Original",
+    )
     assert side.dc["title"] == ["Relatório técnico"] and side.dc["language"] == ["pt-BR"]
     assert side.dc["identifier"] == [f"http://urlib.net/{rep}"]
     assert side.dc["date"] == [side.timestamp.strftime("%Y-%m-%d")]
@@ -131,26 +153,41 @@ def test_deposit_through_the_console_command_and_config_file(collection, setting
     """The real command, reading the sample's config file, then `check` and `query`."""
     config = collection / "archive-service.yaml"  # collection: . (this copy), localhost:8080
     base = [sys.executable, "-m", "archive_service.cli"]
-    options = ["--config", str(config), "--archiveaddress", ADDRESS,
-               "--state-dir", settings["state_dir"]]
-    done = subprocess.run(base + ["deposit", *options, str(files["data"])], cwd=ROOT,
-                          capture_output=True, text=True, timeout=30)
+    options = [
+        "--config",
+        str(config),
+        "--archiveaddress",
+        ADDRESS,
+        "--state-dir",
+        settings["state_dir"],
+    ]
+    done = subprocess.run(
+        base + ["deposit", *options, str(files["data"])],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     [rep] = printed(done.stdout)["rep"]
     assert "ibip" not in printed(done.stdout)  # no archiveip in the config: the name only
     assert "ibip" not in yaml.safe_load((collection / rep / "item.yaml").read_text())
-    done = subprocess.run(base + ["check", str(collection)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=30)
+    done = subprocess.run(
+        base + ["check", str(collection)], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 0, done.stdout
-    done = subprocess.run(base + ["query", *options, rep], cwd=ROOT, capture_output=True,
-                          text=True, timeout=30)
+    done = subprocess.run(
+        base + ["query", *options, rep], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 0
     # The single file is the default target (SPEC §7).
     assert f"url http://{ADDRESS}/col/{rep}/doc/dados.csv" in done.stdout.splitlines()
     assert f"ibi {{rep {rep}}}" in done.stdout.splitlines()
 
 
-def test_deposit_is_filed_under_the_ibip_when_no_name_can_be_minted(capsys, settings, collection, files):
+def test_deposit_is_filed_under_the_ibip_when_no_name_can_be_minted(
+    capsys, settings, collection, files
+):
     settings["archiveaddress"] = "localhost:8080"  # one word: no repository name (ID Table 6.1)
     code, out, _ = run(capsys, *deposit_args(settings, files["data"], address="localhost:8080"))
     assert code == 0
@@ -168,8 +205,9 @@ def test_deposit_is_filed_under_the_ibip_when_no_name_can_be_minted(capsys, sett
 
 def test_deposit_without_any_form_is_refused(capsys, settings, collection, files):
     before = snapshot(collection)
-    code, out, err = run(capsys, *deposit_args(settings, files["data"], ip=None,
-                                               address="localhost:8080"))
+    code, out, err = run(
+        capsys, *deposit_args(settings, files["data"], ip=None, address="localhost:8080")
+    )
     assert code == 1 and out == ""
     assert "no IBI can be minted" in err and "two or more words" in err
     assert snapshot(collection) == before
@@ -178,8 +216,9 @@ def test_deposit_without_any_form_is_refused(capsys, settings, collection, files
 def test_nextedition_of_links_the_old_item(capsys, settings, collection, files):
     old_sidecar = collection / BANON / "item.yaml"
     old_text = old_sidecar.read_text()
-    code, out, err = run(capsys, *deposit_args(settings, files["report"],
-                                               "--nextedition-of", "LK47B6W/362SFKH"))
+    code, out, err = run(
+        capsys, *deposit_args(settings, files["report"], "--nextedition-of", "LK47B6W/362SFKH")
+    )
     assert (code, err) == (0, "")
     [rep] = printed(out)["rep"]
     assert printed(out)["linked"] == [f"{BANON}: nextedition {rep}"]
@@ -193,33 +232,51 @@ def test_nextedition_of_links_the_old_item(capsys, settings, collection, files):
 
 
 def test_translation_of_is_recorded_on_both_sides(capsys, settings, collection, files):
-    code, out, err = run(capsys, *deposit_args(settings, files["data"], "--language", "pt-BR",
-                                               "--translation-of", "8jmkd3mgp8w/35mmll8"))
+    code, out, err = run(
+        capsys,
+        *deposit_args(
+            settings,
+            files["data"],
+            "--language",
+            "pt-BR",
+            "--translation-of",
+            "8jmkd3mgp8w/35mmll8",
+        ),
+    )
     assert (code, err) == (0, "")
     [rep] = printed(out)["rep"]
-    assert printed(out)["linked"] == [f"{OAIS_2002}: translations pt-BR: {rep}",
-                                      f"{rep}: translations en: {OAIS_2002}"]
+    assert printed(out)["linked"] == [
+        f"{OAIS_2002}: translations pt-BR: {rep}",
+        f"{rep}: translations en: {OAIS_2002}",
+    ]
     assert yaml.safe_load((collection / rep / "item.yaml").read_text())["translations"] == {
-        "en": OAIS_2002}  # written in the form the item is filed under
+        "en": OAIS_2002
+    }  # written in the form the item is filed under
     old = answer(settings, OAIS_2002, verblist="GetTranslation(pt-BR)")
     assert old["ibi.translation(pt-BR)"] == f"{{rep {rep}}}"
     assert old["url.translation(pt-BR)"] == f"http://{ADDRESS}/col/{rep}/doc/dados.csv"
     new = answer(settings, rep, verblist="GetTranslation(en)")
     assert new["ibi.translation(en)"] == f"{{rep {OAIS_2002}}}"
-    assert new["url.translation(en)"] == f"http://{ADDRESS}/col/{OAIS_2002}/doc/CCSDS%20650.0-B-1.pdf"
+    assert (
+        new["url.translation(en)"] == f"http://{ADDRESS}/col/{OAIS_2002}/doc/CCSDS%20650.0-B-1.pdf"
+    )
     check(capsys, collection)
 
 
 def test_translation_of_an_item_without_language_says_the_reverse_entry_is_missing(
-        capsys, settings, collection, files):
+    capsys, settings, collection, files
+):
     metadata = "sid.inpe.br/mtc-m18/2012/07.12.18.08.49"  # contenttype Metadata, no language
-    code, out, err = run(capsys, *deposit_args(settings, files["data"], "--language", "fr",
-                                               "--translation-of", metadata))
+    code, out, err = run(
+        capsys,
+        *deposit_args(settings, files["data"], "--language", "fr", "--translation-of", metadata),
+    )
     assert code == 0
     [rep] = printed(out)["rep"]
     assert f"{metadata} has no language" in err and "translations" in err
     assert yaml.safe_load((collection / metadata / "item.yaml").read_text())["translations"] == {
-        "fr": rep}
+        "fr": rep
+    }
     assert "translations" not in yaml.safe_load((collection / rep / "item.yaml").read_text())
     check(capsys, collection)
 
@@ -228,33 +285,55 @@ def test_a_related_item_without_a_sidecar_gets_one(capsys, settings, collection,
     plain = collection / "a.example/x/2020/01.01.00.00"
     (plain / "doc").mkdir(parents=True)
     (plain / "doc" / "f.txt").write_text("f")
-    code, out, _ = run(capsys, *deposit_args(settings, files["data"], "--nextedition-of",
-                                               "A.EXAMPLE/x/2020/01.01.00.00"))
+    code, out, _ = run(
+        capsys,
+        *deposit_args(settings, files["data"], "--nextedition-of", "A.EXAMPLE/x/2020/01.01.00.00"),
+    )
     assert code == 0
     [rep] = printed(out)["rep"]
     assert (plain / "item.yaml").read_text() == f"nextedition: {rep}\n"
-    assert answer(settings, "a.example/x/2020/01.01.00.00",
-                  verblist="GetLastEdition")["ibi.nextedition"] == f"{{rep {rep}}}"
+    assert (
+        answer(settings, "a.example/x/2020/01.01.00.00", verblist="GetLastEdition")[
+            "ibi.nextedition"
+        ]
+        == f"{{rep {rep}}}"
+    )
     check(capsys, collection)
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--nextedition-of", "unknown.example/x/2020/01.01.00.00"],
-     "--nextedition-of unknown.example/x/2020/01.01.00.00: no item of this collection"),
-    (["--nextedition-of", OAIS_2002], "already has a next edition, sid.inpe.br/mtc-m18/2012/"
-     "07.12.18.08; the last edition held here is sid.inpe.br/mtc-m18/2012/07.12.18.08"),
-    (["--nextedition-of", "iconet.com.br/banon/2010/01.20.11.05"], "is Deleted"),
-    (["--nextedition-of", "sid.inpe.br/x/13/01.01.00.00"], "year '13' must be 4 or more digits"),
-    (["--translation-of", OAIS_2002], "--translation-of needs --language"),
-    (["--translation-of", "sid.inpe.br/mtc-m18@80/2009/07.21.13.23", "--language", "pt"],
-     "already has a pt translation, sid.inpe.br/mtc-m18@80/2009/08.25.19.43"),
-    (["--translation-of", OAIS_2002, "--language", "EN"], "that item is in en too"),
-    (["--translation-of", "8JMKD3MGP8W/22222", "--language", "fr"], "no item of this collection"),
-    (["--target", "missing.pdf"], "--target 'missing.pdf' is not one of the files deposited"),
-    (["--language", "portuguese"], "--language: 'portuguese' is not lang[-CC]"),
-    (["--title", "  "], "--title is empty"),
-    (["/nonexistent/file.pdf"], "/nonexistent/file.pdf: not a regular file"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["--nextedition-of", "unknown.example/x/2020/01.01.00.00"],
+            "--nextedition-of unknown.example/x/2020/01.01.00.00: no item of this collection",
+        ),
+        (
+            ["--nextedition-of", OAIS_2002],
+            "already has a next edition, sid.inpe.br/mtc-m18/2012/"
+            "07.12.18.08; the last edition held here is sid.inpe.br/mtc-m18/2012/07.12.18.08",
+        ),
+        (["--nextedition-of", "iconet.com.br/banon/2010/01.20.11.05"], "is Deleted"),
+        (
+            ["--nextedition-of", "sid.inpe.br/x/13/01.01.00.00"],
+            "year '13' must be 4 or more digits",
+        ),
+        (["--translation-of", OAIS_2002], "--translation-of needs --language"),
+        (
+            ["--translation-of", "sid.inpe.br/mtc-m18@80/2009/07.21.13.23", "--language", "pt"],
+            "already has a pt translation, sid.inpe.br/mtc-m18@80/2009/08.25.19.43",
+        ),
+        (["--translation-of", OAIS_2002, "--language", "EN"], "that item is in en too"),
+        (
+            ["--translation-of", "8JMKD3MGP8W/22222", "--language", "fr"],
+            "no item of this collection",
+        ),
+        (["--target", "missing.pdf"], "--target 'missing.pdf' is not one of the files deposited"),
+        (["--language", "portuguese"], "--language: 'portuguese' is not lang[-CC]"),
+        (["--title", "  "], "--title is empty"),
+        (["/nonexistent/file.pdf"], "/nonexistent/file.pdf: not a regular file"),
+    ],
+)
 def test_refusals_change_nothing(capsys, settings, collection, files, extra, message):
     before = snapshot(collection)
     code, out, err = run(capsys, *deposit_args(settings, files["data"], *extra))
@@ -307,19 +386,20 @@ def test_a_label_already_held_is_refused_when_the_state_was_lost(settings, colle
 
 
 @pytest.mark.process
-def test_a_deposit_killed_before_the_rename_leaves_nothing_visible(capsys, settings, collection, files):
+def test_a_deposit_killed_before_the_rename_leaves_nothing_visible(
+    capsys, settings, collection, files
+):
     """SIGKILL between building the item and renaming it: the index sees what it saw before."""
     before_dirs = set(index.scan(collection).by_directory)
     old_sidecar = (collection / BANON / "item.yaml").read_bytes()
     script = textwrap.dedent(f"""
         import os, signal
         from archive_service.collection import deposit
-        deposit.deposit({_config(settings)!r}, [{str(files['data'])!r}],
+        deposit.deposit({_config(settings)!r}, [{str(files["data"])!r}],
                         nextedition_of="LK47B6W/362SFKH",
                         before_rename=lambda temp: os.kill(os.getpid(), signal.SIGKILL))
         """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          timeout=30)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, timeout=30)
     assert done.returncode == -signal.SIGKILL, done.stderr
     [temp] = [p for p in collection.iterdir() if p.name.startswith(".deposit-")]
     assert (temp / "doc" / "dados.csv").is_file()  # built whole, never renamed
@@ -337,14 +417,21 @@ def test_a_deposit_failing_before_the_rename_cleans_up(settings, collection, fil
         raise OSError(28, "No space left on device")
 
     with pytest.raises(OSError, match="No space left"):
-        deposit.deposit(_config(settings), [files["data"]], nextedition_of=BANON,
-                        translation_of=OAIS_2002, language="fr", before_rename=disk_full)
+        deposit.deposit(
+            _config(settings),
+            [files["data"]],
+            nextedition_of=BANON,
+            translation_of=OAIS_2002,
+            language="fr",
+            before_rename=disk_full,
+        )
     assert snapshot(collection) == before  # no .deposit-*, no staged .item.yaml.*.tmp
 
 
 @pytest.mark.process
 def test_a_deposit_waits_while_another_is_between_reading_and_writing_a_sidecar(
-        settings, collection, files, tmp_path):
+    settings, collection, files, tmp_path
+):
     """Process A has read OAIS_2002's sidecar and staged its new text, and pauses before its
     rename; B, adding another translation to the same item, must wait for A (the deposit
     lock) or A's commit would drop B's entry."""
@@ -355,25 +442,33 @@ def test_a_deposit_waits_while_another_is_between_reading_and_writing_a_sidecar(
         def pause(temp):
             pathlib.Path({str(ready)!r}).touch()
             time.sleep(0.6)
-        done = deposit.deposit({_config(settings)!r}, [{str(files['data'])!r}], language="fr",
+        done = deposit.deposit({_config(settings)!r}, [{str(files["data"])!r}], language="fr",
                                translation_of={OAIS_2002!r}, before_rename=pause)
         print(done.primary)
         """)
-    a = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    a = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         for _ in range(300):
             if ready.exists() or a.poll() is not None:
                 break
             time.sleep(0.01)
         assert ready.exists(), a.communicate()
-        b = deposit.deposit(_config(settings), [files["report"]], language="de",
-                            translation_of=OAIS_2002)
+        b = deposit.deposit(
+            _config(settings), [files["report"]], language="de", translation_of=OAIS_2002
+        )
         out, err = a.communicate(timeout=30)
     finally:
         a.kill()
     assert a.returncode == 0, err
-    translations = yaml.safe_load((collection / OAIS_2002 / "item.yaml").read_text())["translations"]
+    translations = yaml.safe_load((collection / OAIS_2002 / "item.yaml").read_text())[
+        "translations"
+    ]
     assert translations == {"fr": out.strip(), "de": b.primary}
 
 
@@ -398,15 +493,23 @@ def test_line_level_update_keeps_every_other_line(tmp_path):
         """)
     path.write_text(original)
     os.chmod(path, 0o640)
-    update = sidecar_update.apply(path, {"translations": {"pt": "a.b/c/2009/08.25.19.43",
-                                                          "fr": "a.b/c/2010/01.01.00.00"},
-                                         "nextedition": "a.b/c/2011/01.01.00.00"})
+    update = sidecar_update.apply(
+        path,
+        {
+            "translations": {"pt": "a.b/c/2009/08.25.19.43", "fr": "a.b/c/2010/01.01.00.00"},
+            "nextedition": "a.b/c/2011/01.01.00.00",
+        },
+    )
     assert update.comments_kept
     text = path.read_text()
-    assert text == original.replace(
-        "translations:\n  # the Portuguese one\n  pt: a.b/c/2009/08.25.19.43\n",
-        "translations:\n  pt: a.b/c/2009/08.25.19.43\n  fr: a.b/c/2010/01.01.00.00\n",
-    ) + "nextedition: a.b/c/2011/01.01.00.00\n"
+    assert (
+        text
+        == original.replace(
+            "translations:\n  # the Portuguese one\n  pt: a.b/c/2009/08.25.19.43\n",
+            "translations:\n  pt: a.b/c/2009/08.25.19.43\n  fr: a.b/c/2010/01.01.00.00\n",
+        )
+        + "nextedition: a.b/c/2011/01.01.00.00\n"
+    )
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     assert [p.name for p in tmp_path.iterdir()] == ["item.yaml"]  # no temporary left
 
@@ -417,14 +520,20 @@ def test_a_layout_that_cannot_be_edited_line_by_line_is_rewritten_and_says_so(tm
     update = sidecar_update.apply(path, {"state": "Deleted"})
     assert not update.comments_kept
     assert path.read_text().startswith("# Head comment.\n")
-    assert yaml.safe_load(path.read_text()) == {"language": "en", "target": "x.pdf",
-                                                "state": "Deleted"}
+    assert yaml.safe_load(path.read_text()) == {
+        "language": "en",
+        "target": "x.pdf",
+        "state": "Deleted",
+    }
 
 
-def test_deposit_reports_a_sidecar_rewritten_without_its_comments(capsys, settings, collection, files):
+def test_deposit_reports_a_sidecar_rewritten_without_its_comments(
+    capsys, settings, collection, files
+):
     path = collection / BANON / "item.yaml"
-    path.write_text('# Banon.\n{ibip: LK47B6W/362SFKH, language: pt, target: "@relatorio.pdf"}'
-                    "  # flow style\n")
+    path.write_text(
+        '# Banon.\n{ibip: LK47B6W/362SFKH, language: pt, target: "@relatorio.pdf"}  # flow style\n'
+    )
     code, out, err = run(capsys, *deposit_args(settings, files["data"], "--nextedition-of", BANON))
     assert code == 0
     assert "rewritten by PyYAML" in err
@@ -457,8 +566,15 @@ def test_delete_keeps_a_tombstone_and_the_files(capsys, settings, collection):
     old_url = dict(pairs.parse(client.url_request(BANON).text))["url"]
     client.get_url(old_url, status=200)
 
-    code, out, err = run(capsys, "delete", "--collection", collection, "--state-dir",
-                         settings["state_dir"], "LK47B6W/362SFKH")
+    code, out, err = run(
+        capsys,
+        "delete",
+        "--collection",
+        collection,
+        "--state-dir",
+        settings["state_dir"],
+        "LK47B6W/362SFKH",
+    )
     assert (code, err) == (0, "")
     side = sidecar.read(item / "item.yaml")
     assert side.state == "Deleted"
@@ -485,25 +601,38 @@ def test_delete_keeps_a_tombstone_and_the_files(capsys, settings, collection):
     client.get(f"/col/{BANON}/{kept.name}/leiame.txt", status=404)
     check(capsys, collection)
 
-    code, _, err = run(capsys, "delete", "--collection", collection, "--state-dir",
-                       settings["state_dir"], BANON)
+    code, _, err = run(
+        capsys, "delete", "--collection", collection, "--state-dir", settings["state_dir"], BANON
+    )
     assert code == 1 and f"is already Deleted (since {stamp})" in err
 
 
 def test_delete_refuses_what_is_not_held(capsys, settings, collection):
     before = snapshot(collection)
-    for label, message in (("unknown.example/x/2020/01.01.00.00", "no item of this collection"),
-                           ("sid.inpe.br/x/13/01.01.00.00", "year '13'")):
-        code, out, err = run(capsys, "delete", "--collection", collection, "--state-dir",
-                             settings["state_dir"], label)
+    for label, message in (
+        ("unknown.example/x/2020/01.01.00.00", "no item of this collection"),
+        ("sid.inpe.br/x/13/01.01.00.00", "year '13'"),
+    ):
+        code, out, err = run(
+            capsys,
+            "delete",
+            "--collection",
+            collection,
+            "--state-dir",
+            settings["state_dir"],
+            label,
+        )
         assert code == 1 and out == "" and message in err
     assert snapshot(collection) == before
 
 
-def test_delete_a_metadata_item_still_checks_and_names_who_refers_to_it(capsys, settings, collection):
+def test_delete_a_metadata_item_still_checks_and_names_who_refers_to_it(
+    capsys, settings, collection
+):
     metadata = "sid.inpe.br/mtc-m18/2012/07.12.18.08.49"  # formats: {oai_dc: oai_dc.xml}
-    code, out, err = run(capsys, "delete", "--collection", collection, "--state-dir",
-                         settings["state_dir"], metadata)
+    code, out, err = run(
+        capsys, "delete", "--collection", collection, "--state-dir", settings["state_dir"], metadata
+    )
     assert code == 0
     assert "note: still named by sid.inpe.br/mtc-m18/2012/07.12.18.08 (metadata)" in err
     check(capsys, collection)
@@ -512,8 +641,9 @@ def test_delete_a_metadata_item_still_checks_and_names_who_refers_to_it(capsys, 
 def test_deposit_then_delete(capsys, settings, collection, files):
     code, out, _ = run(capsys, *deposit_args(settings, files["data"]))
     [rep], [label] = printed(out)["rep"], printed(out)["ibip"]
-    code, out, _ = run(capsys, "delete", "--collection", collection, "--state-dir",
-                       settings["state_dir"], label)
+    code, out, _ = run(
+        capsys, "delete", "--collection", collection, "--state-dir", settings["state_dir"], label
+    )
     assert code == 0
     got = dict(deleted_answer(settings, rep))
     assert got["ibi"] == f"{{rep {rep} ibip {label}}}" and got["state"] == "Deleted"

@@ -31,8 +31,9 @@ _opened: list[str] | None = None
 
 def _audit(event: str, args: tuple) -> None:
     if _opened is not None and event == "open" and isinstance(args[0], (str, bytes)):
-        if str(args[0] if isinstance(args[0], str) else args[0].decode(errors="replace")
-               ).endswith("/item.yaml"):
+        if str(args[0] if isinstance(args[0], str) else args[0].decode(errors="replace")).endswith(
+            "/item.yaml"
+        ):
             _opened.append(args[0])
 
 
@@ -56,8 +57,18 @@ def run(capsys, *argv) -> tuple[int, str, str]:
 
 
 def deposit_args(collection: Path, state: Path, *extra) -> list:
-    return ["deposit", "--collection", collection, "--archiveaddress", ADDRESS,
-            "--archiveip", IP, "--state-dir", state, *extra]
+    return [
+        "deposit",
+        "--collection",
+        collection,
+        "--archiveaddress",
+        ADDRESS,
+        "--archiveip",
+        IP,
+        "--state-dir",
+        state,
+        *extra,
+    ]
 
 
 def printed(out: str) -> dict[str, str]:
@@ -87,22 +98,29 @@ def test_a_deposit_opens_only_the_sidecars_it_concerns(capsys, big, tmp_path, up
     assert items > 300
 
     results = []
-    opened = sidecars_opened(lambda: results.append(run(
-        capsys, *deposit_args(big, state, "--nextedition-of", BANON, upload))))
+    opened = sidecars_opened(
+        lambda: results.append(
+            run(capsys, *deposit_args(big, state, "--nextedition-of", BANON, upload))
+        )
+    )
     code, out, err = results[0]
     assert code == 0, err
     assert f"linked {BANON}: nextedition" in out
     # The related item (read, then rewritten) and the new one, whatever the collection holds.
     assert len(opened) <= 6, (len(opened), items)
 
-    opened = sidecars_opened(lambda: results.append(run(
-        capsys, "delete", "--collection", big, "--state-dir", state, BANON)))
+    opened = sidecars_opened(
+        lambda: results.append(
+            run(capsys, "delete", "--collection", big, "--state-dir", state, BANON)
+        )
+    )
     assert results[-1][0] == 0, results[-1][2]
     assert len(opened) <= 12, (len(opened), items)
 
 
 def test_a_deposit_finds_the_one_before_it_even_when_the_index_is_busy(
-        capsys, collection, tmp_path, upload):
+    capsys, collection, tmp_path, upload
+):
     """The indexer holds the write lock through a long rescan: the deposit cannot update the
     index, and the next deposit still finds it, by either form of its IBI."""
     state = tmp_path / "state"
@@ -110,24 +128,34 @@ def test_a_deposit_finds_the_one_before_it_even_when_the_index_is_busy(
     assert code == 0, err
     first = printed(out)
     with Store(collection, state).write_lock():
-        code, out, err = run(capsys, *deposit_args(
-            collection, state, "--nextedition-of", first["ibip"], "--language", "en", upload))
+        code, out, err = run(
+            capsys,
+            *deposit_args(
+                collection, state, "--nextedition-of", first["ibip"], "--language", "en", upload
+            ),
+        )
         assert code == 0, err
         second = printed(out)
         assert out.count("linked ") == 1 and f"nextedition {second['rep']}" in out
         # Through the chain: the first item's next edition is the second, not held in the index.
-        code, _, err = run(capsys, *deposit_args(
-            collection, state, "--nextedition-of", first["rep"], upload))
+        code, _, err = run(
+            capsys, *deposit_args(collection, state, "--nextedition-of", first["rep"], upload)
+        )
         assert code == 1
         assert f"the last edition held here is {second['rep']}" in err
-        code, out, err = run(capsys, *deposit_args(
-            collection, state, "--translation-of", second["ibip"], "--language", "pt-BR", upload))
+        code, out, err = run(
+            capsys,
+            *deposit_args(
+                collection, state, "--translation-of", second["ibip"], "--language", "pt-BR", upload
+            ),
+        )
         assert code == 0, err
         third = printed(out)
         assert f"{third['rep']}: translations en: {second['rep']}" in out
         assert (state / deposit.PENDING_FILE).read_text().splitlines()
-        code, _, err = run(capsys, "delete", "--collection", collection, "--state-dir", state,
-                           second["ibip"])
+        code, _, err = run(
+            capsys, "delete", "--collection", collection, "--state-dir", state, second["ibip"]
+        )
         assert code == 0, err
         assert f"note: still named by {first['rep']} (nextedition)" in err
         assert f"note: still named by {third['rep']} (translations en)" in err
@@ -146,12 +174,18 @@ def test_delete_names_the_same_referrers_as_a_scan_of_the_collection(capsys, big
         for other in scanned.by_directory.values():
             refs = [("nextedition", other.nextedition), ("metadata", other.metadata)]
             refs += [(f"translations {lang}", ref) for lang, ref in other.translations.items()]
-            found |= {f"{other.directory} ({what})" for what, ref in refs
-                      if ref is not None and other is not item and scanned.lookup(ref) is item}
+            found |= {
+                f"{other.directory} ({what})"
+                for what, ref in refs
+                if ref is not None and other is not item and scanned.lookup(ref) is item
+            }
         return sorted(found)
 
-    labels = [item.name.text for item in scanned.by_directory.values()
-              if item.state != "Deleted" and expected(item.name.text)][:40]
+    labels = [
+        item.name.text
+        for item in scanned.by_directory.values()
+        if item.state != "Deleted" and expected(item.name.text)
+    ][:40]
     assert len(labels) >= 10
     state = tmp_path / "state"
     for label in labels:
@@ -163,12 +197,14 @@ def test_delete_names_the_same_referrers_as_a_scan_of_the_collection(capsys, big
 
 
 def test_without_a_usable_index_a_deposit_reads_the_collection_and_says_so(
-        capsys, collection, tmp_path, upload, caplog):
+    capsys, collection, tmp_path, upload, caplog
+):
     state = tmp_path / "state"
     store = Store(collection, state)
     with store.write_lock():  # the indexer's first build is running
-        code, out, err = run(capsys, *deposit_args(collection, state, "--nextedition-of",
-                                                   BANON, upload))
+        code, out, err = run(
+            capsys, *deposit_args(collection, state, "--nextedition-of", BANON, upload)
+        )
     assert code == 0, err
     assert "reading the whole collection instead" in caplog.text
     assert not store.is_complete()
@@ -176,28 +212,44 @@ def test_without_a_usable_index_a_deposit_reads_the_collection_and_says_so(
 
 @pytest.mark.process
 def test_a_deposit_while_serve_runs_is_answered_at_once_and_linked_by_the_next(
-        capsys, collection, tmp_path, upload):
+    capsys, collection, tmp_path, upload
+):
     state = tmp_path / "state"
-    serve = Serve(tmp_path, "--collection", str(collection), "--state-dir", str(state),
-                  "--no-announce")
+    serve = Serve(
+        tmp_path, "--collection", str(collection), "--state-dir", str(state), "--no-announce"
+    )
     try:
         serve.wait_answering()
 
         def answered(label: str, **extra: str) -> dict[str, str]:
-            query = urlencode({"servicesubject": "urlRequest",
-                               "clientinformation.ipaddress": "127.0.0.1",
-                               "parsedibiurl.ibi": label, **extra})
+            query = urlencode(
+                {
+                    "servicesubject": "urlRequest",
+                    "clientinformation.ipaddress": "127.0.0.1",
+                    "parsedibiurl.ibi": label,
+                    **extra,
+                }
+            )
             with urllib.request.urlopen(f"{serve.url}?{query}", timeout=5) as response:
                 return dict(pairs.parse(response.read().decode("ascii")))
 
-        code, out, err = run(capsys, *deposit_args(collection, state, "--language", "en",
-                                                   "--nextedition-of", BANON, upload))
+        code, out, err = run(
+            capsys,
+            *deposit_args(collection, state, "--language", "en", "--nextedition-of", BANON, upload),
+        )
         assert code == 0, err
         first = printed(out)
         assert wait_until(lambda: answered(first["ibip"]).get("ibi"), 1.0)
-        assert answered(BANON, **{"parsedibiurl.verblist": "GetLastEdition"})["ibi.nextedition"] == f"{{rep {first['rep']}}}"
-        code, out, err = run(capsys, *deposit_args(
-            collection, state, "--translation-of", first["ibip"], "--language", "fr", upload))
+        assert (
+            answered(BANON, **{"parsedibiurl.verblist": "GetLastEdition"})["ibi.nextedition"]
+            == f"{{rep {first['rep']}}}"
+        )
+        code, out, err = run(
+            capsys,
+            *deposit_args(
+                collection, state, "--translation-of", first["ibip"], "--language", "fr", upload
+            ),
+        )
         assert code == 0, err
         second = printed(out)
         assert f"linked {first['rep']}: translations fr: {second['rep']}" in out

@@ -54,45 +54,65 @@ def test_example_8_1_filter_drops_what_no_verb_asks(client: Client):
     """35MMLL8 has a next edition, but with no verbs ibi.nextedition is not kept (Ex. 8.1)."""
     names = [n for n, _ in pairs.parse(client.url_request("8JMKD3MGP8W/35MMLL8").text)]
     assert "ibi.nextedition" not in names
-    assert not [n for n in names if "." in n and n not in ("ibi.archiveservice", "ibi.platformsoftware")]
+    assert not [
+        n for n in names if "." in n and n not in ("ibi.archiveservice", "ibi.platformsoftware")
+    ]
 
 
 @pytest.fixture
 def first_edition_only(collection, settings):
     """The Archive of Example 8.2's first answer: the next edition is held elsewhere."""
-    for directory in ("sid.inpe.br/mtc-m18/2012/07.12.18.08", "sid.inpe.br/mtc-m18/2012/07.12.18.08.49"):
+    for directory in (
+        "sid.inpe.br/mtc-m18/2012/07.12.18.08",
+        "sid.inpe.br/mtc-m18/2012/07.12.18.08.49",
+    ):
         shutil.rmtree(collection / directory)
     return Client(create_app(settings), "")
 
 
 def test_example_8_2_first_answer_when_the_chain_leaves_the_archive(first_edition_only):
     response = first_edition_only.url_request(
-        "8JMKD3MGP8W/35MMLL8", verblist="GetLastEdition GetMetadata(oai_dc)")
+        "8JMKD3MGP8W/35MMLL8", verblist="GetLastEdition GetMetadata(oai_dc)"
+    )
     assert_answer(response.text, EXAMPLE_8_2_FIRST)
 
 
 def test_example_8_2_second_answer(client: Client):
-    response = client.url_request("sid.inpe.br/mtc-m18/2012/07.12.18.08",
-                                  verblist="GetLastEdition GetMetadata(oai_dc)")
-    assert_answer(response.text.replace(f"{ADDRESS}{client.mount}/", f"{ADDRESS}/"), EXAMPLE_8_2_SECOND)
+    response = client.url_request(
+        "sid.inpe.br/mtc-m18/2012/07.12.18.08", verblist="GetLastEdition GetMetadata(oai_dc)"
+    )
+    assert_answer(
+        response.text.replace(f"{ADDRESS}{client.mount}/", f"{ADDRESS}/"), EXAMPLE_8_2_SECOND
+    )
 
 
 def test_example_8_2_in_one_round_when_the_archive_holds_both_editions(client: Client):
     """The sample holds both editions: the Archive follows the chain itself (SPEC §4.1), so the
     first answer already carries the second answer's relation pairs and ibi.nextedition."""
-    got = dict(pairs.parse(client.url_request(
-        "8JMKD3MGP8W/35MMLL8", verblist="GetLastEdition GetMetadata(oai_dc)").text))
+    got = dict(
+        pairs.parse(
+            client.url_request(
+                "8JMKD3MGP8W/35MMLL8", verblist="GetLastEdition GetMetadata(oai_dc)"
+            ).text
+        )
+    )
     second = dict(expected(EXAMPLE_8_2_SECOND))
-    for name in ("ibi.lastedition.metadata(oai_dc)", "state.lastedition.metadata(oai_dc)",
-                 "timestamp.lastedition.metadata(oai_dc)", "contenttype.lastedition.metadata(oai_dc)"):
+    for name in (
+        "ibi.lastedition.metadata(oai_dc)",
+        "state.lastedition.metadata(oai_dc)",
+        "timestamp.lastedition.metadata(oai_dc)",
+        "contenttype.lastedition.metadata(oai_dc)",
+    ):
         assert got[name] == second[name]
     assert got["ibi.nextedition"] == "{rep sid.inpe.br/mtc-m18/2012/07.12.18.08}"
     assert got["url.lastedition.metadata(oai_dc)"].endswith("/2012/07.12.18.08.49/doc/oai_dc.xml")
 
 
 def test_the_urlkey_is_new_on_every_answer(client: Client):
-    keys = {dict(pairs.parse(client.url_request("8JMKD3MGP8W/35MMLL8").text))["urlkey"]
-            for _ in range(20)}
+    keys = {
+        dict(pairs.parse(client.url_request("8JMKD3MGP8W/35MMLL8").text))["urlkey"]
+        for _ in range(20)
+    }
     assert len(keys) == 20
 
 

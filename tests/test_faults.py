@@ -36,8 +36,13 @@ def world():
 
 
 def settings_for(root: Path) -> dict:
-    return {"collection": str(root / "collection"), "archiveaddress": ADDRESS,
-            "archiveserviceibi": SERVICE, "resolver": "none", "state_dir": str(root / "state")}
+    return {
+        "collection": str(root / "collection"),
+        "archiveaddress": ADDRESS,
+        "archiveserviceibi": SERVICE,
+        "resolver": "none",
+        "state_dir": str(root / "state"),
+    }
 
 
 def answer(client: Client, ibi: str) -> dict[str, str]:
@@ -48,10 +53,16 @@ def answer(client: Client, ibi: str) -> dict[str, str]:
 
 def ack(client: Client, got: dict[str, str]) -> str:
     return client.service(
-        servicesubject="acknowledgment", **{
-            "clientinformation.ipaddress": "150.163.2.175", "contenttype": got["contenttype"],
-            "state": got["state"], "url": got["url"], "url.persistent": "http://urlib.net/x",
-            "urlkey": got["urlkey"]}).text
+        servicesubject="acknowledgment",
+        **{
+            "clientinformation.ipaddress": "150.163.2.175",
+            "contenttype": got["contenttype"],
+            "state": got["state"],
+            "url": got["url"],
+            "url.persistent": "http://urlib.net/x",
+            "urlkey": got["urlkey"],
+        },
+    ).text
 
 
 # --------------------------------------------------------------------- the collection
@@ -71,8 +82,16 @@ def test_an_unreadable_sidecar_skips_its_item_only(world):
     assert any(f"{RELATORIO_DIR}/item.yaml" in line and "Permission denied" in line for line in log)
 
 
-@pytest.mark.parametrize("text", ["state: [unclosed\n", "state: Lost\n", "- a list\n",
-                                  "\x00\xff garbage", "target: ../../../item.yaml\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "state: [unclosed\n",
+        "state: Lost\n",
+        "- a list\n",
+        "\x00\xff garbage",
+        "target: ../../../item.yaml\n",
+    ],
+)
 def test_a_broken_sidecar_skips_its_item_only(collection, settings, text, caplog):
     path = collection / RELATORIO_DIR / "item.yaml"
     path.write_bytes(text.encode("latin-1"))
@@ -93,9 +112,11 @@ def test_an_unreadable_doc_directory_gives_no_url_and_a_404(world):
         url = answer(client, OAIS)["url"]
         doc.chmod(0o000)  # after the index was built
         try:
-            return ("url" in answer(client, OAIS),
-                    client.get_url(url, expect_errors=True).status_int,
-                    client.get(f"/{SERVICE}/filelist/{OAIS_DIR}").status_int)
+            return (
+                "url" in answer(client, OAIS),
+                client.get_url(url, expect_errors=True).status_int,
+                client.get(f"/{SERVICE}/filelist/{OAIS_DIR}").status_int,
+            )
         finally:
             doc.chmod(0o755)
 
@@ -103,8 +124,9 @@ def test_an_unreadable_doc_directory_gives_no_url_and_a_404(world):
     assert (has_url, download, filelist) == (False, 404, 200)
 
 
-def test_files_vanished_since_the_index_lose_their_url_within_a_second_and_404(collection,
-                                                                              settings):
+def test_files_vanished_since_the_index_lose_their_url_within_a_second_and_404(
+    collection, settings
+):
     client = Client(create_app(settings), "")
     before = answer(client, OAIS)
     (collection / OAIS_DIR / "doc" / "CCSDS 650.0-B-1.pdf").unlink()
@@ -161,7 +183,8 @@ def test_a_file_removed_as_it_is_opened_is_a_404(collection, settings, open_hook
 
 
 def test_a_file_replaced_as_it_is_opened_is_served_whole_from_one_version(
-        collection, settings, open_hook):
+    collection, settings, open_hook
+):
     client = Client(create_app(settings), "")
     url = answer(client, OAIS)["url"]
     path = collection / OAIS_DIR / "doc" / "CCSDS 650.0-B-1.pdf"
@@ -188,7 +211,9 @@ def test_a_state_dir_that_cannot_be_created_leaves_the_service_answering(world):
     (notice, url), log = in_child(child, unprivileged=True)
     assert notice == NOTICE and url
     assert any("ERROR" in line and "URL-key secret" in line for line in log)
-    assert any("ERROR" in line and "cannot record acknowledgment statistics" in line for line in log)
+    assert any(
+        "ERROR" in line and "cannot record acknowledgment statistics" in line for line in log
+    )
 
 
 @pytest.mark.process
@@ -232,7 +257,9 @@ def test_a_full_state_dir_keeps_the_answers_and_recovers(world):
 
     notices, log = in_child(child, max_file_size=limit)
     assert notices == [NOTICE] * 50
-    assert any("ERROR" in line and "cannot record acknowledgment statistics" in line for line in log)
+    assert any(
+        "ERROR" in line and "cannot record acknowledgment statistics" in line for line in log
+    )
     counted_while_full = stats.Store(world / "state").report()["total"]
     assert counted_while_full < 51, "the limit must have bitten"
     fresh = Client(create_app(settings), "")

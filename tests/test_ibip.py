@@ -62,7 +62,9 @@ def test_ipv4_mapped_ipv6_is_written_in_hex():
     assert ibip.ip_text("::ffff:1.2.3.4") == "::ffff:102:304"
 
 
-@pytest.mark.parametrize("ip", ["0.1.2.3", "0:1:2:3:4:5:6:7", "fe80::1%eth0", "example.org", "1.2.3"])
+@pytest.mark.parametrize(
+    "ip", ["0.1.2.3", "0:1:2:3:4:5:6:7", "fe80::1%eth0", "example.org", "1.2.3"]
+)
 def test_ips_that_cannot_be_encoded(ip):
     with pytest.raises(IbiError):
         ibip.encode_prefix(ip, 800)
@@ -178,9 +180,7 @@ def test_decode_errors(text, message):
 ipv4 = st.ip_addresses(v=4).filter(lambda a: not str(a).startswith("0"))
 ipv6 = st.ip_addresses(v=6).filter(lambda a: not ibip_unencodable(a))
 ports = st.integers(1, 65535)
-whole_seconds = st.integers(
-    ibip.IBIP_EPOCH, int(datetime(2100, 1, 1, tzinfo=UTC).timestamp())
-)
+whole_seconds = st.integers(ibip.IBIP_EPOCH, int(datetime(2100, 1, 1, tzinfo=UTC).timestamp()))
 fractions = st.integers(0, 6).flatmap(
     lambda places: st.integers(0, 10**places - 1).map(lambda n: Decimal(n).scaleb(-places))
 )

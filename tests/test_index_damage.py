@@ -71,16 +71,30 @@ def answers(serve: Serve, ibis: list[str]) -> dict[str, dict[str, str]]:
     """What urlRequest answers for each IBI, without the urlkey (new in each answer)."""
     found = {}
     for ibi in ibis:
-        body = serve.get(urlencode({
-            "servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
-            "parsedibiurl.ibi": ibi}))
+        body = serve.get(
+            urlencode(
+                {
+                    "servicesubject": "urlRequest",
+                    "clientinformation.ipaddress": "192.0.2.1",
+                    "parsedibiurl.ibi": ibi,
+                }
+            )
+        )
         found[ibi] = {k: v for k, v in pairs.parse(body) if k != "urlkey"}
     return found
 
 
 def serve_collection(tmp_path: Path, collection: Path, state: Path) -> Serve:
-    return Serve(tmp_path, "--collection", str(collection), "--state-dir", str(state),
-                 "--no-announce", "--workers", "2")
+    return Serve(
+        tmp_path,
+        "--collection",
+        str(collection),
+        "--state-dir",
+        str(state),
+        "--no-announce",
+        "--workers",
+        "2",
+    )
 
 
 def index_file(collection: Path, state: Path) -> Path:

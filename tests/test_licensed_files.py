@@ -73,12 +73,15 @@ def test_trusted_proxies_is_configurable(settings):
     assert get(app, FILE, "127.0.0.1", forwarded=INSIDE).status_int == 403
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("none", ()),
-    ("127.0.0.1", ("127.0.0.1/32",)),
-    ("10.0.0.0/8,  ::1", ("10.0.0.0/8", "::1/128")),
-    ("['10.0.0.0/8', '192.168.1.0/24']", ("10.0.0.0/8", "192.168.1.0/24")),  # a YAML list
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("none", ()),
+        ("127.0.0.1", ("127.0.0.1/32",)),
+        ("10.0.0.0/8,  ::1", ("10.0.0.0/8", "::1/128")),
+        ("['10.0.0.0/8', '192.168.1.0/24']", ("10.0.0.0/8", "192.168.1.0/24")),  # a YAML list
+    ],
+)
 def test_trusted_proxies_setting_reads_addresses_and_networks(text, expected):
     config = settingsmod.load(options={"trusted_proxies": text}, environ={})
     assert config.trusted_proxies == expected

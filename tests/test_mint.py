@@ -208,8 +208,13 @@ def test_distributor_max_wait_catches_a_clock_set_back(tmp_path):
 
 def test_mint_both_forms_of_the_seed_example(tmp_path):
     minted = mint.mint(
-        "mtc-m18.sid.inpe.br", None, "150.163.34.243", "both",
-        state_dir=tmp_path, now=lambda: 1234806360, sleep=pytest.fail,
+        "mtc-m18.sid.inpe.br",
+        None,
+        "150.163.34.243",
+        "both",
+        state_dir=tmp_path,
+        now=lambda: 1234806360,
+        sleep=pytest.fail,
     )
     assert minted.rep == "sid.inpe.br/mtc-m18/2009/02.16.17.46"
     assert minted.ibip == "8JMKD3MGP8W/34PGRBS"
@@ -221,17 +226,32 @@ def test_mint_both_forms_of_the_seed_example(tmp_path):
 
 def test_mint_one_form_and_an_explicit_port(tmp_path):
     clock = FakeClock("1287588115.3462")
-    rep = mint.mint("mtc-m18.sid.inpe.br", 8080, state_dir=tmp_path, granularity="0.01",
-                    now=clock, sleep=clock.sleep)
+    rep = mint.mint(
+        "mtc-m18.sid.inpe.br",
+        8080,
+        state_dir=tmp_path,
+        granularity="0.01",
+        now=clock,
+        sleep=clock.sleep,
+    )
     assert rep.rep == "sid.inpe.br/mtc-m18.8080/2010/10.20.15.21.55.34"
     assert rep.ibip is None
     clock.now += Decimal("0.05")
-    opaque = mint.mint(ip="2001:252:0:1::2008:6", port=8080, form="ibip", state_dir=tmp_path,
-                       granularity="0.01", now=clock, sleep=clock.sleep)
+    opaque = mint.mint(
+        ip="2001:252:0:1::2008:6",
+        port=8080,
+        form="ibip",
+        state_dir=tmp_path,
+        granularity="0.01",
+        now=clock,
+        sleep=clock.sleep,
+    )
     assert opaque.rep is None
     assert ibip.decode(opaque.ibip) == ibip.Decoded(
-        "2001:252:0:1::2008:6", 8080,
-        datetime(2010, 10, 20, 15, 21, 55, tzinfo=UTC), Decimal("0.39"),
+        "2001:252:0:1::2008:6",
+        8080,
+        datetime(2010, 10, 20, 15, 21, 55, tzinfo=UTC),
+        Decimal("0.39"),
     )
 
 
@@ -255,8 +275,16 @@ def test_mint_refuses_missing_or_bad_inputs_before_drawing_a_time(tmp_path, kwar
 def test_minted_labels_parse(tmp_path):
     clock = FakeClock(1287587646)
     for _ in range(50):
-        minted = mint.mint("archive.example.org", 8080, "192.0.2.7", "both", state_dir=tmp_path,
-                           granularity="0.1", now=clock, sleep=clock.sleep)
+        minted = mint.mint(
+            "archive.example.org",
+            8080,
+            "192.0.2.7",
+            "both",
+            state_dir=tmp_path,
+            granularity="0.1",
+            now=clock,
+            sleep=clock.sleep,
+        )
         assert ibi.parse(minted.rep).kind == "rep"
         assert ibi.parse(minted.ibip).kind == "ibip"
         clock.now += Decimal("0.03")
@@ -287,12 +315,18 @@ for _ in range(count):
 @pytest.mark.process
 @pytest.mark.slow
 def test_two_processes_never_mint_the_same_label(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     start = time.time() + 1.0  # both interpreters are up by then, so they really compete
     workers = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER, str(tmp_path), str(start), "500"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         for _ in range(2)
     ]

@@ -96,8 +96,9 @@ def test_a_doc_linked_inside_its_own_item_is_refused_too(collection, settings):
 # ------------------------------------------------------------ a level above the file
 
 
-def test_a_level_above_the_item_linked_out_after_indexing_serves_nothing(collection, settings,
-                                                                          tmp_path):
+def test_a_level_above_the_item_linked_out_after_indexing_serves_nothing(
+    collection, settings, tmp_path
+):
     client = Client(create_app(settings), "")
     copy = tmp_path / "elsewhere"
     shutil.copytree(collection / "iconet.com.br/banon", copy, symlinks=True)
@@ -134,13 +135,15 @@ META = "sid.inpe.br/mtc-m18/2012/07.12.18.08.49"  # the oai_dc metadata of EDITI
 EDITION = "sid.inpe.br/mtc-m18/2012/07.12.18.08"
 
 
-def test_a_target_or_format_linked_out_gets_no_url_and_is_a_problem(collection, settings,
-                                                                    outside, capsys):
+def test_a_target_or_format_linked_out_gets_no_url_and_is_a_problem(
+    collection, settings, outside, capsys
+):
     doc = collection / ITEM / "doc"
     (doc / "out.pdf").symlink_to(outside / "secret.txt")
     (doc / "inside.bib").symlink_to("reference.bib")
     (collection / ITEM / "item.yaml").write_text(
-        "ibip: LK47B6W/362SFKH\nlanguage: pt\ntarget: out.pdf\n")
+        "ibip: LK47B6W/362SFKH\nlanguage: pt\ntarget: out.pdf\n"
+    )
     (collection / META / "doc" / "oai_dc.xml").unlink()
     (collection / META / "doc" / "oai_dc.xml").symlink_to(outside / "secret.txt")
     client = Client(create_app(settings), "")
@@ -175,8 +178,9 @@ def test_symlink_loops_serve_nothing_and_are_reported(collection, settings, caps
 # ---------------------------------------------------------------------------- check
 
 
-def test_check_reports_each_link_out_with_its_item_path_and_destination(collection, outside,
-                                                                         tmp_path, capsys):
+def test_check_reports_each_link_out_with_its_item_path_and_destination(
+    collection, outside, tmp_path, capsys
+):
     link_doc(collection, ITEM, outside)
     link_doc(collection, OTHER, tmp_path / "state")
     (collection / "iconet.com.br/banon/2010").rename(tmp_path / "2010")
@@ -185,8 +189,7 @@ def test_check_reports_each_link_out_with_its_item_path_and_destination(collecti
     out = capsys.readouterr().out
     assert f"error: {ITEM}: doc is a symbolic link to {outside}" in out
     assert f"error: {OTHER}: doc is a symbolic link to {tmp_path / 'state'}" in out
-    assert (f"error: iconet.com.br/banon/2010: is a symbolic link to {tmp_path / '2010'}"
-            in out)
+    assert f"error: iconet.com.br/banon/2010: is a symbolic link to {tmp_path / '2010'}" in out
 
 
 # ------------------------------------------------------------------------ the indexer
@@ -194,7 +197,8 @@ def test_check_reports_each_link_out_with_its_item_path_and_destination(collecti
 
 @pytest.mark.process
 def test_the_indexer_neither_walks_nor_watches_through_a_doc_linked_to_a_big_tree(
-        collection, tmp_path):
+    collection, tmp_path
+):
     big = tmp_path / "big"
     for i in range(400):
         (big / f"d{i:03}").mkdir(parents=True)
@@ -204,8 +208,12 @@ def test_the_indexer_neither_walks_nor_watches_through_a_doc_linked_to_a_big_tre
     live = app.extensions["archive_index"]
     live.follow()
     try:
-        assert wait_until(lambda: any(state in live.store.meta().get("indexer", "")
-                                      for state in ("watching", "polling")), timeout=30)
+        assert wait_until(
+            lambda: any(
+                state in live.store.meta().get("indexer", "") for state in ("watching", "polling")
+            ),
+            timeout=30,
+        )
         meta = live.store.meta()
         assert "watching" in meta["indexer"], meta
         assert int(meta["dirs"]) < 100, meta

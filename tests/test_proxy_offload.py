@@ -36,14 +36,18 @@ INSIDER, OUTSIDER = "127.0.0.3", "127.0.0.2"  # the proxy itself is 127.0.0.1
 
 
 def nginx_site(port: int, serve: Serve, public: Path) -> str:
-    return rewrite(NGINX_SITE.read_text(), ("listen 80;", f"listen 127.0.0.1:{port};"),
-                   (f"server {BACKEND};", f"server {serve.address};"),
-                   (f"alias {COLLECTION}/;", f"alias {public / 'collection'}/;"))
+    return rewrite(
+        NGINX_SITE.read_text(),
+        ("listen 80;", f"listen 127.0.0.1:{port};"),
+        (f"server {BACKEND};", f"server {serve.address};"),
+        (f"alias {COLLECTION}/;", f"alias {public / 'collection'}/;"),
+    )
 
 
 def get_from(source: str, port: int, path: str, headers: dict | None = None) -> tuple[int, bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=20,
-                                            source_address=(source, 0))
+    connection = http.client.HTTPConnection(
+        "127.0.0.1", port, timeout=20, source_address=(source, 0)
+    )
     try:
         connection.request("GET", path, headers=headers or {})
         response = connection.getresponse()
@@ -72,15 +76,22 @@ def test_nginx_sends_the_files_serve_chooses(public, tmp_path, fronts):
 
 @pytest.mark.process
 @needs_apache
-@pytest.mark.skipif(not (APACHE_MODULES / "mod_xsendfile.so").exists(),
-                    reason="mod_xsendfile is not installed (Debian: libapache2-mod-xsendfile)")
+@pytest.mark.skipif(
+    not (APACHE_MODULES / "mod_xsendfile.so").exists(),
+    reason="mod_xsendfile is not installed (Debian: libapache2-mod-xsendfile)",
+)
 def test_apache_sends_the_files_serve_chooses(public, tmp_path, fronts):
     port = free_port()
     serve = serve_behind(public, tmp_path, port, fronts, "--file-offload", "x-sendfile")
-    site = rewrite(APACHE_VHOST.read_text(), ("*:80", f"*:{port}"),
-                   (BACKEND, serve.address), (COLLECTION, str(public / "collection")))
-    fronts.append(front := start_apache(public, site, port,
-                                        ["proxy", "proxy_http", "headers", "xsendfile"]))
+    site = rewrite(
+        APACHE_VHOST.read_text(),
+        ("*:80", f"*:{port}"),
+        (BACKEND, serve.address),
+        (COLLECTION, str(public / "collection")),
+    )
+    fronts.append(
+        front := start_apache(public, site, port, ["proxy", "proxy_http", "headers", "xsendfile"])
+    )
     check_front(front.url, public / "collection")
     sent = [size for _, size in col_lines(serve.log()) if size.startswith("200 ")]
     assert sent and set(sent) == {"200 0"}, sent  # Apache sent the bytes
@@ -90,8 +101,11 @@ def test_apache_sends_the_files_serve_chooses(public, tmp_path, fronts):
 @needs_nginx
 def test_licensed_files_through_nginx(public, tmp_path, fronts):
     sidecar = public / "collection" / LICENSED / "item.yaml"
-    sidecar.write_text(sidecar.read_text().replace("    - 150.163.0.0/16",
-                                                   f"    - 150.163.0.0/16\n    - {INSIDER}/32"))
+    sidecar.write_text(
+        sidecar.read_text().replace(
+            "    - 150.163.0.0/16", f"    - 150.163.0.0/16\n    - {INSIDER}/32"
+        )
+    )
     port = free_port()
     serve = serve_behind(public, tmp_path, port, fronts, "--trusted-proxies", "127.0.0.1")
     fronts.append(start_nginx(public, nginx_site(port, serve, public), port))
@@ -109,12 +123,15 @@ def test_licensed_files_through_nginx(public, tmp_path, fronts):
 # ------------------------------------------------------------------ the app's side, WebTest
 
 
-@pytest.mark.parametrize("how, header", [("x-accel-redirect", "X-Accel-Redirect"),
-                                         ("x-sendfile", "X-Sendfile")])
-def test_offloaded_answers_name_the_file_and_still_check_the_user(settings, collection, how,
-                                                                  header):
-    app = webtest.TestApp(create_app({**settings, "file_offload": how}),
-                          extra_environ={"REMOTE_ADDR": "192.0.2.7"})
+@pytest.mark.parametrize(
+    "how, header", [("x-accel-redirect", "X-Accel-Redirect"), ("x-sendfile", "X-Sendfile")]
+)
+def test_offloaded_answers_name_the_file_and_still_check_the_user(
+    settings, collection, how, header
+):
+    app = webtest.TestApp(
+        create_app({**settings, "file_offload": how}), extra_environ={"REMOTE_ADDR": "192.0.2.7"}
+    )
     response = app.get(quote(f"/col/{TARGET_FILE}"))
     assert response.status_int == 200 and response.body == b""
     assert response.content_type == "application/pdf"

@@ -42,19 +42,31 @@ def read_only(tmp_path: Path):
 
 @pytest.mark.process
 @pytest.mark.slow
-def test_a_read_only_state_is_said_once_by_the_standby_worker(collection: Path, tmp_path,
-                                                              read_only):
+def test_a_read_only_state_is_said_once_by_the_standby_worker(
+    collection: Path, tmp_path, read_only
+):
     state = tmp_path / "state"
-    serve = Serve(tmp_path, "--collection", str(collection), "--state-dir", str(state),
-                  "--no-announce", "--workers", "2")
+    serve = Serve(
+        tmp_path,
+        "--collection",
+        str(collection),
+        "--state-dir",
+        str(state),
+        "--no-announce",
+        "--workers",
+        "2",
+    )
     try:
         serve.wait_answering(timeout=60)
         serve.wait_log("consistency rescan at start")
         read_only(state / "index")
         time.sleep(5 * followermod.FOLLOW_SECONDS)
         log = serve.log()
-        said = [line for line in log.splitlines() if "start the indexer of" in line
-                and "Read-only file system" in line]
+        said = [
+            line
+            for line in log.splitlines()
+            if "start the indexer of" in line and "Read-only file system" in line
+        ]
         assert len(said) == 1, log
         assert "Traceback" not in log, log
         assert serve.stop() == 0
@@ -62,15 +74,15 @@ def test_a_read_only_state_is_said_once_by_the_standby_worker(collection: Path, 
         serve.kill()
 
 
-def test_the_reason_is_repeated_at_a_slow_interval(collection: Path, tmp_path, monkeypatch,
-                                                   caplog):
+def test_the_reason_is_repeated_at_a_slow_interval(collection: Path, tmp_path, monkeypatch, caplog):
     from archive_service import settings
     from archive_service.index.store import Store
 
     (tmp_path / "state").write_text("a file where the state directory should be")
     store = Store(collection, tmp_path / "state")
-    config = settings.load(options={"collection": str(collection),
-                                    "state_dir": str(tmp_path / "state")}, environ={})
+    config = settings.load(
+        options={"collection": str(collection), "state_dir": str(tmp_path / "state")}, environ={}
+    )
     monkeypatch.setattr(followermod, "FOLLOW_SECONDS", 0.01)
     monkeypatch.setattr(followermod, "REPEAT_SECONDS", 0.3)
     follower = followermod.Follower(store, config)

@@ -59,10 +59,18 @@ def archives(tmp_path_factory):
     running = {}
     for name, collection, service in (("A", a, SERVICE_A), ("B", b, SERVICE_B)):
         port = free_port()
-        recorder = Recorder(create_app({
-            "collection": str(collection), "archiveaddress": f"127.0.0.1:{port}",
-            "archiveserviceibi": service, "platformsoftware": PLATFORM, "resolver": "none",
-            "state_dir": str(base / f"state-{name}")}))
+        recorder = Recorder(
+            create_app(
+                {
+                    "collection": str(collection),
+                    "archiveaddress": f"127.0.0.1:{port}",
+                    "archiveserviceibi": service,
+                    "platformsoftware": PLATFORM,
+                    "resolver": "none",
+                    "state_dir": str(base / f"state-{name}"),
+                }
+            )
+        )
         running[name] = (f"127.0.0.1:{port}", recorder, ThreadedServer(recorder, port))
     yield running
     for _, _, server in running.values():
@@ -89,24 +97,32 @@ def registry(tmp_path, registered):
 def resolver(tmp_path, registry, archives):
     for _, recorder, _ in archives.values():
         recorder.seen.clear()
-    app = create_resolver_app({"state_dir": str(tmp_path / "resolver"), "timeout": "2",
-                               "address": "resolver.example"})
+    app = create_resolver_app(
+        {"state_dir": str(tmp_path / "resolver"), "timeout": "2", "address": "resolver.example"}
+    )
     return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "150.163.68.1"})
 
 
 def announcement(subject, address, service, key, **overrides):
-    params = {"servicesubject": subject, "archiveaddress": address, "archiveserviceibi": service,
-              "archiveip": "127.0.0.1", "archiveprotocol": "HTTP",
-              "archiveplatformversion": "2014:11.09.02.16.15",
-              "archiveadmemailaddress": "banon@dpi.inpe.br", "registrationkey": key}
+    params = {
+        "servicesubject": subject,
+        "archiveaddress": address,
+        "archiveserviceibi": service,
+        "archiveip": "127.0.0.1",
+        "archiveprotocol": "HTTP",
+        "archiveplatformversion": "2014:11.09.02.16.15",
+        "archiveadmemailaddress": "banon@dpi.inpe.br",
+        "registrationkey": key,
+    }
     params.update(overrides)
     return {k: v for k, v in params.items() if v is not None}
 
 
 def include_both(resolver, archives):
     for name, service, key in (("A", SERVICE_A, KEY_A), ("B", SERVICE_B, KEY_B)):
-        response = resolver.get(SERVICE, announcement("inclusionRequest", archives[name][0],
-                                                      service, key))
+        response = resolver.get(
+            SERVICE, announcement("inclusionRequest", archives[name][0], service, key)
+        )
         assert response.text == "status.archive included\r\nstatus.confirmation successful"
 
 
@@ -117,13 +133,19 @@ def test_inclusion_calls_the_archive_back_and_records_it(resolver, archives, reg
     address, recorder, _ = archives["A"]
     response = resolver.get(SERVICE, announcement("inclusionRequest", address, SERVICE_A, KEY_A))
     assert response.content_type == "text/plain"
-    assert pairs.parse(response.text) == [("status.archive", "included"),
-                                          ("status.confirmation", "successful")]
+    assert pairs.parse(response.text) == [
+        ("status.archive", "included"),
+        ("status.confirmation", "successful"),
+    ]
     assert recorder.subjects("inclusionConfirmationRequest") == [
-        {"servicesubject": "inclusionConfirmationRequest"}]  # Example 5.4: that pair alone
-    record, = [r for r in registry.records() if r.included]
+        {"servicesubject": "inclusionConfirmationRequest"}
+    ]  # Example 5.4: that pair alone
+    (record,) = [r for r in registry.records() if r.included]
     assert (record.serviceibi, record.address, record.confirmation) == (
-        SERVICE_A, address, "successful")
+        SERVICE_A,
+        address,
+        "successful",
+    )
 
 
 def test_inclusion_without_confirmation_still_includes(resolver, registry):
@@ -131,20 +153,27 @@ def test_inclusion_without_confirmation_still_includes(resolver, registry):
         closed.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{closed.getsockname()[1]}"
     response = resolver.get(SERVICE, announcement("inclusionRequest", address, SERVICE_B, KEY_B))
-    assert pairs.parse(response.text) == [("status.archive", "included"),
-                                          ("status.confirmation", "unsuccessful")]
+    assert pairs.parse(response.text) == [
+        ("status.archive", "included"),
+        ("status.confirmation", "unsuccessful"),
+    ]
     assert [r.confirmation for r in registry.records() if r.included] == ["unsuccessful"]
 
 
-def test_wrong_or_unregistered_keys_are_refused_and_logged_without_the_key(resolver, archives,
-                                                                           registry, caplog):
+def test_wrong_or_unregistered_keys_are_refused_and_logged_without_the_key(
+    resolver, archives, registry, caplog
+):
     caplog.set_level(logging.INFO)
     address = archives["A"][0]
-    for service, key in ((SERVICE_A, "1234567899"), (SERVICE_A, KEY_B),
-                         ("sid.inpe.br/unknown/2020/01.01.00.00", KEY_A)):
+    for service, key in (
+        (SERVICE_A, "1234567899"),
+        (SERVICE_A, KEY_B),
+        ("sid.inpe.br/unknown/2020/01.01.00.00", KEY_A),
+    ):
         for subject in ("inclusionRequest", "exclusionRequest"):
-            response = resolver.get(SERVICE, announcement(subject, address, service, key),
-                                    status=403)
+            response = resolver.get(
+                SERVICE, announcement(subject, address, service, key), status=403
+            )
             assert response.text.startswith("error {" + subject + " refused")
             assert key not in response.text
             assert key not in caplog.text
@@ -153,16 +182,19 @@ def test_wrong_or_unregistered_keys_are_refused_and_logged_without_the_key(resol
     assert archives["A"][1].seen == []  # no callback for a refused Archive
 
 
-@pytest.mark.parametrize("overrides,reason", [
-    ({"servicesubject": None}, "servicesubject is missing"),
-    ({"servicesubject": "urlRequest"}, "unknown servicesubject urlRequest"),
-    ({"archiveip": None}, "needs archiveip"),
-    ({"archiveprotocol": "USP"}, "archiveprotocol must be HTTP"),
-    ({"archiveaddress": "http://x/"}, "archiveaddress must be host"),
-    ({"archiveserviceibi": "not-an-ibi"}, "archiveserviceibi IBI"),
-    ({"archiveadmemailaddress": "banon"}, "archiveadmemailaddress must be an e-mail"),
-    ({"registrationkey": "12345"}, "registrationkey breaks Table 5.1"),
-])
+@pytest.mark.parametrize(
+    "overrides,reason",
+    [
+        ({"servicesubject": None}, "servicesubject is missing"),
+        ({"servicesubject": "urlRequest"}, "unknown servicesubject urlRequest"),
+        ({"archiveip": None}, "needs archiveip"),
+        ({"archiveprotocol": "USP"}, "archiveprotocol must be HTTP"),
+        ({"archiveaddress": "http://x/"}, "archiveaddress must be host"),
+        ({"archiveserviceibi": "not-an-ibi"}, "archiveserviceibi IBI"),
+        ({"archiveadmemailaddress": "banon"}, "archiveadmemailaddress must be an e-mail"),
+        ({"registrationkey": "12345"}, "registrationkey breaks Table 5.1"),
+    ],
+)
 def test_malformed_announcements_get_a_400_saying_what(resolver, overrides, reason):
     params = announcement("inclusionRequest", "127.0.0.1:9", SERVICE_A, KEY_A, **overrides)
     response = resolver.get(SERVICE, params, status=400)
@@ -174,13 +206,16 @@ def test_malformed_announcements_get_a_400_saying_what(resolver, overrides, reas
 def test_exclusion_stops_the_archive_being_asked(resolver, archives, registry):
     include_both(resolver, archives)
     assert resolver.get("/8JMKD3MGP8W/35MMLL8!").status_int == 302  # B holds the next edition
-    response = resolver.get(SERVICE, announcement("exclusionRequest", archives["B"][0],
-                                                  SERVICE_B, KEY_B))
+    response = resolver.get(
+        SERVICE, announcement("exclusionRequest", archives["B"][0], SERVICE_B, KEY_B)
+    )
     assert response.text == "status.archive excluded"
     archives["B"][1].seen.clear()
     alert = resolver.get("/8JMKD3MGP8W/35MMLL8!", status=404)
-    assert "sid.inpe.br/mtc-m18/2012/07.12.18.08 (reached from 8JMKD3MGP8W/35MMLL8) is not known" \
-           " to any of the 1 included Archives" in alert.text
+    assert (
+        "sid.inpe.br/mtc-m18/2012/07.12.18.08 (reached from 8JMKD3MGP8W/35MMLL8) is not known"
+        " to any of the 1 included Archives" in alert.text
+    )
     assert archives["B"][1].seen == []
     # Registration is kept: the Archive comes back with its key, even at a new address.
     include_both(resolver, archives)
@@ -193,24 +228,34 @@ def test_exclusion_stops_the_archive_being_asked(resolver, archives, registry):
 def test_resolution_redirects_and_acknowledges_example_8_1(resolver, archives):
     include_both(resolver, archives)
     a_address, a_seen, _ = archives["A"]
-    response = resolver.get("/8JMKD3MGP8W/35MMLL8", headers={
-        "X-Forwarded-For": "172.16.44.200", "Accept-Language": "pt-BR,fr;q=0.8"})
+    response = resolver.get(
+        "/8JMKD3MGP8W/35MMLL8",
+        headers={"X-Forwarded-For": "172.16.44.200", "Accept-Language": "pt-BR,fr;q=0.8"},
+    )
     assert response.status_int == 302
     target = f"http://{a_address}/col/{LL8}/doc/CCSDS%20650.0-B-1.pdf"
     assert response.location == target
     ips = "172.16.44.200 150.163.68.1"  # the user, then the proxy (Example 8.1)
     for name in ("A", "B"):
-        assert archives[name][1].subjects("urlRequest") == [{
-            "servicesubject": "urlRequest", "clientinformation.ipaddress": ips,
-            "parsedibiurl.ibi": "8JMKD3MGP8W/35MMLL8"}]
-    ack, = a_seen.subjects("acknowledgment")
+        assert archives[name][1].subjects("urlRequest") == [
+            {
+                "servicesubject": "urlRequest",
+                "clientinformation.ipaddress": ips,
+                "parsedibiurl.ibi": "8JMKD3MGP8W/35MMLL8",
+            }
+        ]
+    (ack,) = a_seen.subjects("acknowledgment")
     assert archives["B"][1].subjects("acknowledgment") == []
     assert ack == {
-        "servicesubject": "acknowledgment", "clientinformation.ipaddress": ips,
-        "contenttype": "Data", "ibi": f"rep {LL8} ibip 8JMKD3MGP8W/35MMLL8",
-        "state": "Original", "url": target,
+        "servicesubject": "acknowledgment",
+        "clientinformation.ipaddress": ips,
+        "contenttype": "Data",
+        "ibi": f"rep {LL8} ibip 8JMKD3MGP8W/35MMLL8",
+        "state": "Original",
+        "url": target,
         "url.persistent": "http://resolver.example/8JMKD3MGP8W/35MMLL8",
-        "urlkey": ack["urlkey"]}
+        "urlkey": ack["urlkey"],
+    }
     assert len(ack["urlkey"]) >= 21
 
 
@@ -265,9 +310,12 @@ def test_an_archive_that_never_answers_costs_one_timeout(tmp_path, registry, arc
     try:
         registry.register("sid.inpe.br/hung/2020/01.01.00.00", "5555555555")
         address = f"127.0.0.1:{hung.getsockname()[1]}"
-        status = app.get(SERVICE, announcement("inclusionRequest", address,
-                                               "sid.inpe.br/hung/2020/01.01.00.00",
-                                               "5555555555")).text
+        status = app.get(
+            SERVICE,
+            announcement(
+                "inclusionRequest", address, "sid.inpe.br/hung/2020/01.01.00.00", "5555555555"
+            ),
+        ).text
         assert status.endswith("status.confirmation unsuccessful")
         assert app.get("/8JMKD3MGP8W/35MMLL8").status_int == 302
         unknown = app.get("/8JMKD3MGP8W/35MMLL9", status=404)
@@ -284,13 +332,16 @@ def test_an_archive_that_never_answers_costs_one_timeout(tmp_path, registry, arc
 # --------------------------------------------------------------------------- small parts
 
 
-@pytest.mark.parametrize("forwarded,remote,expected", [
-    (None, "150.163.2.175", "150.163.2.175"),
-    ("172.16.44.200", "150.163.68.1", "172.16.44.200 150.163.68.1"),
-    ("10.0.0.1, 172.16.0.9", "127.0.0.1", "10.0.0.1 172.16.0.9 127.0.0.1"),
-    ("unknown, 2001:db8::1", "::1", "2001:db8::1 ::1"),
-    ("garbage", "", "0.0.0.0"),
-])
+@pytest.mark.parametrize(
+    "forwarded,remote,expected",
+    [
+        (None, "150.163.2.175", "150.163.2.175"),
+        ("172.16.44.200", "150.163.68.1", "172.16.44.200 150.163.68.1"),
+        ("10.0.0.1, 172.16.0.9", "127.0.0.1", "10.0.0.1 172.16.0.9 127.0.0.1"),
+        ("unknown, 2001:db8::1", "::1", "2001:db8::1 ::1"),
+        ("garbage", "", "0.0.0.0"),
+    ],
+)
 def test_client_ips(forwarded, remote, expected):
     environ = {"REMOTE_ADDR": remote}
     if forwarded is not None:
@@ -299,9 +350,10 @@ def test_client_ips(forwarded, remote, expected):
 
 
 def test_access_log_redaction():
-    line = 'GET /J8LNKB5R7W/3FUQHC5?servicesubject=x&registrationkey=1234567890&a=b HTTP/1.1'
-    assert redact(line) == ('GET /J8LNKB5R7W/3FUQHC5?servicesubject=x&registrationkey=<secret>'
-                            '&a=b HTTP/1.1')
+    line = "GET /J8LNKB5R7W/3FUQHC5?servicesubject=x&registrationkey=1234567890&a=b HTTP/1.1"
+    assert redact(line) == (
+        "GET /J8LNKB5R7W/3FUQHC5?servicesubject=x&registrationkey=<secret>&a=b HTTP/1.1"
+    )
 
 
 def test_the_key_is_stored_only_as_a_hash(registry):

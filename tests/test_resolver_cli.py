@@ -23,11 +23,29 @@ def run(capsys, *argv) -> tuple[int, str, str]:
 
 def test_register_then_list(tmp_path, capsys):
     state = str(tmp_path / "state")
-    code, out, _ = run(capsys, "resolver", "register", "--state-dir", state,
-                       "--serviceibi", SERVICE_A, "--key", KEY_A)
+    code, out, _ = run(
+        capsys,
+        "resolver",
+        "register",
+        "--state-dir",
+        state,
+        "--serviceibi",
+        SERVICE_A,
+        "--key",
+        KEY_A,
+    )
     assert code == 0 and out.startswith(f"registered {SERVICE_A}")
-    code, out, _ = run(capsys, "resolver", "register", "--state-dir", state,
-                       "--serviceibi", SERVICE_A, "--key", KEY_A)
+    code, out, _ = run(
+        capsys,
+        "resolver",
+        "register",
+        "--state-dir",
+        state,
+        "--serviceibi",
+        SERVICE_A,
+        "--key",
+        KEY_A,
+    )
     assert code == 0 and out.startswith(f"re-keyed {SERVICE_A}")
     code, out, _ = run(capsys, "resolver", "list", "--state-dir", state)
     assert (code, out) == (0, f"{SERVICE_A}  not included\n")
@@ -36,18 +54,39 @@ def test_register_then_list(tmp_path, capsys):
 
 def test_register_reads_the_key_from_stdin(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO(KEY_A + "\n"))
-    code, _, _ = run(capsys, "resolver", "register", "--state-dir", str(tmp_path),
-                     "--serviceibi", SERVICE_A, "--key", "-")
+    code, _, _ = run(
+        capsys,
+        "resolver",
+        "register",
+        "--state-dir",
+        str(tmp_path),
+        "--serviceibi",
+        SERVICE_A,
+        "--key",
+        "-",
+    )
     assert code == 0 and Registry(tmp_path).check_key(SERVICE_A, KEY_A)
 
 
-@pytest.mark.parametrize("ibi,key,message", [
-    (SERVICE_A, "12345", "Table 5.1"),
-    ("not/an/ibi", KEY_A, "repository name"),
-])
+@pytest.mark.parametrize(
+    "ibi,key,message",
+    [
+        (SERVICE_A, "12345", "Table 5.1"),
+        ("not/an/ibi", KEY_A, "repository name"),
+    ],
+)
 def test_register_refuses_bad_input(tmp_path, capsys, ibi, key, message):
-    code, out, err = run(capsys, "resolver", "register", "--state-dir", str(tmp_path),
-                         "--serviceibi", ibi, "--key", key)
+    code, out, err = run(
+        capsys,
+        "resolver",
+        "register",
+        "--state-dir",
+        str(tmp_path),
+        "--serviceibi",
+        ibi,
+        "--key",
+        key,
+    )
     assert code == 2 and message in err and not out
 
 

@@ -66,32 +66,47 @@ class Archive:
     def start(self) -> None:
         port = free_port()  # a new port on every start: the address may change (§5.2)
         self.address = f"127.0.0.1:{port}"
-        self.config.write_text(yaml.safe_dump({
-            "collection": str(self.collection), "archiveaddress": self.address,
-            "archiveserviceibi": self.service, "platformsoftware": PLATFORM,
-            "archiveip": "127.0.0.1", "archiveadmemailaddress": "admin@archive.example",
-            "registrationkey": self.key, "bind": self.address, "workers": 1,
-            "state_dir": str(self.bed.base / f"state-{self.name}"),
-            "resolver": self.bed.service}))
+        self.config.write_text(
+            yaml.safe_dump(
+                {
+                    "collection": str(self.collection),
+                    "archiveaddress": self.address,
+                    "archiveserviceibi": self.service,
+                    "platformsoftware": PLATFORM,
+                    "archiveip": "127.0.0.1",
+                    "archiveadmemailaddress": "admin@archive.example",
+                    "registrationkey": self.key,
+                    "bind": self.address,
+                    "workers": 1,
+                    "state_dir": str(self.bed.base / f"state-{self.name}"),
+                    "resolver": self.bed.service,
+                }
+            )
+        )
         self.config.chmod(0o600)
         self.log_start = self.log.stat().st_size if self.log.exists() else 0
         self.process = Process(["serve", "--config", str(self.config)], self.log)
         self.process.start()
         self.process.wait_answering(
-            f"http://{self.address}/{self.service}?servicesubject=inclusionConfirmationRequest")
+            f"http://{self.address}/{self.service}?servicesubject=inclusionConfirmationRequest"
+        )
         self.join()
 
     def record(self):
-        record, = [r for r in self.bed.registry.records() if r.serviceibi == self.service]
+        (record,) = [r for r in self.bed.registry.records() if r.serviceibi == self.service]
         return record
 
     def join(self) -> None:
         """serve sends inclusionRequest once its socket answers (§5.2, issue 3)."""
-        wait_until(lambda: self.record().included and self.record().address == self.address,
-                   what=f"Archive {self.name} to be included")
+        wait_until(
+            lambda: self.record().included and self.record().address == self.address,
+            what=f"Archive {self.name} to be included",
+        )
         # …and serve logs the resolver's status answer.
-        wait_until(lambda: "status.archive included status.confirmation successful"
-                   in self.this_run(), what=f"Archive {self.name} to log its inclusion")
+        wait_until(
+            lambda: "status.archive included status.confirmation successful" in self.this_run(),
+            what=f"Archive {self.name} to log its inclusion",
+        )
 
     def stop(self) -> None:
         """SIGTERM: serve sends exclusionRequest before it exits."""
@@ -101,18 +116,22 @@ class Archive:
 
     def this_run(self) -> str:
         """What this start of serve logged (the log file is appended to on every start)."""
-        return self.log.read_bytes()[self.log_start:].decode(errors="replace")
+        return self.log.read_bytes()[self.log_start :].decode(errors="replace")
 
     def received(self, subject: str | None = None):
         return received(self.log.read_text(errors="replace"), subject)
 
     def asked_by(self, ips: str) -> list[dict]:
-        return [q for q, _ in self.received("urlRequest")
-                if q["clientinformation.ipaddress"] == ips]
+        return [
+            q for q, _ in self.received("urlRequest") if q["clientinformation.ipaddress"] == ips
+        ]
 
     def acks_from(self, ip: str):
-        return [(q, s) for q, s in self.received("acknowledgment")
-                if q["clientinformation.ipaddress"].split()[0] == ip]
+        return [
+            (q, s)
+            for q, s in self.received("acknowledgment")
+            if q["clientinformation.ipaddress"].split()[0] == ip
+        ]
 
 
 class Bed:
@@ -127,14 +146,38 @@ class Bed:
         self.b = Archive(self, "B", b, SERVICE_B, KEY_B)
         for archive in (self.a, self.b):  # §5.1, through the contract command
             done = subprocess.run(
-                [sys.executable, "-m", "archive_service.cli", "resolver", "register",
-                 "--state-dir", str(self.state), "--serviceibi", archive.service,
-                 "--key", archive.key], cwd=ROOT, capture_output=True, text=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "archive_service.cli",
+                    "resolver",
+                    "register",
+                    "--state-dir",
+                    str(self.state),
+                    "--serviceibi",
+                    archive.service,
+                    "--key",
+                    archive.key,
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+            )
             assert done.returncode == 0, done.stderr
         self.registry = Registry(self.state)
-        self.resolver = Process(["resolver", "serve", "--state-dir", str(self.state),
-                                 "--bind", f"127.0.0.1:{port}", "--timeout", "3"],
-                                base / "resolver.log")
+        self.resolver = Process(
+            [
+                "resolver",
+                "serve",
+                "--state-dir",
+                str(self.state),
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--timeout",
+                "3",
+            ],
+            base / "resolver.log",
+        )
 
     def start(self) -> None:
         self.resolver.start()
@@ -143,8 +186,11 @@ class Bed:
         self.b.start()
 
     def stop(self) -> None:
-        codes = [process.stop() for process in (self.a.process, self.b.process, self.resolver)
-                 if process is not None]
+        codes = [
+            process.stop()
+            for process in (self.a.process, self.b.process, self.resolver)
+            if process is not None
+        ]
         assert codes == [0] * len(codes), codes  # SIGTERM is a clean stop for every server
 
     def archive(self, name: str) -> Archive:
@@ -170,8 +216,12 @@ def test_both_archives_joined_with_confirmation(bed):
         record = records[archive.service]
         assert record.included and record.confirmation == "successful"
         assert record.address == archive.address
-        wait_until(lambda archive=archive: [q for q, s in archive.received("inclusionConfirmationRequest")
-                            if s == 200], what="the confirmation in the Archive's log")
+        wait_until(
+            lambda archive=archive: [
+                q for q, s in archive.received("inclusionConfirmationRequest") if s == 200
+            ],
+            what="the confirmation in the Archive's log",
+        )
 
 
 # The seed's persistent URLs; the Archive expected to answer and its path of the target.
@@ -182,29 +232,67 @@ EXAMPLES = [
     ("6.1-rep", f"/{BANON}", {}, "A", f"/col/{BANON}/doc/@relatorio.pdf"),
     ("6.2-free", "/8JMKD3MGP8W/35MME4E:", {}, "A", f"/col/{E4E}.47/doc/metadata.html"),
     ("6.2-oai_dc", "/8JMKD3MGP8W/35MME4E:(oai_dc)", {}, "A", f"/col/{E4E}.47/doc/oai_dc.xml"),
-    ("6.3-en", "/8JMKD3MGP8W/35MME4E+", {"Accept-Language": "en"}, "A",
-     f"/col/{E4E}/doc/CCSDS%20643.0-B-1.pdf"),
-    ("6.3-pt", "/8JMKD3MGP8W/35MME4E+", {"Accept-Language": EXAMPLE_6_8_LANGUAGES}, "A",
-     f"/col/{E4E_PT}/doc/RTC-07.pdf"),
-    ("6.3-pt-param", "/8JMKD3MGP8W/35MME4E+(pt)", {"Accept-Language": "en"}, "A",
-     f"/col/{E4E_PT}/doc/RTC-07.pdf"),
-    ("6.4-last", "/8JMKD3MGP8W/35MMLL8!", {}, "B",
-     f"/col/{NEXT_EDITION}/doc/CCSDS%20650.0-M-2.pdf"),
-    ("6.4-last-oai_dc", "/8JMKD3MGP8W/35MMLL8!:(oai_dc)", {}, "B",
-     f"/col/{NEXT_METADATA}/doc/oai_dc.xml"),
-    ("6.5", "/8JMKD3MGP8W/35MMLL8?ibiurl.verblist=GetLastEdition+GetMetadata(oai_dc)", {}, "B",
-     f"/col/{NEXT_METADATA}/doc/oai_dc.xml"),
-    ("6.6", "/LK47B6W/362SFKH?ibiurl.verblist=GetFileList", {}, "A",
-     f"/{SERVICE_A}/filelist/{BANON}"),
+    (
+        "6.3-en",
+        "/8JMKD3MGP8W/35MME4E+",
+        {"Accept-Language": "en"},
+        "A",
+        f"/col/{E4E}/doc/CCSDS%20643.0-B-1.pdf",
+    ),
+    (
+        "6.3-pt",
+        "/8JMKD3MGP8W/35MME4E+",
+        {"Accept-Language": EXAMPLE_6_8_LANGUAGES},
+        "A",
+        f"/col/{E4E_PT}/doc/RTC-07.pdf",
+    ),
+    (
+        "6.3-pt-param",
+        "/8JMKD3MGP8W/35MME4E+(pt)",
+        {"Accept-Language": "en"},
+        "A",
+        f"/col/{E4E_PT}/doc/RTC-07.pdf",
+    ),
+    (
+        "6.4-last",
+        "/8JMKD3MGP8W/35MMLL8!",
+        {},
+        "B",
+        f"/col/{NEXT_EDITION}/doc/CCSDS%20650.0-M-2.pdf",
+    ),
+    (
+        "6.4-last-oai_dc",
+        "/8JMKD3MGP8W/35MMLL8!:(oai_dc)",
+        {},
+        "B",
+        f"/col/{NEXT_METADATA}/doc/oai_dc.xml",
+    ),
+    (
+        "6.5",
+        "/8JMKD3MGP8W/35MMLL8?ibiurl.verblist=GetLastEdition+GetMetadata(oai_dc)",
+        {},
+        "B",
+        f"/col/{NEXT_METADATA}/doc/oai_dc.xml",
+    ),
+    (
+        "6.6",
+        "/LK47B6W/362SFKH?ibiurl.verblist=GetFileList",
+        {},
+        "A",
+        f"/{SERVICE_A}/filelist/{BANON}",
+    ),
     ("6.7", "/LK47B6W/362SFKH/reference.bib", {}, "A", f"/col/{BANON}/doc/reference.bib"),
 ]
 
 
-@pytest.mark.parametrize("number,name,path,headers,holder,target",
-                         [(i, *example) for i, example in enumerate(EXAMPLES)],
-                         ids=[e[0] for e in EXAMPLES])
-def test_examples_6_1_to_6_7_redirect_and_acknowledge(bed, number, name, path, headers, holder,
-                                                      target):
+@pytest.mark.parametrize(
+    "number,name,path,headers,holder,target",
+    [(i, *example) for i, example in enumerate(EXAMPLES)],
+    ids=[e[0] for e in EXAMPLES],
+)
+def test_examples_6_1_to_6_7_redirect_and_acknowledge(
+    bed, number, name, path, headers, holder, target
+):
     user = f"10.6.0.{number + 1}"  # tells this resolution's messages apart in the logs
     status, response_headers, _ = bed.get(path, user, **headers)
     archive, other = (bed.a, bed.b) if holder == "A" else (bed.b, bed.a)
@@ -213,7 +301,7 @@ def test_examples_6_1_to_6_7_redirect_and_acknowledge(bed, number, name, path, h
     # The Archive that gave the URL was thanked, once, and answered `notice` (HTTP 200);
     # the other was not.
     acks = wait_until(lambda: archive.acks_from(user), what="the acknowledgment")
-    (ack, ack_status), = acks
+    ((ack, ack_status),) = acks
     assert ack_status == 200
     assert ack["url"] == location
     assert ack["url.persistent"] == bed.url + path
@@ -224,7 +312,7 @@ def test_examples_6_1_to_6_7_redirect_and_acknowledge(bed, number, name, path, h
     status, _, body = http_get(location)
     assert status == 200
     if target.startswith("/col/"):
-        assert body == (archive.collection / unquote(target[len("/col/"):])).read_bytes()
+        assert body == (archive.collection / unquote(target[len("/col/") :])).read_bytes()
     else:
         assert b"reference.bib" in body
 
@@ -236,15 +324,28 @@ def test_example_8_1(bed):
     assert (status, headers["Location"]) == (302, url)
     ips = f"{user} 127.0.0.1"
     for archive in (bed.a, bed.b):  # "Solicitar URL" to every included Archive
-        asked = wait_until(lambda archive=archive: archive.asked_by(ips), what="the urlRequest in the log")
-        assert asked == [{"servicesubject": "urlRequest", "clientinformation.ipaddress": ips,
-                          "parsedibiurl.ibi": "8JMKD3MGP8W/35MMLL8"}]
-    (ack, ack_status), = wait_until(lambda: bed.a.acks_from(user), what="the acknowledgment")
+        asked = wait_until(
+            lambda archive=archive: archive.asked_by(ips), what="the urlRequest in the log"
+        )
+        assert asked == [
+            {
+                "servicesubject": "urlRequest",
+                "clientinformation.ipaddress": ips,
+                "parsedibiurl.ibi": "8JMKD3MGP8W/35MMLL8",
+            }
+        ]
+    ((ack, ack_status),) = wait_until(lambda: bed.a.acks_from(user), what="the acknowledgment")
     assert ack_status == 200
-    assert ack == {"servicesubject": "acknowledgment", "clientinformation.ipaddress": ips,
-                   "contenttype": "Data", "ibi": f"rep {LL8} ibip 8JMKD3MGP8W/35MMLL8",
-                   "state": "Original", "url": url,
-                   "url.persistent": f"{bed.url}/8JMKD3MGP8W/35MMLL8", "urlkey": ack["urlkey"]}
+    assert ack == {
+        "servicesubject": "acknowledgment",
+        "clientinformation.ipaddress": ips,
+        "contenttype": "Data",
+        "ibi": f"rep {LL8} ibip 8JMKD3MGP8W/35MMLL8",
+        "state": "Original",
+        "url": url,
+        "url.persistent": f"{bed.url}/8JMKD3MGP8W/35MMLL8",
+        "urlkey": ack["urlkey"],
+    }
     assert URLKEY.fullmatch(ack["urlkey"])
 
 
@@ -257,20 +358,32 @@ def test_example_8_2_two_rounds(bed):
     ips = f"{user} 127.0.0.1"
     verbs = "GetLastEdition GetMetadata(oai_dc)"
     for archive in (bed.a, bed.b):  # both rounds went to both Archives
-        asked = wait_until(lambda archive=archive: len(archive.asked_by(ips)) == 2
-                           and archive.asked_by(ips),
-                           what="two urlRequests in the log")
+        asked = wait_until(
+            lambda archive=archive: len(archive.asked_by(ips)) == 2 and archive.asked_by(ips),
+            what="two urlRequests in the log",
+        )
         assert asked == [
-            {"servicesubject": "urlRequest", "clientinformation.ipaddress": ips,
-             "parsedibiurl.ibi": ibi, "parsedibiurl.verblist": verbs}
-            for ibi in ("8JMKD3MGP8W/35MMLL8", NEXT_EDITION)]
-    (ack, ack_status), = wait_until(lambda: bed.b.acks_from(user), what="the acknowledgment")
+            {
+                "servicesubject": "urlRequest",
+                "clientinformation.ipaddress": ips,
+                "parsedibiurl.ibi": ibi,
+                "parsedibiurl.verblist": verbs,
+            }
+            for ibi in ("8JMKD3MGP8W/35MMLL8", NEXT_EDITION)
+        ]
+    ((ack, ack_status),) = wait_until(lambda: bed.b.acks_from(user), what="the acknowledgment")
     assert bed.a.acks_from(user) == []
     assert ack_status == 200
-    assert ack == {"servicesubject": "acknowledgment", "clientinformation.ipaddress": ips,
-                   "contenttype": "Metadata", "ibi": f"rep {NEXT_METADATA}",
-                   "state": "Original", "url": url, "url.persistent": bed.url + path,
-                   "urlkey": ack["urlkey"]}
+    assert ack == {
+        "servicesubject": "acknowledgment",
+        "clientinformation.ipaddress": ips,
+        "contenttype": "Metadata",
+        "ibi": f"rep {NEXT_METADATA}",
+        "state": "Original",
+        "url": url,
+        "url.persistent": bed.url + path,
+        "urlkey": ack["urlkey"],
+    }
 
 
 def test_urlkeys_are_fresh_and_every_acknowledgment_was_accepted(bed):
@@ -293,8 +406,9 @@ def test_original_claims(bed):
     status, _, body = bed.get(f"/{COPY_ONLY}?ibiurl.requireditemstatus=Original", user)
     assert status == 404 and "no Archive claims to hold the Original" in body.decode()
     # A single Original claim next to a Copy is selected.
-    status, headers, _ = bed.get("/8JMKD3MGP8W/35MME4E?ibiurl.requireditemstatus=Original",
-                                 "10.8.0.2")
+    status, headers, _ = bed.get(
+        "/8JMKD3MGP8W/35MME4E?ibiurl.requireditemstatus=Original", "10.8.0.2"
+    )
     assert (status, urlsplit(headers["Location"]).netloc) == (302, bed.a.address)
 
 
@@ -313,16 +427,24 @@ def test_deleted_unknown_and_malformed(bed):
 def test_privacy_rule_in_what_the_archives_received(bed):
     asked = bed.a.received("urlRequest") + bed.b.received("urlRequest")
     assert len(asked) > 2 * len(EXAMPLES)
-    allowed = {"servicesubject", "clientinformation.ipaddress", "parsedibiurl.ibi",
-               "parsedibiurl.filepath", "parsedibiurl.verblist"}
+    allowed = {
+        "servicesubject",
+        "clientinformation.ipaddress",
+        "parsedibiurl.ibi",
+        "parsedibiurl.filepath",
+        "parsedibiurl.verblist",
+    }
     for query, status in asked:
         assert status == 200
         assert set(query) <= allowed, query
         assert "Original" not in query.values()
     # A language reaches an Archive only when the persistent URL names it (+(pt)), never from
     # the browser's Accept-Language.
-    languages = {q["parsedibiurl.verblist"] for q, _ in asked
-                 if "GetTranslation(" in q.get("parsedibiurl.verblist", "")}
+    languages = {
+        q["parsedibiurl.verblist"]
+        for q, _ in asked
+        if "GetTranslation(" in q.get("parsedibiurl.verblist", "")
+    }
     assert languages == {"GetTranslation(pt)"}
 
 
@@ -332,8 +454,10 @@ def test_stopping_an_archive_excludes_it_until_it_returns(bed):
     try:
         status, _, body = bed.get("/8JMKD3MGP8W/35MMLL8!", "10.10.0.1")
         assert status == 404
-        assert (f"{NEXT_EDITION} (reached from 8JMKD3MGP8W/35MMLL8) is not known to any of the "
-                "1 included Archives") in body.decode()
+        assert (
+            f"{NEXT_EDITION} (reached from 8JMKD3MGP8W/35MMLL8) is not known to any of the "
+            "1 included Archives"
+        ) in body.decode()
         status, headers, _ = bed.get("/8JMKD3MGP8W/35MME4E", "10.10.0.2")
         assert (status, urlsplit(headers["Location"]).netloc) == (302, bed.a.address)
         # The resolver did not try the stopped Archive: a refused connection would be logged
@@ -343,7 +467,9 @@ def test_stopping_an_archive_excludes_it_until_it_returns(bed):
         bed.b.start()  # back, at a new address, with the same registration
     status, headers, _ = bed.get("/8JMKD3MGP8W/35MMLL8!", "10.10.0.3")
     assert (status, headers["Location"]) == (
-        302, f"http://{bed.b.address}/col/{NEXT_EDITION}/doc/CCSDS%20650.0-M-2.pdf")
+        302,
+        f"http://{bed.b.address}/col/{NEXT_EDITION}/doc/CCSDS%20650.0-M-2.pdf",
+    )
 
 
 def test_registration_keys_never_reach_a_log(bed):

@@ -21,9 +21,21 @@ def running(tmp_path_factory):
     Registry(base / "state").register(SERVICE_A, KEY_A)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    resolver = Process(["resolver", "serve", "--state-dir", str(base / "state"),
-                        "--bind", f"127.0.0.1:{port}", "--address", "resolver.example.org",
-                        "--timeout", str(TIMEOUT)], base / "resolver.log")
+    resolver = Process(
+        [
+            "resolver",
+            "serve",
+            "--state-dir",
+            str(base / "state"),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--address",
+            "resolver.example.org",
+            "--timeout",
+            str(TIMEOUT),
+        ],
+        base / "resolver.log",
+    )
     resolver.start()
     try:
         resolver.wait_answering(url + "/")
@@ -33,16 +45,30 @@ def running(tmp_path_factory):
 
 
 def inclusion(address: str) -> dict[str, str]:
-    return {"servicesubject": "inclusionRequest", "archiveaddress": address,
-            "archiveserviceibi": SERVICE_A, "archiveip": "127.0.0.1", "archiveprotocol": "HTTP",
-            "archiveplatformversion": "test", "archiveadmemailaddress": "admin@example.org",
-            "registrationkey": KEY_A}
+    return {
+        "servicesubject": "inclusionRequest",
+        "archiveaddress": address,
+        "archiveserviceibi": SERVICE_A,
+        "archiveip": "127.0.0.1",
+        "archiveprotocol": "HTTP",
+        "archiveplatformversion": "test",
+        "archiveadmemailaddress": "admin@example.org",
+        "registrationkey": KEY_A,
+    }
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("spelling", ["127.0.0.1:{port}", "localhost:{port}",
-                                      "LocalHost.:{port}", "[::1]:{port}",
-                                      "resolver.example.org", "RESOLVER.example.org:80"])
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "127.0.0.1:{port}",
+        "localhost:{port}",
+        "LocalHost.:{port}",
+        "[::1]:{port}",
+        "resolver.example.org",
+        "RESOLVER.example.org:80",
+    ],
+)
 def test_an_inclusion_at_the_resolvers_own_address_is_refused(running, spelling):
     url, port, registry, _ = running
     started = time.monotonic()
@@ -70,16 +96,19 @@ def test_a_looping_registration_answers_at_once(running):
             db.execute("UPDATE archive SET included = 0")
 
 
-@pytest.mark.parametrize("bind, public, archiveaddress, own", [
-    ("0.0.0.0:8090", "", "127.0.0.1:8090", True),
-    ("0.0.0.0:8090", "", "localhost:8090", True),
-    ("0.0.0.0:8090", "", "127.0.0.1:8091", False),
-    ("127.0.0.1:8090", "", "192.0.2.7:8090", False),  # not this machine's
-    ("127.0.0.1:8090", "resolver.example.org", "resolver.example.org:8090", False),
-    ("127.0.0.1:8090", "resolver.example.org:8443", "Resolver.Example.org.:8443", True),
-    ("unix:/run/resolver.sock", "resolver.example.org", "resolver.example.org", True),
-    ("unix:/run/resolver.sock", "resolver.example.org", "archive.example.org", False),
-])
+@pytest.mark.parametrize(
+    "bind, public, archiveaddress, own",
+    [
+        ("0.0.0.0:8090", "", "127.0.0.1:8090", True),
+        ("0.0.0.0:8090", "", "localhost:8090", True),
+        ("0.0.0.0:8090", "", "127.0.0.1:8091", False),
+        ("127.0.0.1:8090", "", "192.0.2.7:8090", False),  # not this machine's
+        ("127.0.0.1:8090", "resolver.example.org", "resolver.example.org:8090", False),
+        ("127.0.0.1:8090", "resolver.example.org:8443", "Resolver.Example.org.:8443", True),
+        ("unix:/run/resolver.sock", "resolver.example.org", "resolver.example.org", True),
+        ("unix:/run/resolver.sock", "resolver.example.org", "archive.example.org", False),
+    ],
+)
 @pytest.mark.process
 def test_own_address_spellings(bind, public, archiveaddress, own):
     from archive_service.resolver.archives import OwnAddress

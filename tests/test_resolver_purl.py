@@ -52,27 +52,34 @@ def test_every_modifier_with_parameters_and_a_path_after_a_repository_name(mdf, 
     assert list(parsed.verbs) == expected
 
 
-@pytest.mark.parametrize("path,ibi,filepath", [
-    ("8JMKD3MGP8W/35MME4E", "8JMKD3MGP8W/35MME4E", None),  # Example 6.1
-    ("8JMKD3MGP8W/35MMLL8", "8JMKD3MGP8W/35MMLL8", None),
-    ("LK47B6W/362SFKH", "LK47B6W/362SFKH", None),
-    ("iconet.com.br/banon/2009/09.09.22.01", "iconet.com.br/banon/2009/09.09.22.01", None),
-    ("LK47B6W/362SFKH/reference.bib", "LK47B6W/362SFKH", "/reference.bib"),  # Example 6.7
-    # An IBIp followed by a path of two segments is not taken for a repository name.
-    ("LK47B6W/362SFKH/doc/reference.bib", "LK47B6W/362SFKH", "/doc/reference.bib"),
-    ("lk47b6w/362sfkh", "lk47b6w/362sfkh", None),  # case-insensitive, kept as written
-    ("sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47:", "sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47",
-     None),
-    ("LK47B6W/362SFKH/", "LK47B6W/362SFKH", None),  # a bare "/" names no file
-])
+@pytest.mark.parametrize(
+    "path,ibi,filepath",
+    [
+        ("8JMKD3MGP8W/35MME4E", "8JMKD3MGP8W/35MME4E", None),  # Example 6.1
+        ("8JMKD3MGP8W/35MMLL8", "8JMKD3MGP8W/35MMLL8", None),
+        ("LK47B6W/362SFKH", "LK47B6W/362SFKH", None),
+        ("iconet.com.br/banon/2009/09.09.22.01", "iconet.com.br/banon/2009/09.09.22.01", None),
+        ("LK47B6W/362SFKH/reference.bib", "LK47B6W/362SFKH", "/reference.bib"),  # Example 6.7
+        # An IBIp followed by a path of two segments is not taken for a repository name.
+        ("LK47B6W/362SFKH/doc/reference.bib", "LK47B6W/362SFKH", "/doc/reference.bib"),
+        ("lk47b6w/362sfkh", "lk47b6w/362sfkh", None),  # case-insensitive, kept as written
+        (
+            "sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47:",
+            "sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47",
+            None,
+        ),
+        ("LK47B6W/362SFKH/", "LK47B6W/362SFKH", None),  # a bare "/" names no file
+    ],
+)
 def test_ibi_and_path(path, ibi, filepath):
     parsed = purl.parse(path)
     assert (parsed.ibi, parsed.filepath) == (ibi, filepath)
 
 
 def test_example_6_5_verblist_is_the_same_as_the_modifier():
-    by_query = purl.parse("8JMKD3MGP8W/35MMLL8",
-                          "ibiurl.verblist=GetLastEdition+GetMetadata(oai_dc)")
+    by_query = purl.parse(
+        "8JMKD3MGP8W/35MMLL8", "ibiurl.verblist=GetLastEdition+GetMetadata(oai_dc)"
+    )
     by_modifier = purl.parse("8JMKD3MGP8W/35MMLL8!:(oai_dc)")
     assert by_query.verbs == by_modifier.verbs == ("GetLastEdition", "GetMetadata(oai_dc)")
     assert by_query.parsed == by_modifier.parsed
@@ -85,8 +92,9 @@ def test_example_6_6_file_list():
 
 
 def test_example_6_8_union_of_modifier_and_verblist_and_required_status():
-    parsed = purl.parse("LK47B6W/362SFKH+",
-                        "ibiurl.requireditemstatus=Original&ibiurl.verblist=GetMetadata")
+    parsed = purl.parse(
+        "LK47B6W/362SFKH+", "ibiurl.requireditemstatus=Original&ibiurl.verblist=GetMetadata"
+    )
     assert parsed.verblist == "GetTranslation GetMetadata"  # Table 6.8
     assert parsed.requireditemstatus == "Original"
 
@@ -95,8 +103,9 @@ def test_union_drops_a_verb_given_twice_and_keeps_the_modifier_order():
     parsed = purl.parse("8JMKD3MGP8W/35MMLL8!", "ibiurl.verblist=GetLastEdition+GetFileList")
     assert parsed.verbs == ("GetLastEdition", "GetFileList")
     # %2B is a literal "+" between verbs, as Table 6.4 writes them.
-    assert purl.parse("8JMKD3MGP8W/35MMLL8", "ibiurl.verblist=GetLastEdition%2BGetMetadata"
-                      ).verbs == ("GetLastEdition", "GetMetadata")
+    assert purl.parse(
+        "8JMKD3MGP8W/35MMLL8", "ibiurl.verblist=GetLastEdition%2BGetMetadata"
+    ).verbs == ("GetLastEdition", "GetMetadata")
 
 
 def test_pairs_for_the_item_pass_through_untouched():
@@ -105,35 +114,43 @@ def test_pairs_for_the_item_pass_through_untouched():
     assert parsed.verbs == ("GetFileList",)
 
 
-@pytest.mark.parametrize("path,query,message", [
-    ("", "", "no IBI"),
-    ("8JMKD3MGP8W", "", "does not start with an IBI"),
-    ("foo.example/bar/2009/13.45.00.00", "", "not a UTC date"),
-    ("8JMKD3MGP8W/35MMLL0", "", "breaks rule palavra"),  # 0 is not an IBIp digit
-    ("8JMKD3MGP8W/35MMLL8!!", "", "is not one of Table 6.2"),
-    ("8JMKD3MGP8W/35MMLL8:!", "", "is not one of Table 6.2"),
-    ("8JMKD3MGP8W/35MMLL8::", "", "is not one of Table 6.2"),
-    ("8JMKD3MGP8W/35MMLL8+!+", "", "is not one of Table 6.2"),
-    ("8JMKD3MGP8W/35MMLL8:+:", "", "is not one of Table 6.2"),
-    ("8JMKD3MGP8W/35MMLL8+(pt-br)", "", "2-capital-letter country"),
-    ("8JMKD3MGP8W/35MMLL8+(portuguese)", "", "2 small letters"),
-    ("8JMKD3MGP8W/35MMLL8:(marc)", "", "the one format is oai_dc"),
-    ("8JMKD3MGP8W/35MMLL8!x", "", "'x' at character 2"),
-    ("LK47B6W/362SFKH/../x", "", "leaves the item"),
-    ("LK47B6W/362SFKH", "ibiurl.requireditemstatus=Copy", "the one value is Original"),
-    ("LK47B6W/362SFKH", "ibiurl.verblist=GetEverything", "unknown verb GetEverything"),
-    ("LK47B6W/362SFKH", "ibiurl.verblist=GetMetadata+GetLastEdition", "no relation"),
-    ("LK47B6W/362SFKH:", "ibiurl.verblist=GetLastEdition", "no relation"),
-    ("LK47B6W/362SFKH", "ibiurl.colour=red", "unknown query pair ibiurl.colour"),
-    ("LK47B6W/362SFKH", "ibiurl.verblist=GetFileList&ibiurl.verblist=GetMetadata",
-     "more than once"),
-    ("LK47B6W/362SFKH", "q=\u00e9", "not ASCII"),
-])
+@pytest.mark.parametrize(
+    "path,query,message",
+    [
+        ("", "", "no IBI"),
+        ("8JMKD3MGP8W", "", "does not start with an IBI"),
+        ("foo.example/bar/2009/13.45.00.00", "", "not a UTC date"),
+        ("8JMKD3MGP8W/35MMLL0", "", "breaks rule palavra"),  # 0 is not an IBIp digit
+        ("8JMKD3MGP8W/35MMLL8!!", "", "is not one of Table 6.2"),
+        ("8JMKD3MGP8W/35MMLL8:!", "", "is not one of Table 6.2"),
+        ("8JMKD3MGP8W/35MMLL8::", "", "is not one of Table 6.2"),
+        ("8JMKD3MGP8W/35MMLL8+!+", "", "is not one of Table 6.2"),
+        ("8JMKD3MGP8W/35MMLL8:+:", "", "is not one of Table 6.2"),
+        ("8JMKD3MGP8W/35MMLL8+(pt-br)", "", "2-capital-letter country"),
+        ("8JMKD3MGP8W/35MMLL8+(portuguese)", "", "2 small letters"),
+        ("8JMKD3MGP8W/35MMLL8:(marc)", "", "the one format is oai_dc"),
+        ("8JMKD3MGP8W/35MMLL8!x", "", "'x' at character 2"),
+        ("LK47B6W/362SFKH/../x", "", "leaves the item"),
+        ("LK47B6W/362SFKH", "ibiurl.requireditemstatus=Copy", "the one value is Original"),
+        ("LK47B6W/362SFKH", "ibiurl.verblist=GetEverything", "unknown verb GetEverything"),
+        ("LK47B6W/362SFKH", "ibiurl.verblist=GetMetadata+GetLastEdition", "no relation"),
+        ("LK47B6W/362SFKH:", "ibiurl.verblist=GetLastEdition", "no relation"),
+        ("LK47B6W/362SFKH", "ibiurl.colour=red", "unknown query pair ibiurl.colour"),
+        (
+            "LK47B6W/362SFKH",
+            "ibiurl.verblist=GetFileList&ibiurl.verblist=GetMetadata",
+            "more than once",
+        ),
+        ("LK47B6W/362SFKH", "q=\u00e9", "not ASCII"),
+    ],
+)
 def test_bad_persistent_urls_say_what_is_wrong(path, query, message):
     with pytest.raises(PurlError, match=message.replace("(", r"\(").replace(")", r"\)")):
         purl.parse(path, query)
 
 
 def test_required_status_is_case_insensitive_and_normalised():
-    assert purl.parse("LK47B6W/362SFKH", "ibiurl.requireditemstatus=original"
-                      ).requireditemstatus == "Original"
+    assert (
+        purl.parse("LK47B6W/362SFKH", "ibiurl.requireditemstatus=original").requireditemstatus
+        == "Original"
+    )

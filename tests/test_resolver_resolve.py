@@ -40,17 +40,25 @@ EXAMPLE_6_8_LANGUAGES = "pt-br,fr;q=0.8,en;q=0.5,pt;q=0.3"
 
 
 def archive_app(collection: Path, ref: ArchiveRef, state: Path):
-    return create_app({"collection": str(collection), "archiveaddress": ref.address,
-                       "archiveserviceibi": ref.serviceibi, "platformsoftware": PLATFORM,
-                       "resolver": "none", "state_dir": str(state)})
+    return create_app(
+        {
+            "collection": str(collection),
+            "archiveaddress": ref.address,
+            "archiveserviceibi": ref.serviceibi,
+            "platformsoftware": PLATFORM,
+            "resolver": "none",
+            "state_dir": str(state),
+        }
+    )
 
 
 @pytest.fixture(scope="module")
 def two_archives(tmp_path_factory) -> InProcessArchives:
     base = tmp_path_factory.mktemp("bed")
     a, b = build_collections(base)
-    return InProcessArchives([(A, archive_app(a, A, base / "sa")),
-                              (B, archive_app(b, B, base / "sb"))])
+    return InProcessArchives(
+        [(A, archive_app(a, A, base / "sa")), (B, archive_app(b, B, base / "sb"))]
+    )
 
 
 @pytest.fixture
@@ -62,8 +70,9 @@ def bed(two_archives) -> InProcessArchives:
 
 def run(bed, path, query="", accept=None, rounds=10) -> resolve.Outcome:
     parsed = purl.parse(path, query)
-    return resolve.resolve(parsed, lambda q: bed.ask(q, "150.163.2.175", parsed.filepath),
-                           accept, rounds)
+    return resolve.resolve(
+        parsed, lambda q: bed.ask(q, "150.163.2.175", parsed.filepath), accept, rounds
+    )
 
 
 def col(address: str, directory: str, name: str) -> str:
@@ -87,11 +96,23 @@ def test_example_8_2_asks_again_for_the_next_edition_with_the_same_verbs(bed):
     assert outcome.reading.answer.archive == B
     assert [(q.ibi, q.verblist) for q in outcome.questions] == [
         ("8JMKD3MGP8W/35MMLL8", "GetLastEdition GetMetadata(oai_dc)"),
-        (NEXT_EDITION, "GetLastEdition GetMetadata(oai_dc)")]
-    ack = resolve.acknowledgment(outcome.reading, "172.16.44.200 150.163.68.1",
-                                 "http://urlib.net/8JMKD3MGP8W/35MMLL8!:(oai_dc)")
-    assert set(ack) == {"servicesubject", "clientinformation.ipaddress", "contenttype", "ibi",
-                        "state", "url", "url.persistent", "urlkey"}  # Table 6.11
+        (NEXT_EDITION, "GetLastEdition GetMetadata(oai_dc)"),
+    ]
+    ack = resolve.acknowledgment(
+        outcome.reading,
+        "172.16.44.200 150.163.68.1",
+        "http://urlib.net/8JMKD3MGP8W/35MMLL8!:(oai_dc)",
+    )
+    assert set(ack) == {
+        "servicesubject",
+        "clientinformation.ipaddress",
+        "contenttype",
+        "ibi",
+        "state",
+        "url",
+        "url.persistent",
+        "urlkey",
+    }  # Table 6.11
     assert ack["contenttype"] == "Metadata" and ack["state"] == "Original"
     assert ack["ibi"] == f"rep {NEXT_METADATA}"
     assert ack["url"] == outcome.url
@@ -99,12 +120,18 @@ def test_example_8_2_asks_again_for_the_next_edition_with_the_same_verbs(bed):
 
 
 def test_privacy_rule_language_and_required_status_never_reach_archives(bed):
-    run(bed, "LK47B6W/362SFKH+:", "ibiurl.requireditemstatus=Original",
-        accept=EXAMPLE_6_8_LANGUAGES)
+    run(
+        bed, "LK47B6W/362SFKH+:", "ibiurl.requireditemstatus=Original", accept=EXAMPLE_6_8_LANGUAGES
+    )
     run(bed, "8JMKD3MGP8W/35MMLL8!", "ibiurl.requireditemstatus=Original")
     assert bed.asked
-    allowed = {"servicesubject", "clientinformation.ipaddress", "parsedibiurl.ibi",
-               "parsedibiurl.filepath", "parsedibiurl.verblist"}  # Table 6.9
+    allowed = {
+        "servicesubject",
+        "clientinformation.ipaddress",
+        "parsedibiurl.ibi",
+        "parsedibiurl.filepath",
+        "parsedibiurl.verblist",
+    }  # Table 6.9
     for _, params in bed.asked:
         assert set(params) <= allowed
         assert "pt" not in params.get("parsedibiurl.verblist", "")
@@ -160,16 +187,19 @@ def test_file_list_and_file_path_examples_6_6_and_6_7(bed):
 # --------------------------------------------------------------------------- languages
 
 
-@pytest.mark.parametrize("accept,expected", [
-    ("en", "CCSDS%20643.0-B-1.pdf"),  # Example 6.3: English user, the item itself
-    ("pt", "RTC-07.pdf"),  # Portuguese user, the translation
-    ("pt-BR", "RTC-07.pdf"),  # a regional preference finds the language
-    (EXAMPLE_6_8_LANGUAGES, "RTC-07.pdf"),  # first choice pt-br beats en at q=0.5
-    ("fr, de;q=0.5", "CCSDS%20643.0-B-1.pdf"),  # nothing wanted: the item in its own language
-    (None, "CCSDS%20643.0-B-1.pdf"),
-    ("en;q=0.2, pt;q=0.9", "RTC-07.pdf"),  # weights, not order
-    ("pt;q=0, *", "CCSDS%20643.0-B-1.pdf"),  # q=0 refuses Portuguese
-])
+@pytest.mark.parametrize(
+    "accept,expected",
+    [
+        ("en", "CCSDS%20643.0-B-1.pdf"),  # Example 6.3: English user, the item itself
+        ("pt", "RTC-07.pdf"),  # Portuguese user, the translation
+        ("pt-BR", "RTC-07.pdf"),  # a regional preference finds the language
+        (EXAMPLE_6_8_LANGUAGES, "RTC-07.pdf"),  # first choice pt-br beats en at q=0.5
+        ("fr, de;q=0.5", "CCSDS%20643.0-B-1.pdf"),  # nothing wanted: the item in its own language
+        (None, "CCSDS%20643.0-B-1.pdf"),
+        ("en;q=0.2, pt;q=0.9", "RTC-07.pdf"),  # weights, not order
+        ("pt;q=0, *", "CCSDS%20643.0-B-1.pdf"),  # q=0 refuses Portuguese
+    ],
+)
 def test_translation_chosen_by_accept_language(bed, accept, expected):
     outcome = run(bed, "8JMKD3MGP8W/35MME4E+", accept=accept)
     assert outcome.url.endswith("/" + expected), outcome.url
@@ -204,12 +234,15 @@ def test_related_items_held_elsewhere_are_asked_for_by_their_ibi(tmp_path):
     shutil.copytree(SAMPLE / E4E, a / E4E)
     for moved in ("sid.inpe.br/mtc-m18@80/2009/08.25.19.43", E4E + ".47"):
         shutil.copytree(SAMPLE / moved, b / moved)
-    bed = InProcessArchives([(A, archive_app(a, A, tmp_path / "sa")),
-                             (B, archive_app(b, B, tmp_path / "sb"))])
+    bed = InProcessArchives(
+        [(A, archive_app(a, A, tmp_path / "sa")), (B, archive_app(b, B, tmp_path / "sb"))]
+    )
     translated = run(bed, "8JMKD3MGP8W/35MME4E+", accept="pt")
     assert translated.url == col(B_ADDR, "sid.inpe.br/mtc-m18@80/2009/08.25.19.43", "RTC-07.pdf")
     assert [q.ibi for q in translated.questions] == [
-        "8JMKD3MGP8W/35MME4E", "sid.inpe.br/mtc-m18@80/2009/08.25.19.43"]
+        "8JMKD3MGP8W/35MME4E",
+        "sid.inpe.br/mtc-m18@80/2009/08.25.19.43",
+    ]
     metadata = run(bed, "8JMKD3MGP8W/35MME4E:")
     assert metadata.url == col(B_ADDR, E4E + ".47", "metadata.html")
     # The English original is still served by A, in one round.
@@ -226,8 +259,9 @@ def chain_bed(tmp_path: Path, editions: list[str], cycle: bool = False) -> InPro
         make_item(a if i % 2 == 0 else b, rep, **({"nextedition": nxt} if nxt else {}))
     a.mkdir(exist_ok=True)
     b.mkdir(exist_ok=True)
-    return InProcessArchives([(A, archive_app(a, A, tmp_path / "sa")),
-                              (B, archive_app(b, B, tmp_path / "sb"))])
+    return InProcessArchives(
+        [(A, archive_app(a, A, tmp_path / "sa")), (B, archive_app(b, B, tmp_path / "sb"))]
+    )
 
 
 EDITIONS = [f"example.org/rep/2020/01.01.00.0{i}" for i in range(5)]
@@ -251,8 +285,9 @@ def test_a_cycle_of_next_editions_is_detected(tmp_path):
     bed = chain_bed(tmp_path, EDITIONS[:3], cycle=True)
     outcome = run(bed, EDITIONS[0] + "!")
     assert outcome.status == 508 and "cycle" in outcome.reason
-    assert outcome.reason.endswith(f"{EDITIONS[0]} -> {EDITIONS[1]} -> {EDITIONS[2]} -> "
-                                   f"{EDITIONS[0]}")
+    assert outcome.reason.endswith(
+        f"{EDITIONS[0]} -> {EDITIONS[1]} -> {EDITIONS[2]} -> {EDITIONS[0]}"
+    )
     assert len(bed.asked) == 3 * 2  # three questions, two Archives, nothing asked twice
 
 
@@ -273,6 +308,9 @@ def test_archives_that_give_nothing_usable():
 def test_questions_carry_only_table_6_9_pairs():
     question = Question("LK47B6W/362SFKH", purl.parse("LK47B6W/362SFKH+:").parsed.relation, True)
     assert question.params("1.2.3.4 5.6.7.8", "/a.pdf") == {
-        "servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4 5.6.7.8",
-        "parsedibiurl.ibi": "LK47B6W/362SFKH", "parsedibiurl.filepath": "/a.pdf",
-        "parsedibiurl.verblist": "GetTranslation GetMetadata GetFileList"}
+        "servicesubject": "urlRequest",
+        "clientinformation.ipaddress": "1.2.3.4 5.6.7.8",
+        "parsedibiurl.ibi": "LK47B6W/362SFKH",
+        "parsedibiurl.filepath": "/a.pdf",
+        "parsedibiurl.verblist": "GetTranslation GetMetadata GetFileList",
+    }

@@ -15,9 +15,21 @@ pytestmark = pytest.mark.process
 
 def test_slow_clients_are_dropped_and_the_resolver_answers_again(tmp_path):
     port = free_port()
-    resolver = Process(["resolver", "serve", "--state-dir", str(tmp_path / "state"),
-                        "--bind", f"127.0.0.1:{port}", "--threads", "2", "--timeout", "1"],
-                       tmp_path / "resolver.log")
+    resolver = Process(
+        [
+            "resolver",
+            "serve",
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--threads",
+            "2",
+            "--timeout",
+            "1",
+        ],
+        tmp_path / "resolver.log",
+    )
     url = f"http://127.0.0.1:{port}/"
     slow: list[Dribbler] = []
     resolver.start()

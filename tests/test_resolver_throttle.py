@@ -24,10 +24,16 @@ def resolver(tmp_path):
 
 
 def request(subject: str, key: str) -> dict[str, str]:
-    return {"servicesubject": subject, "archiveaddress": "127.0.0.1:9",
-            "archiveserviceibi": SERVICE_A, "archiveip": "127.0.0.1", "archiveprotocol": "HTTP",
-            "archiveplatformversion": "test", "archiveadmemailaddress": "admin@example.org",
-            "registrationkey": key}
+    return {
+        "servicesubject": subject,
+        "archiveaddress": "127.0.0.1:9",
+        "archiveserviceibi": SERVICE_A,
+        "archiveip": "127.0.0.1",
+        "archiveprotocol": "HTTP",
+        "archiveplatformversion": "test",
+        "archiveadmemailaddress": "admin@example.org",
+        "registrationkey": key,
+    }
 
 
 def wrong(i: int) -> dict[str, str]:
@@ -39,26 +45,39 @@ def test_a_source_past_its_burst_of_wrong_keys_gets_429_without_scrypt(resolver)
         resolver.get(SERVICE, wrong(i), extra_environ={"REMOTE_ADDR": FLOODER}, status=403)
     started = time.perf_counter()
     for i in range(20):
-        response = resolver.get(SERVICE, wrong(100 + i), extra_environ={"REMOTE_ADDR": FLOODER},
-                                status=429)
+        response = resolver.get(
+            SERVICE, wrong(100 + i), extra_environ={"REMOTE_ADDR": FLOODER}, status=429
+        )
     per_request = (time.perf_counter() - started) / 20
     assert per_request < 0.010, f"{per_request * 1000:.1f} ms: scrypt ran"  # scrypt: ~50 ms
     assert response.text.startswith("error {too many refused")
     assert FLOODER in response.text
     assert int(response.headers["Retry-After"]) >= 1
     # The right key from the flooding source waits too (it cannot be told apart without scrypt),
-    assert resolver.get(SERVICE, request("exclusionRequest", KEY_A),
-                        extra_environ={"REMOTE_ADDR": FLOODER}, status=429)
+    assert resolver.get(
+        SERVICE,
+        request("exclusionRequest", KEY_A),
+        extra_environ={"REMOTE_ADDR": FLOODER},
+        status=429,
+    )
     # …but other sources do not.
-    assert resolver.get(SERVICE, request("exclusionRequest", KEY_A),
-                        extra_environ={"REMOTE_ADDR": OTHER}).text == "status.archive excluded"
+    assert (
+        resolver.get(
+            SERVICE, request("exclusionRequest", KEY_A), extra_environ={"REMOTE_ADDR": OTHER}
+        ).text
+        == "status.archive excluded"
+    )
     resolver.get(SERVICE, wrong(999), extra_environ={"REMOTE_ADDR": OTHER}, status=403)
 
 
 def test_right_keys_do_not_use_up_the_burst(resolver):
     for _ in range(KeyThrottle.BURST + 2):
-        assert resolver.get(SERVICE, request("exclusionRequest", KEY_A),
-                            extra_environ={"REMOTE_ADDR": OTHER}).text == "status.archive excluded"
+        assert (
+            resolver.get(
+                SERVICE, request("exclusionRequest", KEY_A), extra_environ={"REMOTE_ADDR": OTHER}
+            ).text
+            == "status.archive excluded"
+        )
     resolver.get(SERVICE, wrong(0), extra_environ={"REMOTE_ADDR": OTHER}, status=403)
 
 
@@ -67,8 +86,12 @@ def test_behind_a_local_proxy_the_forwarded_client_is_the_source(resolver):
     for i in range(KeyThrottle.BURST):
         resolver.get(SERVICE, wrong(i), extra_environ=proxied, status=403)
     resolver.get(SERVICE, wrong(50), extra_environ=proxied, status=429)
-    resolver.get(SERVICE, wrong(51), extra_environ={"REMOTE_ADDR": "127.0.0.1",
-                                                    "HTTP_X_FORWARDED_FOR": OTHER}, status=403)
+    resolver.get(
+        SERVICE,
+        wrong(51),
+        extra_environ={"REMOTE_ADDR": "127.0.0.1", "HTTP_X_FORWARDED_FOR": OTHER},
+        status=403,
+    )
 
 
 def test_the_bucket_refills_and_ipv6_sources_count_by_64():

@@ -14,16 +14,20 @@ from serve_process import SAMPLE, SERVICE, Serve
 pytestmark = pytest.mark.process
 
 TARGET_IBI = "8JMKD3MGP7W/3EPGUE5"
-QUERY = (f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
-         f"&parsedibiurl.ibi={TARGET_IBI}")
+QUERY = (
+    f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
+    f"&parsedibiurl.ibi={TARGET_IBI}"
+)
 
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("script-name")
     config = tmp_path / "archive-service.yaml"
-    config.write_text(f"collection: {SAMPLE}\narchiveserviceibi: {SERVICE}\n"
-                      f"resolver: none\nstate_dir: {tmp_path / 'state'}\n")
+    config.write_text(
+        f"collection: {SAMPLE}\narchiveserviceibi: {SERVICE}\n"
+        f"resolver: none\nstate_dir: {tmp_path / 'state'}\n"
+    )
     process = Serve(tmp_path, config=config)
     process.wait_answering()
     yield process
@@ -40,12 +44,15 @@ def get(service: Serve, path: str, headers: dict[str, str]) -> tuple[int, str]:
         connection.close()
 
 
-@pytest.mark.parametrize("headers", [
-    {"SCRIPT_NAME": "/evil"},
-    {"SCRIPT_NAME": f"/{SERVICE}"},
-    {"PATH_INFO": "/col/x"},
-    {"SCRIPT_NAME": "/evil", "PATH_INFO": "/"},
-])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"SCRIPT_NAME": "/evil"},
+        {"SCRIPT_NAME": f"/{SERVICE}"},
+        {"PATH_INFO": "/col/x"},
+        {"SCRIPT_NAME": "/evil", "PATH_INFO": "/"},
+    ],
+)
 def test_mount_point_headers_are_dropped(service, headers):
     status, body = get(service, QUERY, headers)
     assert status == 200, body

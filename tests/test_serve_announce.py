@@ -15,8 +15,14 @@ from serve_process import SAMPLE, SERVICE, Serve, free_port
 pytestmark = pytest.mark.process
 
 KEY = "5550001234-9990004321"
-ANNOUNCING = ("--archiveip", "127.0.0.1", "--archiveadmemailaddress", "admin@example.org",
-              "--exclusion-timeout", "2")
+ANNOUNCING = (
+    "--archiveip",
+    "127.0.0.1",
+    "--archiveadmemailaddress",
+    "admin@example.org",
+    "--exclusion-timeout",
+    "2",
+)
 STOP_WITHIN = 15  # seconds: idle sync workers stop at once, plus exclusion_timeout and margin
 
 
@@ -51,14 +57,20 @@ def test_joins_once_per_start_and_leaves_on_sigterm(tmp_path, resolver, serving)
     key_file = tmp_path / "registrationkey"
     key_file.write_text(KEY + "\n")
     key_file.chmod(0o600)
-    serve = serving("--resolver", resolver.url, "--registrationkey-file", str(key_file),
-                    *ANNOUNCING)
+    serve = serving(
+        "--resolver", resolver.url, "--registrationkey-file", str(key_file), *ANNOUNCING
+    )
     [inclusion] = resolver.wait_for(1, "inclusionRequest")
     assert inclusion.pairs == {
-        "servicesubject": "inclusionRequest", "archiveaddress": serve.address,
-        "archiveserviceibi": SERVICE, "archiveip": "127.0.0.1", "archiveprotocol": "HTTP",
+        "servicesubject": "inclusionRequest",
+        "archiveaddress": serve.address,
+        "archiveserviceibi": SERVICE,
+        "archiveip": "127.0.0.1",
+        "archiveprotocol": "HTTP",
         "archiveplatformversion": inclusion.pairs["archiveplatformversion"],
-        "archiveadmemailaddress": "admin@example.org", "registrationkey": KEY}
+        "archiveadmemailaddress": "admin@example.org",
+        "registrationkey": KEY,
+    }
     assert inclusion.pairs["archiveplatformversion"].startswith("archive-service-")
     assert inclusion.confirmation == "confirmation yes"
     serve.wait_log("status.archive included status.confirmation successful")
@@ -85,8 +97,9 @@ def test_joins_once_per_start_and_leaves_on_sigterm(tmp_path, resolver, serving)
 
 
 def test_sigint_also_leaves(resolver, serving):
-    serve = serving("--resolver", resolver.url, *ANNOUNCING, env={
-        "ARCHIVE_SERVICE_REGISTRATIONKEY": KEY})
+    serve = serving(
+        "--resolver", resolver.url, *ANNOUNCING, env={"ARCHIVE_SERVICE_REGISTRATIONKEY": KEY}
+    )
     resolver.wait_for(1, "inclusionRequest")
     serve.signal(signal.SIGINT)
     assert serve.stop(STOP_WITHIN) == 0
@@ -94,26 +107,30 @@ def test_sigint_also_leaves(resolver, serving):
     assert_key_never_logged(serve)
 
 
-@pytest.mark.parametrize("mode, complaint", [
-    ("down", "could not be reached"),
-    ("fail 1000", "HTTP 503"),
-    ("garbage", "not a list of pairs"),
-])
+@pytest.mark.parametrize(
+    "mode, complaint",
+    [
+        ("down", "could not be reached"),
+        ("fail 1000", "HTTP 503"),
+        ("garbage", "not a list of pairs"),
+    ],
+)
 @pytest.mark.slow
 def test_a_missing_or_wrong_resolver_never_holds_the_archive(resolver, serving, mode, complaint):
     if mode == "down":
         url = f"http://127.0.0.1:{free_port()}/J8LNKB5R7W/3FUQHC5"  # nobody listens there
     else:
         resolver.mode, url = mode, resolver.url
-    serve = serving("--resolver", url, *ANNOUNCING,
-                    env={"ARCHIVE_SERVICE_REGISTRATIONKEY": KEY})
+    serve = serving("--resolver", url, *ANNOUNCING, env={"ARCHIVE_SERVICE_REGISTRATIONKEY": KEY})
     serve.wait_answering()
     serve.wait_log("inclusion not done, next try in")
     assert complaint in serve.log()
     # While the inclusion is retried, the Archive serves.
     assert serve.get() == "confirmation yes"
-    answer = serve.get("servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
-                       "&parsedibiurl.ibi=LK47B6W/362SFKH")
+    answer = serve.get(
+        "servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
+        "&parsedibiurl.ibi=LK47B6W/362SFKH"
+    )
     assert "urlkey" in answer
     assert serve.stop(STOP_WITHIN) == 0
     assert "the resolver was not told that this Archive left" in serve.log()
@@ -122,8 +139,9 @@ def test_a_missing_or_wrong_resolver_never_holds_the_archive(resolver, serving, 
 
 def test_a_resolver_that_does_not_answer_is_left_after_exclusion_timeout(resolver, serving):
     resolver.delay = 60  # accepts the connection, never answers in time
-    serve = serving("--resolver", resolver.url, *ANNOUNCING,
-                    env={"ARCHIVE_SERVICE_REGISTRATIONKEY": KEY})
+    serve = serving(
+        "--resolver", resolver.url, *ANNOUNCING, env={"ARCHIVE_SERVICE_REGISTRATIONKEY": KEY}
+    )
     serve.wait_answering()
     resolver.wait_for(1, "inclusionRequest", answered=False)  # it hangs; the service answers
     assert serve.get() == "confirmation yes"
@@ -138,9 +156,11 @@ def test_sighup_re_announces_only_when_the_pairs_change(tmp_path, resolver, serv
     config = tmp_path / "archive-service.yaml"
 
     def write(email: str) -> None:
-        config.write_text(f"collection: {SAMPLE}\narchiveserviceibi: {SERVICE}\n"
-                          f"resolver: {resolver.url}\narchiveip: 127.0.0.1\n"
-                          f"archiveadmemailaddress: {email}\nexclusion_timeout: 2\n")
+        config.write_text(
+            f"collection: {SAMPLE}\narchiveserviceibi: {SERVICE}\n"
+            f"resolver: {resolver.url}\narchiveip: 127.0.0.1\n"
+            f"archiveadmemailaddress: {email}\nexclusion_timeout: 2\n"
+        )
 
     write("old@example.org")
     serve = serving(config=config, env={"ARCHIVE_SERVICE_REGISTRATIONKEY": KEY})
@@ -158,10 +178,16 @@ def test_sighup_re_announces_only_when_the_pairs_change(tmp_path, resolver, serv
     resolver.wait_for(2, "inclusionRequest")
     assert serve.stop(STOP_WITHIN) == 0
     assert [(r.subject, r.pairs["archiveadmemailaddress"]) for r in resolver.received] == [
-        ("inclusionRequest", "old@example.org"), ("exclusionRequest", "old@example.org"),
-        ("inclusionRequest", "new@example.org"), ("exclusionRequest", "new@example.org")]
-    assert all(r.confirmation == "confirmation yes" for r in resolver.received
-               if r.subject == "inclusionRequest")
+        ("inclusionRequest", "old@example.org"),
+        ("exclusionRequest", "old@example.org"),
+        ("inclusionRequest", "new@example.org"),
+        ("exclusionRequest", "new@example.org"),
+    ]
+    assert all(
+        r.confirmation == "confirmation yes"
+        for r in resolver.received
+        if r.subject == "inclusionRequest"
+    )
     assert_key_never_logged(serve)
 
 

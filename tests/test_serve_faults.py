@@ -35,8 +35,17 @@ class Server(Serve):
     """The real serve with two workers, and what these tests need to poke it."""
 
     def __init__(self, tmp_path: Path, collection: Path):
-        super().__init__(tmp_path, "--collection", str(collection), "--state-dir",
-                         str(tmp_path / "state"), "--workers", "2", "--resolver", "none")
+        super().__init__(
+            tmp_path,
+            "--collection",
+            str(collection),
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--workers",
+            "2",
+            "--resolver",
+            "none",
+        )
         self.wait_answering()
         self.wait_workers(2)
 
@@ -55,8 +64,9 @@ class Server(Serve):
     def service(self, **params: str) -> tuple[int, bytes]:
         return self.fetch(f"/{SERVICE}?" + urlencode(params))
 
-    def wait_workers(self, count: int, exclude: frozenset[int] | set[int] = frozenset(),
-                     timeout: float = 20) -> set[int]:
+    def wait_workers(
+        self, count: int, exclude: frozenset[int] | set[int] = frozenset(), timeout: float = 20
+    ) -> set[int]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             pids = set(self.workers())
@@ -72,8 +82,10 @@ class Server(Serve):
         with open("/proc/net/tcp") as table:
             for line in table.readlines()[1:]:
                 fields = line.split()
-                if (int(fields[1].split(":")[1], 16) == self.port
-                        and int(fields[2].split(":")[1], 16) == local_port):
+                if (
+                    int(fields[1].split(":")[1], 16) == self.port
+                    and int(fields[2].split(":")[1], 16) == local_port
+                ):
                     inode = fields[9]
         assert inode, "no server socket for this connection"
         for pid in self.workers():
@@ -102,8 +114,13 @@ def server(tmp_path: Path):
 
 
 def url_request(server: Server, ibi: str) -> dict[str, str]:
-    status, body = server.service(**{"servicesubject": "urlRequest", "parsedibiurl.ibi": ibi,
-                                     "clientinformation.ipaddress": "150.163.2.175"})
+    status, body = server.service(
+        **{
+            "servicesubject": "urlRequest",
+            "parsedibiurl.ibi": ibi,
+            "clientinformation.ipaddress": "150.163.2.175",
+        }
+    )
     assert status == 200, body
     return dict(pairs.parse(body.decode("ascii")))
 
@@ -172,10 +189,17 @@ def test_acknowledgments_count_across_workers_and_a_killed_one(server, tmp_path)
     for round_ in range(2):
         for _ in range(20):
             got = url_request(server, OAIS)
-            status, body = server.service(**{
-                "servicesubject": "acknowledgment", "clientinformation.ipaddress": "1.2.3.4",
-                "contenttype": got["contenttype"], "state": got["state"], "url": got["url"],
-                "url.persistent": f"http://urlib.net/{OAIS}", "urlkey": got["urlkey"]})
+            status, body = server.service(
+                **{
+                    "servicesubject": "acknowledgment",
+                    "clientinformation.ipaddress": "1.2.3.4",
+                    "contenttype": got["contenttype"],
+                    "state": got["state"],
+                    "url": got["url"],
+                    "url.persistent": f"http://urlib.net/{OAIS}",
+                    "urlkey": got["urlkey"],
+                }
+            )
             assert (status, body) == (200, b"notice {acknowledgment received}")
             sent += 1
         if round_ == 0:
@@ -183,9 +207,21 @@ def test_acknowledgments_count_across_workers_and_a_killed_one(server, tmp_path)
             os.kill(min(victims), signal.SIGKILL)
             server.wait_workers(2, exclude={min(victims)})
     report = subprocess.run(
-        [sys.executable, "-m", "archive_service.cli", "stats", "--state-dir",
-         str(tmp_path / "state"), "--format", "json"],
-        capture_output=True, text=True, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        [
+            sys.executable,
+            "-m",
+            "archive_service.cli",
+            "stats",
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     got = json.loads(report.stdout)
     assert (got["total"], got["rejected"]) == (sent, 0)
 
@@ -202,22 +238,33 @@ def raw_request(server: Server, head: bytes) -> tuple[int, bytes]:
 
 def test_gunicorn_and_the_app_enforce_the_documented_limits(server):
     path = f"/{SERVICE}?servicesubject=inclusionConfirmationRequest"
-    status, body = raw_request(server, f"GET {path}&x={'a' * 5000} HTTP/1.1\r\nHost: x\r\n"
-                                       "Connection: close\r\n\r\n".encode())
+    status, body = raw_request(
+        server,
+        f"GET {path}&x={'a' * 5000} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(),
+    )
     assert status == 400 and body.startswith(b"error {query string longer than"), "the app's limit"
-    status, _ = raw_request(server, f"GET {path}&x={'a' * limits.MAX_REQUEST_LINE} HTTP/1.1\r\n"
-                                    "Host: x\r\nConnection: close\r\n\r\n".encode())
+    status, _ = raw_request(
+        server,
+        f"GET {path}&x={'a' * limits.MAX_REQUEST_LINE} HTTP/1.1\r\n"
+        "Host: x\r\nConnection: close\r\n\r\n".encode(),
+    )
     assert status == 414
-    status, _ = raw_request(server, f"GET {path} HTTP/1.1\r\nHost: x\r\nX-Big: "
-                                    f"{'b' * limits.MAX_HEADER_FIELD}\r\nConnection: close\r\n\r\n".encode())
+    status, _ = raw_request(
+        server,
+        f"GET {path} HTTP/1.1\r\nHost: x\r\nX-Big: "
+        f"{'b' * limits.MAX_HEADER_FIELD}\r\nConnection: close\r\n\r\n".encode(),
+    )
     assert status == 431
     many = "".join(f"X-H{i}: v\r\n" for i in range(limits.MAX_HEADER_FIELDS + 1))
-    status, _ = raw_request(server, f"GET {path} HTTP/1.1\r\nHost: x\r\n{many}"
-                                    "Connection: close\r\n\r\n".encode())
+    status, _ = raw_request(
+        server, f"GET {path} HTTP/1.1\r\nHost: x\r\n{many}Connection: close\r\n\r\n".encode()
+    )
     assert status == 431
-    status, body = raw_request(server, f"GET /{SERVICE}?servicesubject=urlRequest&"
-                                       "clientinformation.ipaddress=1.2.3.4&parsedibiurl.ibi=\xe9t\xe9/x"
-                                       " HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
-                                       .encode("latin-1"))
+    status, body = raw_request(
+        server,
+        f"GET /{SERVICE}?servicesubject=urlRequest&"
+        "clientinformation.ipaddress=1.2.3.4&parsedibiurl.ibi=\xe9t\xe9/x"
+        " HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n".encode("latin-1"),
+    )
     assert status == 400 and b"evil" not in body, "gunicorn refuses raw bytes in the request line"
     assert server.fetch(path)[0] == 200, "still serving"

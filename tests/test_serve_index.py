@@ -37,14 +37,30 @@ class Serving:
     """`archive-service serve` on a loopback port, 2 workers."""
 
     def __init__(self, collection: Path, tmp_path: Path):
-        self.serve = Serve(tmp_path, "--collection", str(collection), "--state-dir",
-                           str(tmp_path / "state"), "--archiveaddress", "archive.example.org",
-                           "--archiveserviceibi", SERVICE, "--resolver", "none", "--workers", "2",
-                           config=None)
+        self.serve = Serve(
+            tmp_path,
+            "--collection",
+            str(collection),
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--archiveaddress",
+            "archive.example.org",
+            "--archiveserviceibi",
+            SERVICE,
+            "--resolver",
+            "none",
+            "--workers",
+            "2",
+            config=None,
+        )
         self.proc, self.log_path = self.serve.process, self.serve.log_path
-        self.url = f"http://{self.serve.address}/{SERVICE}?" + urlencode({
-            "servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
-            "parsedibiurl.ibi": REP})
+        self.url = f"http://{self.serve.address}/{SERVICE}?" + urlencode(
+            {
+                "servicesubject": "urlRequest",
+                "clientinformation.ipaddress": "192.0.2.1",
+                "parsedibiurl.ibi": REP,
+            }
+        )
 
     def answer(self, _=None) -> dict[str, str]:
         with urllib.request.urlopen(self.url, timeout=10) as response:
@@ -63,8 +79,9 @@ class Serving:
         return self.serve.stop(timeout=60)
 
 
-def test_both_workers_answer_a_changed_sidecar_within_a_second(collection: Path,
-                                                               tmp_path: Path) -> None:
+def test_both_workers_answer_a_changed_sidecar_within_a_second(
+    collection: Path, tmp_path: Path
+) -> None:
     serving = Serving(collection, tmp_path)
     serve, answer = serving.proc, serving.answer
     indexers: list[int] = []
@@ -80,7 +97,8 @@ def test_both_workers_answer_a_changed_sidecar_within_a_second(collection: Path,
         assert answer()["url"].endswith("/doc/@relatorio.pdf")
 
         (collection / REP / "item.yaml").write_text(
-            "ibip: LK47B6W/362SFKH\ntarget: reference.bib\n")
+            "ibip: LK47B6W/362SFKH\ntarget: reference.bib\n"
+        )
         changed = time.monotonic()
         new = lambda pairs: pairs.get("url", "").endswith("/doc/reference.bib")  # noqa: E731
         with ThreadPoolExecutor(8) as pool:
@@ -100,24 +118,41 @@ def test_both_workers_answer_a_changed_sidecar_within_a_second(collection: Path,
         stopped = serving.stop()
     assert stopped == 0
     # The indexer goes with the service.
-    assert wait_until(lambda: not any(os.path.exists(f"/proc/{p}") and b"--watch" in cmdline(p)
-                                      for p in indexers), timeout=10)
+    assert wait_until(
+        lambda: (
+            not any(os.path.exists(f"/proc/{p}") and b"--watch" in cmdline(p) for p in indexers)
+        ),
+        timeout=10,
+    )
 
 
-def test_a_restart_answers_from_the_index_and_leaves_no_zombie(collection: Path,
-                                                               tmp_path: Path) -> None:
+def test_a_restart_answers_from_the_index_and_leaves_no_zombie(
+    collection: Path, tmp_path: Path
+) -> None:
     # The complete index a first start leaves.
-    subprocess.run([sys.executable, "-m", "archive_service.cli", "index", "--collection",
-                    str(collection), "--state-dir", str(tmp_path / "state")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "archive_service.cli",
+            "index",
+            "--collection",
+            str(collection),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     serving = Serving(collection, tmp_path)
     try:
         serving.wait_answering()
         assert "as it was left" in serving.log_path.read_text()  # it did not wait for the walk
         # The walk that ran meanwhile has ended and been collected: no zombie child.
         pid = serving.proc.pid
-        assert wait_until(lambda: not any(state_of(p) == "Z" for p in children(pid)),
-                          timeout=10), [(p, state_of(p)) for p in children(pid)]
+        assert wait_until(lambda: not any(state_of(p) == "Z" for p in children(pid)), timeout=10), [
+            (p, state_of(p)) for p in children(pid)
+        ]
     finally:
         stopped = serving.stop()
     assert stopped == 0

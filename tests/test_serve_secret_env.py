@@ -23,7 +23,10 @@ VARIABLE = b"ARCHIVE_SERVICE_REGISTRATIONKEY"
 def environ_of(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/environ").read_bytes()
-    except (ProcessLookupError, FileNotFoundError):  # a short-lived child (a fork about to exec) is gone: nothing
+    except (
+        ProcessLookupError,
+        FileNotFoundError,
+    ):  # a short-lived child (a fork about to exec) is gone: nothing
         return b""
 
 
@@ -43,10 +46,16 @@ def resolver():
 
 def test_the_key_leaves_the_environment_and_still_reaches_the_resolver(tmp_path, resolver):
     config = tmp_path / "archive-service.yaml"
-    settings = {"collection": str(SAMPLE), "archiveserviceibi": SERVICE,
-                "archiveip": "127.0.0.1", "archiveadmemailaddress": "admin@example.org",
-                "resolver": resolver.url, "exclusion_timeout": 2, "workers": 2,
-                "state_dir": str(tmp_path / "state")}  # its own indexer, no other test's
+    settings = {
+        "collection": str(SAMPLE),
+        "archiveserviceibi": SERVICE,
+        "archiveip": "127.0.0.1",
+        "archiveadmemailaddress": "admin@example.org",
+        "resolver": resolver.url,
+        "exclusion_timeout": 2,
+        "workers": 2,
+        "state_dir": str(tmp_path / "state"),
+    }  # its own indexer, no other test's
     config.write_text(yaml.safe_dump(settings))
     serve = Serve(tmp_path, config=config, env={VARIABLE.decode(): KEY})
     try:
@@ -59,8 +68,9 @@ def test_the_key_leaves_the_environment_and_still_reaches_the_resolver(tmp_path,
 
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # both workers and the indexer are up
-            if (len(serve.workers()) == 2
-                    and any(b"--watch" in cmdline(p) for p in descendants(serve.process.pid))):
+            if len(serve.workers()) == 2 and any(
+                b"--watch" in cmdline(p) for p in descendants(serve.process.pid)
+            ):
                 break
             time.sleep(0.1)
         processes = ours()

@@ -24,8 +24,10 @@ LATENCY = 1.0  # what a normal request may take while slow clients are connected
 
 def serve(collection: Path, tmp_path: Path, *args: str) -> Serve:
     config = tmp_path / "archive-service.yaml"
-    config.write_text(f"collection: {collection}\narchiveserviceibi: {SERVICE}\n"
-                      f"resolver: none\nstate_dir: {tmp_path / 'state'}\n")
+    config.write_text(
+        f"collection: {collection}\narchiveserviceibi: {SERVICE}\n"
+        f"resolver: none\nstate_dir: {tmp_path / 'state'}\n"
+    )
     process = Serve(tmp_path, *args, config=config)
     process.wait_answering()
     return process
@@ -38,8 +40,9 @@ def slow_download(address: str, path: str, rate: float) -> tuple[bytes, bytes, f
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
         sock.connect((host, int(port)))
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
-                     .encode("ascii"))
+        sock.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n".encode("ascii")
+        )
         data = bytearray()
         start = time.monotonic()
         while chunk := sock.recv(16 * 1024):
@@ -65,14 +68,14 @@ def test_a_download_longer_than_the_timeout_completes_and_is_logged_whole(collec
         assert len(body) == size and body == content, f"{len(body)} bytes in {seconds:.1f} s"
         assert seconds > 3, "the client did not read slowly: the test proves nothing"
         # The access log gives the bytes sent, not 0.
-        assert wait_until(lambda: f'"GET {path} HTTP/1.1" 200 {size} ' in service.log(), 5), \
+        assert wait_until(lambda: f'"GET {path} HTTP/1.1" 200 {size} ' in service.log(), 5), (
             service.log()
+        )
     finally:
         service.stop()
 
 
-def test_a_client_that_stops_reading_is_dropped_and_logged_with_what_it_got(collection,
-                                                                             tmp_path):
+def test_a_client_that_stops_reading_is_dropped_and_logged_with_what_it_got(collection, tmp_path):
     size = 24 * 1024 * 1024
     (collection / ITEM_DIR / "doc" / "big.bin").write_bytes(os.urandom(size))
     service = serve(collection, tmp_path, "--client-timeout", "1")
@@ -102,8 +105,9 @@ def test_a_client_that_stops_reading_is_dropped_and_logged_with_what_it_got(coll
 
 def normal_latency(service: Serve) -> float:
     start = time.monotonic()
-    with urllib.request.urlopen(f"{service.url}?servicesubject=inclusionConfirmationRequest",
-                                timeout=5) as response:
+    with urllib.request.urlopen(
+        f"{service.url}?servicesubject=inclusionConfirmationRequest", timeout=5
+    ) as response:
         assert response.read() == b"confirmation yes"
     return time.monotonic() - start
 
@@ -121,8 +125,9 @@ def test_slow_and_idle_clients_neither_stop_the_service_nor_stay(collection, tmp
         latencies = [normal_latency(service) for _ in range(10)]
         assert max(latencies) < LATENCY, latencies
         # A request must arrive whole within client_timeout of its first byte.
-        assert wait_until(lambda: all(c.closed_after is not None for c in slow), 6), \
-            [c.closed_after for c in slow]
+        assert wait_until(lambda: all(c.closed_after is not None for c in slow), 6), [
+            c.closed_after for c in slow
+        ]
         assert all(c.closed_after < 2 + 2 for c in slow), [c.closed_after for c in slow]
         # Connections that send nothing: the service answers meanwhile, and closes them.
         idle += [socket.create_connection((host, int(port))) for _ in range(8)]

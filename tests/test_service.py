@@ -25,7 +25,8 @@ def test_inclusion_confirmation(client: Client):
 
 def test_acknowledgment(client: Client):
     response = client.service(
-        servicesubject="acknowledgment", **{
+        servicesubject="acknowledgment",
+        **{
             "clientinformation.ipaddress": "172.16.44.200 150.163.68.1",
             "contenttype": "Data",
             "ibi": "rep sid.inpe.br/mtc-m18@80/2009/07.21.14.43 ibip 8JMKD3MGP8W/35MMLL8",
@@ -33,7 +34,8 @@ def test_acknowledgment(client: Client):
             "url": f"http://{ADDRESS}/col/sid.inpe.br/mtc-m18@80/2009/07.21.14.43/doc/x.pdf",
             "url.persistent": "http://urlib.net:80/8JMKD3MGP8W/35MMLL8",
             "urlkey": "1427244889-5349022633744855",
-        })
+        },
+    )
     assert response.text == "notice {acknowledgment received}"
 
 
@@ -43,10 +45,15 @@ def test_unknown_ibi_is_an_empty_answer_not_an_error(client: Client):
     assert client.url_request("unknown.example/x/2020/01.01.00.00").text == ""
 
 
-@pytest.mark.parametrize("ibi", [
-    "8jmkd3mgp8w/35mmll8", "8JMKD3MGP8W/35MMLL8", "SID.INPE.BR/MTC-M18@80/2009/07.21.14.43",
-    "sid.inpe.br/mtc-m18@80/2009/07.21.14.43",
-])
+@pytest.mark.parametrize(
+    "ibi",
+    [
+        "8jmkd3mgp8w/35mmll8",
+        "8JMKD3MGP8W/35MMLL8",
+        "SID.INPE.BR/MTC-M18@80/2009/07.21.14.43",
+        "sid.inpe.br/mtc-m18@80/2009/07.21.14.43",
+    ],
+)
 def test_both_forms_in_any_case_find_the_item(client: Client, ibi):
     got = answer(client.url_request(ibi))
     assert got["ibi"] == "{rep sid.inpe.br/mtc-m18@80/2009/07.21.14.43 ibip 8JMKD3MGP8W/35MMLL8}"
@@ -76,8 +83,9 @@ def test_copy_item_and_its_default_target(client: Client):
 
 def test_filepath_names_a_file_of_the_item(client: Client):
     got = answer(client.url_request("LK47B6W/362SFKH", filepath="/reference.bib"))
-    assert got["url"] == (f"http://{ADDRESS}{client.mount}/col/iconet.com.br/banon/2009/"
-                          "09.09.22.01/doc/reference.bib")
+    assert got["url"] == (
+        f"http://{ADDRESS}{client.mount}/col/iconet.com.br/banon/2009/09.09.22.01/doc/reference.bib"
+    )
     assert b"@" in client.get_url(got["url"]).body
 
 
@@ -94,8 +102,9 @@ def test_target_with_an_at_sign_is_kept_as_is(client: Client):
 
 
 def test_get_file_list_public(client: Client):
-    got = answer(client.url_request("LK47B6W/362SFKH", verblist="GetFileList",
-                                    filepath="/reference.bib"))
+    got = answer(
+        client.url_request("LK47B6W/362SFKH", verblist="GetFileList", filepath="/reference.bib")
+    )
     assert "/filelist/" in got["url"], "the verb list prevails over filepath (CriarParURL)"
     page = client.get_url(got["url"])
     assert page.content_type == "text/html"
@@ -113,19 +122,24 @@ def test_get_file_list_private_says_so(client: Client):
     assert "dados.csv" not in page.text
 
 
-@pytest.mark.parametrize("verbs, relation", [
-    ("GetTranslation(pt)", ".translation(pt)"),
-    ("GetTranslation(en)", ".translation(en)"),
-    ("GetMetadata(oai_dc)", ".metadata(oai_dc)"),
-    ("GetMetadata", ".metadata"),
-    ("GetLastEdition", ".lastedition"),
-    ("GetTranslation(pt) GetLastEdition", ".translation(pt).lastedition"),
-    ("GetLastEdition GetTranslation(pt)", ".lastedition.translation(pt)"),
-    ("GetMetadata GetTranslation", ".metadata.translation"),
-])
+@pytest.mark.parametrize(
+    "verbs, relation",
+    [
+        ("GetTranslation(pt)", ".translation(pt)"),
+        ("GetTranslation(en)", ".translation(en)"),
+        ("GetMetadata(oai_dc)", ".metadata(oai_dc)"),
+        ("GetMetadata", ".metadata"),
+        ("GetLastEdition", ".lastedition"),
+        ("GetTranslation(pt) GetLastEdition", ".translation(pt).lastedition"),
+        ("GetLastEdition GetTranslation(pt)", ".lastedition.translation(pt)"),
+        ("GetMetadata GetTranslation", ".metadata.translation"),
+    ],
+)
 def test_each_relation_keeps_only_its_pairs(client: Client, verbs, relation):
     got = answer(client.url_request("8JMKD3MGP8W/35MME4E", verblist=verbs))
-    related = {n for n in got if "." in n and n not in ("ibi.archiveservice", "ibi.platformsoftware")}
+    related = {
+        n for n in got if "." in n and n not in ("ibi.archiveservice", "ibi.platformsoftware")
+    }
     assert related == {p + relation for p in ("contenttype", "ibi", "state", "timestamp", "url")}
 
 
@@ -134,7 +148,9 @@ def test_get_translation_with_a_language(client: Client):
     assert got["url.translation(pt)"].endswith("/2009/08.25.19.43/doc/RTC-07.pdf")
     assert client.get_url(got["url.translation(pt)"]).content_type == "application/pdf"
     # The Portuguese item knows its English original as a translation too.
-    back = answer(client.url_request("sid.inpe.br/mtc-m18@80/2009/08.25.19.43", verblist="GetTranslation(en)"))
+    back = answer(
+        client.url_request("sid.inpe.br/mtc-m18@80/2009/08.25.19.43", verblist="GetTranslation(en)")
+    )
     assert back["ibi.translation(en)"] == "{rep sid.inpe.br/mtc-m18@80/2009/07.21.13.23}"
 
 
@@ -165,10 +181,13 @@ def test_inline_dublin_core_metadata(client: Client):
     assert root.tag == "{http://www.openarchives.org/OAI/2.0/oai_dc/}dc"
     dc = "{http://purl.org/dc/elements/1.1/}"
     assert [e.text for e in root.findall(dc + "creator")] == [
-        "Banon, Gerald Jean Francis", "Banon, Lise Christine"]
+        "Banon, Gerald Jean Francis",
+        "Banon, Lise Christine",
+    ]
     assert root.find(dc + "title").text == "Apresentação do sistema de resolução de IBI"
     assert root.get("{http://www.w3.org/2001/XMLSchema-instance}schemaLocation").startswith(
-        "http://www.openarchives.org/OAI/2.0/oai_dc/ ")
+        "http://www.openarchives.org/OAI/2.0/oai_dc/ "
+    )
 
 
 def test_licensed_item_outside_its_networks_gets_metadata(client: Client):
@@ -191,17 +210,22 @@ def test_non_ascii_utf8_file_name(client: Client):
 def test_non_ascii_latin1_file_name_keeps_its_bytes(collection, settings):
     """Example 4.2: a Latin-1 name is written %f3, and that URL serves the file."""
     doc = os.fsencode(collection / "sid.inpe.br/mtc-m19/2013/09.04.12.27.57/doc")
-    os.rename(doc + "/Relat\xc3\xb3rio Final.pdf".encode("latin-1"),
-              doc + b"/Relat\xf3rio Final.pdf")
+    os.rename(
+        doc + "/Relat\xc3\xb3rio Final.pdf".encode("latin-1"), doc + b"/Relat\xf3rio Final.pdf"
+    )
     (collection / "sid.inpe.br/mtc-m19/2013/09.04.12.27.57/item.yaml").write_text(
-        "ibip: 8JMKD3MGP7W/3EPGUE5\nlanguage: pt\ntimestamp: '2013-10-04T14:32:14Z'\n")
+        "ibip: 8JMKD3MGP7W/3EPGUE5\nlanguage: pt\ntimestamp: '2013-10-04T14:32:14Z'\n"
+    )
     client = Client(create_app(settings), "")
     got = answer(client.url_request("8JMKD3MGP7W/3EPGUE5"))
     assert got["url"].endswith("/doc/Relat%F3rio%20Final.pdf")
     assert client.get_url(got["url"]).body.startswith(b"%PDF")
-    by_path = answer(client.test.get(
-        f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=1.2.3.4"
-        "&parsedibiurl.ibi=8JMKD3MGP7W/3EPGUE5&parsedibiurl.filepath=/Relat%f3rio%20Final.pdf"))
+    by_path = answer(
+        client.test.get(
+            f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=1.2.3.4"
+            "&parsedibiurl.ibi=8JMKD3MGP7W/3EPGUE5&parsedibiurl.filepath=/Relat%f3rio%20Final.pdf"
+        )
+    )
     assert by_path["url"] == got["url"]
 
 
@@ -216,15 +240,18 @@ def test_files_have_type_conditional_get_and_range(client: Client):
     assert part.body == b"%PDF" and part.headers["Content-Range"].startswith("bytes 0-3/")
 
 
-@pytest.mark.parametrize("path", [
-    "/col/iconet.com.br/banon/2009/09.09.22.01/item.yaml",
-    "/col/iconet.com.br/banon/2009/09.09.22.01/doc/../item.yaml",
-    "/col/iconet.com.br/banon/2009/09.09.22.01/doc/%2e%2e/item.yaml",
-    "/col/iconet.com.br/banon/2009/09.09.22.01/doc/",
-    "/col/iconet.com.br/banon/2009/09.09.22.01/doc/..%5citem.yaml",
-    "/col/archive-service.yaml",
-    "/col/iconet.com.br/banon/2010/01.20.11.05/doc/x",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/col/iconet.com.br/banon/2009/09.09.22.01/item.yaml",
+        "/col/iconet.com.br/banon/2009/09.09.22.01/doc/../item.yaml",
+        "/col/iconet.com.br/banon/2009/09.09.22.01/doc/%2e%2e/item.yaml",
+        "/col/iconet.com.br/banon/2009/09.09.22.01/doc/",
+        "/col/iconet.com.br/banon/2009/09.09.22.01/doc/..%5citem.yaml",
+        "/col/archive-service.yaml",
+        "/col/iconet.com.br/banon/2010/01.20.11.05/doc/x",
+    ],
+)
 def test_nothing_outside_an_items_doc_is_served(client: Client, path):
     client.get(path, status=404)
 
@@ -247,14 +274,22 @@ def test_url_base_points_files_at_another_server(settings):
     settings["url_base"] = "https://files.example.org/collection/"
     client = Client(create_app(settings), "")
     got = answer(client.url_request("LK47B6W/362SFKH"))
-    assert got["url"] == ("https://files.example.org/collection/iconet.com.br/banon/2009/"
-                          "09.09.22.01/doc/@relatorio.pdf")
+    assert got["url"] == (
+        "https://files.example.org/collection/iconet.com.br/banon/2009/"
+        "09.09.22.01/doc/@relatorio.pdf"
+    )
 
 
 def test_urls_come_from_archiveaddress_not_the_host_header(client: Client):
-    response = client.test.get(client.path("/" + SERVICE), params={
-        "servicesubject": "urlRequest", "clientinformation.ipaddress": "150.163.2.175",
-        "parsedibiurl.ibi": "LK47B6W/362SFKH"}, headers={"Host": "evil.example.com"})
+    response = client.test.get(
+        client.path("/" + SERVICE),
+        params={
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": "150.163.2.175",
+            "parsedibiurl.ibi": "LK47B6W/362SFKH",
+        },
+        headers={"Host": "evil.example.com"},
+    )
     assert "evil" not in response.text
     assert f"http://{ADDRESS}{client.mount}/col/" in response.text
 
@@ -262,41 +297,116 @@ def test_urls_come_from_archiveaddress_not_the_host_header(client: Client):
 BAD_REQUESTS = [
     ({}, "servicesubject is missing"),
     ({"servicesubject": "teleport"}, "unknown servicesubject"),
-    ({"servicesubject": "urlRequest", "parsedibiurl.ibi": "LK47B6W/362SFKH"},
-     "urlRequest needs clientinformation.ipaddress"),
-    ({"servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4"},
-     "urlRequest needs parsedibiurl.ibi"),
-    ({"servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4",
-      "parsedibiurl.ibi": "not/an/ibi"}, "parsedibiurl.ibi is neither"),
-    ({"servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4",
-      "parsedibiurl.ibi": "LK47B6W/362SFKH0"}, "parsedibiurl.ibi is neither"),
-    ({"servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4",
-      "parsedibiurl.ibi": "sid.inpe.br/mtc-m18/2012/13.12.18.08"}, "parsedibiurl.ibi is neither"),
-    ({"servicesubject": "urlRequest", "clientinformation.ipaddress": "localhost",
-      "parsedibiurl.ibi": "LK47B6W/362SFKH"}, "clientinformation.ipaddress must be"),
-    ({"servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4",
-      "parsedibiurl.ibi": "LK47B6W/362SFKH", "parsedibiurl.verblist": "GetEverything"},
-     "unknown verb GetEverything"),
-    ({"servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4",
-      "parsedibiurl.ibi": "LK47B6W/362SFKH", "parsedibiurl.verblist": "GetTranslation(pt-br)"},
-     "unknown verb"),
-    ({"servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4",
-      "parsedibiurl.ibi": "LK47B6W/362SFKH", "parsedibiurl.verblist": "GetMetadata GetLastEdition"},
-     "verb order names no relation"),
-    ({"servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4",
-      "parsedibiurl.ibi": "LK47B6W/362SFKH", "parsedibiurl.filepath": "/../../etc/passwd"},
-     "leaves the item"),
-    ({"servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4",
-      "parsedibiurl.ibi": "LK47B6W/362SFKH", "parsedibiurl.filepath": "../reference.bib"},
-     "leaves the item"),
-    ({"servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4",
-      "parsedibiurl.ibi": "LK47B6W/362SFKH", "parsedibiurl.filepath": "/a\\..\\b"},
-     "NUL or a backslash"),
-    ({"servicesubject": "acknowledgment", "clientinformation.ipaddress": "1.2.3.4"},
-     "acknowledgment needs contenttype"),
-    ({"servicesubject": "acknowledgment", "clientinformation.ipaddress": "1.2.3.4",
-      "contenttype": "Data", "state": "Original", "url": "http://x/y", "url.persistent": "http://u/i",
-      "urlkey": "12345"}, "urlkey must be digits"),
+    (
+        {"servicesubject": "urlRequest", "parsedibiurl.ibi": "LK47B6W/362SFKH"},
+        "urlRequest needs clientinformation.ipaddress",
+    ),
+    (
+        {"servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4"},
+        "urlRequest needs parsedibiurl.ibi",
+    ),
+    (
+        {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": "1.2.3.4",
+            "parsedibiurl.ibi": "not/an/ibi",
+        },
+        "parsedibiurl.ibi is neither",
+    ),
+    (
+        {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": "1.2.3.4",
+            "parsedibiurl.ibi": "LK47B6W/362SFKH0",
+        },
+        "parsedibiurl.ibi is neither",
+    ),
+    (
+        {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": "1.2.3.4",
+            "parsedibiurl.ibi": "sid.inpe.br/mtc-m18/2012/13.12.18.08",
+        },
+        "parsedibiurl.ibi is neither",
+    ),
+    (
+        {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": "localhost",
+            "parsedibiurl.ibi": "LK47B6W/362SFKH",
+        },
+        "clientinformation.ipaddress must be",
+    ),
+    (
+        {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": "1.2.3.4",
+            "parsedibiurl.ibi": "LK47B6W/362SFKH",
+            "parsedibiurl.verblist": "GetEverything",
+        },
+        "unknown verb GetEverything",
+    ),
+    (
+        {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": "1.2.3.4",
+            "parsedibiurl.ibi": "LK47B6W/362SFKH",
+            "parsedibiurl.verblist": "GetTranslation(pt-br)",
+        },
+        "unknown verb",
+    ),
+    (
+        {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": "1.2.3.4",
+            "parsedibiurl.ibi": "LK47B6W/362SFKH",
+            "parsedibiurl.verblist": "GetMetadata GetLastEdition",
+        },
+        "verb order names no relation",
+    ),
+    (
+        {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": "1.2.3.4",
+            "parsedibiurl.ibi": "LK47B6W/362SFKH",
+            "parsedibiurl.filepath": "/../../etc/passwd",
+        },
+        "leaves the item",
+    ),
+    (
+        {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": "1.2.3.4",
+            "parsedibiurl.ibi": "LK47B6W/362SFKH",
+            "parsedibiurl.filepath": "../reference.bib",
+        },
+        "leaves the item",
+    ),
+    (
+        {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": "1.2.3.4",
+            "parsedibiurl.ibi": "LK47B6W/362SFKH",
+            "parsedibiurl.filepath": "/a\\..\\b",
+        },
+        "NUL or a backslash",
+    ),
+    (
+        {"servicesubject": "acknowledgment", "clientinformation.ipaddress": "1.2.3.4"},
+        "acknowledgment needs contenttype",
+    ),
+    (
+        {
+            "servicesubject": "acknowledgment",
+            "clientinformation.ipaddress": "1.2.3.4",
+            "contenttype": "Data",
+            "state": "Original",
+            "url": "http://x/y",
+            "url.persistent": "http://u/i",
+            "urlkey": "12345",
+        },
+        "urlkey must be digits",
+    ),
 ]
 
 
@@ -308,13 +418,22 @@ def test_malformed_requests_get_400_with_a_pairs_error(client: Client, params, r
     assert name == "error" and value.startswith("{") and reason in value
 
 
-@pytest.mark.parametrize("query, reason", [
-    ("servicesubject=urlRequest&servicesubject=urlRequest", "given more than once"),
-    ("servicesubject=urlRequest&clientinformation.ipaddress=1.2.3.4"
-     "&parsedibiurl.ibi=LK47B6W/362SFKH&parsedibiurl.filepath=/%00x", "NUL"),
-    ("servicesubject=urlRequest&clientinformation.ipaddress=1.2.3.4"
-     "&parsedibiurl.ibi=LK47B6W/362SFKH&parsedibiurl.filepath=/%2e%2e/x", "leaves the item"),
-])
+@pytest.mark.parametrize(
+    "query, reason",
+    [
+        ("servicesubject=urlRequest&servicesubject=urlRequest", "given more than once"),
+        (
+            "servicesubject=urlRequest&clientinformation.ipaddress=1.2.3.4"
+            "&parsedibiurl.ibi=LK47B6W/362SFKH&parsedibiurl.filepath=/%00x",
+            "NUL",
+        ),
+        (
+            "servicesubject=urlRequest&clientinformation.ipaddress=1.2.3.4"
+            "&parsedibiurl.ibi=LK47B6W/362SFKH&parsedibiurl.filepath=/%2e%2e/x",
+            "leaves the item",
+        ),
+    ],
+)
 def test_malformed_query_strings(client: Client, query, reason):
     response = client.test.get(client.path(f"/{SERVICE}?{query}"), status=400)
     assert reason in response.text
@@ -322,9 +441,12 @@ def test_malformed_query_strings(client: Client, query, reason):
 
 def test_query_string_percent_decoding_of_table_4_1(client: Client):
     """+ and %20 both separate verbs; %2B is a literal plus."""
-    got = client.test.get(client.path(
-        f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=172.16.44.200%20150.163.68.1"
-        "&parsedibiurl.ibi=8JMKD3MGP8W/35MMLL8&parsedibiurl.verblist=GetLastEdition+GetMetadata(oai_dc)"))
+    got = client.test.get(
+        client.path(
+            f"/{SERVICE}?servicesubject=urlRequest&clientinformation.ipaddress=172.16.44.200%20150.163.68.1"
+            "&parsedibiurl.ibi=8JMKD3MGP8W/35MMLL8&parsedibiurl.verblist=GetLastEdition+GetMetadata(oai_dc)"
+        )
+    )
     assert "url.lastedition.metadata(oai_dc)" in got.text
 
 
@@ -341,10 +463,22 @@ def test_a_server_may_mount_the_app_at_its_service_path_or_at_col(settings, moun
     if mount.endswith("/col"):
         test.get(f"{prefix}/col/iconet.com.br/banon/2009/09.09.22.01/doc/reference.bib", status=200)
     else:
-        got = dict(pairs.parse(test.get(f"/{SERVICE}", params={
-            "servicesubject": "urlRequest", "clientinformation.ipaddress": "1.2.3.4",
-            "parsedibiurl.ibi": "LK47B6W/362SFKH", "parsedibiurl.verblist": "GetFileList"}).text))
-        assert got["url"] == (f"http://{ADDRESS}/{SERVICE}/filelist/iconet.com.br/banon/2009/09.09.22.01")
+        got = dict(
+            pairs.parse(
+                test.get(
+                    f"/{SERVICE}",
+                    params={
+                        "servicesubject": "urlRequest",
+                        "clientinformation.ipaddress": "1.2.3.4",
+                        "parsedibiurl.ibi": "LK47B6W/362SFKH",
+                        "parsedibiurl.verblist": "GetFileList",
+                    },
+                ).text
+            )
+        )
+        assert got["url"] == (
+            f"http://{ADDRESS}/{SERVICE}/filelist/iconet.com.br/banon/2009/09.09.22.01"
+        )
         test.get(f"/{SERVICE}/filelist/iconet.com.br/banon/2009/09.09.22.01", status=200)
 
 

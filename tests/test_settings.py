@@ -42,15 +42,18 @@ def test_unknown_keys_warn(tmp_path):
         settings.load(str(path), {}, {})
 
 
-@pytest.mark.parametrize("text, message", [
-    ("archiveaddress: [a\n", "line 2"),
-    ("- a\n- b\n", "must be a map"),
-    ("archiveaddress: http://x.org/\n", "setting archiveaddress"),
-    ("archiveserviceibi: not-an-ibi\n", "setting archiveserviceibi"),
-    ("workers: 0\n", "setting workers"),
-    ("resolver: ftp://x\n", "setting resolver"),
-    ("registrationkey: 123\n", "setting registrationkey = <secret>"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("archiveaddress: [a\n", "line 2"),
+        ("- a\n- b\n", "must be a map"),
+        ("archiveaddress: http://x.org/\n", "setting archiveaddress"),
+        ("archiveserviceibi: not-an-ibi\n", "setting archiveserviceibi"),
+        ("workers: 0\n", "setting workers"),
+        ("resolver: ftp://x\n", "setting resolver"),
+        ("registrationkey: 123\n", "setting registrationkey = <secret>"),
+    ],
+)
 def test_a_bad_file_stops_with_one_line_naming_the_key(tmp_path, text, message):
     path = write(tmp_path, text)
     with pytest.raises(settings.ConfigError) as caught:
@@ -60,7 +63,9 @@ def test_a_bad_file_stops_with_one_line_naming_the_key(tmp_path, text, message):
 
 def test_missing_required_setting_names_how_to_give_it():
     config = settings.load(None, {}, {})
-    with pytest.raises(settings.ConfigError, match="--archiveaddress, ARCHIVE_SERVICE_ARCHIVEADDRESS"):
+    with pytest.raises(
+        settings.ConfigError, match="--archiveaddress, ARCHIVE_SERVICE_ARCHIVEADDRESS"
+    ):
         config.require("archiveaddress")
 
 

@@ -57,13 +57,18 @@ def put(collection: Path, text: str, directory: str = BAD) -> Path:
 def run_limited(args: list[str], timeout: float = 120) -> tuple[int, str, int, float]:
     """Run `python -m archive_service.cli ARGS` with at most 1 GiB of address space: exit
     status (negative: the signal), output, peak RSS in MB, seconds."""
+
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "archive_service.cli", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            preexec_fn=limit)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "archive_service.cli", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=limit,
+    )
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
     try:
@@ -74,8 +79,12 @@ def run_limited(args: list[str], timeout: float = 120) -> tuple[int, str, int, f
         timer.cancel()
         proc.stdout.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return (proc.returncode, out.decode(errors="replace"), usage.ru_maxrss // 1024,
-            time.monotonic() - started)
+    return (
+        proc.returncode,
+        out.decode(errors="replace"),
+        usage.ru_maxrss // 1024,
+        time.monotonic() - started,
+    )
 
 
 def test_a_1kb_nested_sidecar_is_a_problem_of_its_item(collection: Path, tmp_path, capsys):
@@ -85,8 +94,10 @@ def test_a_1kb_nested_sidecar_is_a_problem_of_its_item(collection: Path, tmp_pat
 
     assert main(["check", str(collection)]) == 1
     out = capsys.readouterr().out
-    assert (f"error: {BAD}/item.yaml: nested deeper than {sidecar.MAX_DEPTH} levels "
-            "(the most a sidecar may nest)") in out
+    assert (
+        f"error: {BAD}/item.yaml: nested deeper than {sidecar.MAX_DEPTH} levels "
+        "(the most a sidecar may nest)"
+    ) in out
 
     store = Store(collection, tmp_path / "state")
     Writer(store).refresh()
@@ -94,22 +105,33 @@ def test_a_1kb_nested_sidecar_is_a_problem_of_its_item(collection: Path, tmp_pat
     try:
         assert catalog.item_at(BAD) is None
         assert catalog.lookup(SERVED) is not None  # the rest of the index is whole
-        assert any(p.where == f"{BAD}/item.yaml" and "nested deeper" in p.message
-                   for p in catalog.problems)
+        assert any(
+            p.where == f"{BAD}/item.yaml" and "nested deeper" in p.message for p in catalog.problems
+        )
     finally:
         catalog.close()
 
 
-@pytest.mark.parametrize("text, bound", [
-    # 30,000 levels in 60 KB: stock CSafeLoader overflows the C stack (segfault).
-    (nested(60 * 1024), f"nested deeper than {sidecar.MAX_DEPTH} levels"),
-    (nested(200 * 1024), f"larger than {sidecar.MAX_BYTES} bytes"),
-    (billion_laughs(), f"aliases expand to more than {sidecar.MAX_ALIAS_NODES} nodes"),
-    ("x: &a 1\ndc: {" + ", ".join(f"k{i}: *a" for i in range(sidecar.MAX_ALIASES + 1))
-     + "}\n", f"more than {sidecar.MAX_ALIASES} aliases"),
-    ("dc: {title: x}\n" + "# " + "x" * sidecar.MAX_BYTES + "\n",
-     f"larger than {sidecar.MAX_BYTES} bytes"),
-], ids=["nested-60kb", "nested-200kb", "billion-laughs", "many-aliases", "too-large"])
+@pytest.mark.parametrize(
+    "text, bound",
+    [
+        # 30,000 levels in 60 KB: stock CSafeLoader overflows the C stack (segfault).
+        (nested(60 * 1024), f"nested deeper than {sidecar.MAX_DEPTH} levels"),
+        (nested(200 * 1024), f"larger than {sidecar.MAX_BYTES} bytes"),
+        (billion_laughs(), f"aliases expand to more than {sidecar.MAX_ALIAS_NODES} nodes"),
+        (
+            "x: &a 1\ndc: {"
+            + ", ".join(f"k{i}: *a" for i in range(sidecar.MAX_ALIASES + 1))
+            + "}\n",
+            f"more than {sidecar.MAX_ALIASES} aliases",
+        ),
+        (
+            "dc: {title: x}\n" + "# " + "x" * sidecar.MAX_BYTES + "\n",
+            f"larger than {sidecar.MAX_BYTES} bytes",
+        ),
+    ],
+    ids=["nested-60kb", "nested-200kb", "billion-laughs", "many-aliases", "too-large"],
+)
 @pytest.mark.process
 def test_check_and_index_survive_a_hostile_sidecar(collection: Path, tmp_path, text, bound):
     put(collection, text)
@@ -120,8 +142,9 @@ def test_check_and_index_survive_a_hostile_sidecar(collection: Path, tmp_path, t
     assert "Traceback" not in out
     assert rss < 200 and seconds < 30
 
-    code, out, rss, seconds = run_limited(["index", "--collection", str(collection),
-                                           "--state-dir", str(tmp_path / "state")])
+    code, out, rss, seconds = run_limited(
+        ["index", "--collection", str(collection), "--state-dir", str(tmp_path / "state")]
+    )
     print(f"index: status {code}, {rss} MB, {seconds:.2f} s")
     assert code == 0, out
     assert "1 problem(s)" in out and "Traceback" not in out
@@ -132,10 +155,14 @@ def test_the_yaml_a_sidecar_may_hold_is_read_as_before(tmp_path):
     # Within the bounds nothing changes: many indicators (so the exact check runs), an anchor
     # used a few times, nesting as deep as the bound allows.
     deep = "[" * (sidecar.MAX_DEPTH - 1) + "]" * (sidecar.MAX_DEPTH - 1)
-    text = ("timestamp: 2012-07-12T18:08:00Z\nlanguage: &l pt-BR\n"
-            "dc:\n  title: 'a - b - c: d'\n  language: [*l, *l]\n"
-            + f"x-unknown: {deep}\n"
-            + "x-notes: [" + ", ".join(f"'{i}: -'" for i in range(100)) + "]\n")
+    text = (
+        "timestamp: 2012-07-12T18:08:00Z\nlanguage: &l pt-BR\n"
+        "dc:\n  title: 'a - b - c: d'\n  language: [*l, *l]\n"
+        + f"x-unknown: {deep}\n"
+        + "x-notes: ["
+        + ", ".join(f"'{i}: -'" for i in range(100))
+        + "]\n"
+    )
     path = tmp_path / "item.yaml"
     path.write_text(text)
     side = sidecar.read(path)
@@ -144,20 +171,28 @@ def test_the_yaml_a_sidecar_may_hold_is_read_as_before(tmp_path):
 
 
 @pytest.mark.process
-def test_a_hostile_sidecar_takes_neither_the_master_nor_the_indexer_down(collection: Path,
-                                                                         tmp_path):
+def test_a_hostile_sidecar_takes_neither_the_master_nor_the_indexer_down(
+    collection: Path, tmp_path
+):
     """A 60 KB nested sidecar at a cold start (walked by the early process, or the master),
     then changed while serving (the indexer), then changed again with a SIGHUP (the reload's
     walk, in the master)."""
     bomb = put(collection, nested(60 * 1024))
-    serve = Serve(tmp_path, "--collection", str(collection), "--state-dir",
-                  str(tmp_path / "state"), "--no-announce")
+    serve = Serve(
+        tmp_path,
+        "--collection",
+        str(collection),
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--no-announce",
+    )
     try:
         serve.wait_answering(timeout=60)
         serve.wait_log("started the indexer of")
         bomb.write_text(nested(60 * 1024 + 2))  # the indexer reads it
-        serve.wait_log(f"archive_service.index.store: error: {BAD}/item.yaml: nested deeper than",
-                       timeout=30)  # said by the indexer
+        serve.wait_log(
+            f"archive_service.index.store: error: {BAD}/item.yaml: nested deeper than", timeout=30
+        )  # said by the indexer
         # The indexer stopped while idle (not holding the write lock, which the reload's walk
         # needs): only the reload's walk, in the master, reads the sidecar.
         indexer = int(re.search(r"started the indexer of .* \(pid (\d+)\)", serve.log())[1])
@@ -199,10 +234,17 @@ def test_deposit_refuses_to_edit_a_hostile_sidecar(tmp_path):
     """`deposit --nextedition-of` and `delete` load the other item's sidecar to edit it."""
     path = tmp_path / "item.yaml"
     path.write_text(nested(60 * 1024))
-    code = ("import sys; from pathlib import Path; from archive_service.collection import sidecar_update\n"
-            "try:\n    sidecar_update.load(Path(sys.argv[1]))\n"
-            "except ValueError as exc:\n    print(exc)\n")
-    done = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys; from pathlib import Path; from archive_service.collection import sidecar_update\n"
+        "try:\n    sidecar_update.load(Path(sys.argv[1]))\n"
+        "except ValueError as exc:\n    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done
     assert f"nested deeper than {sidecar.MAX_DEPTH} levels" in done.stdout

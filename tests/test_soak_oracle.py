@@ -26,11 +26,22 @@ URL = f"http://{ADDRESS}/col/{IBI}/doc/file.txt"
 def timelines(tmp_path: Path):
     """Slot 3: added at t=10 (hash a, Copy), edited at 20 (hash b), deleted at 30."""
     journal = tmp_path / "churn.jsonl"
-    journal.write_text("".join(json.dumps(e) + "\n" for e in [
-        {"t0": 10, "t1": 10.1, "slot": 3, "what": "add", "value": json.dumps(["a", "Copy"])},
-        {"t0": 20, "t1": 20.1, "slot": 3, "what": "content", "value": "b"},
-        {"t0": 30, "t1": 30.1, "slot": 3, "what": "delete", "value": None},
-    ]))
+    journal.write_text(
+        "".join(
+            json.dumps(e) + "\n"
+            for e in [
+                {
+                    "t0": 10,
+                    "t1": 10.1,
+                    "slot": 3,
+                    "what": "add",
+                    "value": json.dumps(["a", "Copy"]),
+                },
+                {"t0": 20, "t1": 20.1, "slot": 3, "what": "content", "value": "b"},
+                {"t0": 30, "t1": 30.1, "slot": 3, "what": "delete", "value": None},
+            ]
+        )
+    )
     return soak.read_journal(str(journal))
 
 
@@ -44,13 +55,32 @@ def answer(state: str | None = "Copy", url: str | None = URL) -> str:
 
 
 def url_request(body: str, t: float, status: int = 200) -> dict:
-    return {"kind": "urlRequest", "slot": 3, "ibi": IBI, "verbs": "", "status": status,
-            "body": body, "t0": t, "t1": t + 0.01}
+    return {
+        "kind": "urlRequest",
+        "slot": 3,
+        "ibi": IBI,
+        "verbs": "",
+        "status": status,
+        "body": body,
+        "t0": t,
+        "t1": t + 0.01,
+    }
 
 
-def download(digest: str, t: float, status: int = 200, size: int = 5, length: int | None = 5) -> dict:
-    return {"kind": "download", "slot": 3, "path": f"/col/{IBI}/doc/file.txt", "status": status,
-            "sha256": digest, "size": size, "length": length, "t0": t, "t1": t + 0.01}
+def download(
+    digest: str, t: float, status: int = 200, size: int = 5, length: int | None = 5
+) -> dict:
+    return {
+        "kind": "download",
+        "slot": 3,
+        "path": f"/col/{IBI}/doc/file.txt",
+        "status": status,
+        "sha256": digest,
+        "size": size,
+        "length": length,
+        "t0": t,
+        "t1": t + 0.01,
+    }
 
 
 def judge(timelines, *observations):
@@ -62,25 +92,37 @@ CLEAN = {"5xx": 0, "malformed": 0, "inconsistent": 0}
 
 
 def test_answers_matching_some_past_state_pass(timelines):
-    assert judge(timelines,
-                 url_request("", 5), url_request("", 40),  # absent before and after
-                 url_request(answer(), 15), url_request(answer(), 35),  # stale index: fine
-                 download("a", 12), download("a", 25), download("b", 25),
-                 download("", 5, status=404))[0] == CLEAN
+    assert (
+        judge(
+            timelines,
+            url_request("", 5),
+            url_request("", 40),  # absent before and after
+            url_request(answer(), 15),
+            url_request(answer(), 35),  # stale index: fine
+            download("a", 12),
+            download("a", 25),
+            download("b", 25),
+            download("", 5, status=404),
+        )[0]
+        == CLEAN
+    )
 
 
-@pytest.mark.parametrize("observation, kind", [
-    (url_request(answer(), 5), "inconsistent"),  # answered for an item not yet added
-    (url_request(answer(state="Original"), 15), "inconsistent"),  # a state it never had
-    (url_request(answer(url=URL.replace("file", "other")), 15), "inconsistent"),
-    (url_request(answer(url=None) + "\r\nurlkey 1234567890-1234567890", 15), "inconsistent"),
-    (url_request("ibi  {", 15), "malformed"),
-    (url_request("url x\nibi y", 15), "malformed"),  # LF, not CRLF
-    (url_request("", 15, status=500), "5xx"),
-    (download("c", 25), "inconsistent"),  # bytes of no version ever written
-    (download("b", 15), "inconsistent"),  # a version written after the answer
-    (download("a", 25, size=5, length=9), "malformed"),  # short of its Content-Length
-])
+@pytest.mark.parametrize(
+    "observation, kind",
+    [
+        (url_request(answer(), 5), "inconsistent"),  # answered for an item not yet added
+        (url_request(answer(state="Original"), 15), "inconsistent"),  # a state it never had
+        (url_request(answer(url=URL.replace("file", "other")), 15), "inconsistent"),
+        (url_request(answer(url=None) + "\r\nurlkey 1234567890-1234567890", 15), "inconsistent"),
+        (url_request("ibi  {", 15), "malformed"),
+        (url_request("url x\nibi y", 15), "malformed"),  # LF, not CRLF
+        (url_request("", 15, status=500), "5xx"),
+        (download("c", 25), "inconsistent"),  # bytes of no version ever written
+        (download("b", 15), "inconsistent"),  # a version written after the answer
+        (download("a", 25, size=5, length=9), "malformed"),  # short of its Content-Length
+    ],
+)
 def test_each_kind_of_wrong_answer_is_caught(timelines, observation, kind):
     counts, problems = judge(timelines, observation)
     assert counts[kind] == 1 and problems, (counts, problems)

@@ -64,8 +64,14 @@ def test_a_valid_acknowledgment_counts_once_and_replays_are_refused(app_client, 
     got = report(settings["state_dir"])
     assert (got["total"], got["rejected"]) == (1, 2)
     assert got["rejected_by_reason"] == {"replay": 2}
-    assert got["items"] == [{"ibi": "sid.inpe.br/mtc-m19/2013/09.04.12.27.57", "count": 1,
-                             "by_contenttype": {"Data": 1}, "by_state": {"Original": 1}}]
+    assert got["items"] == [
+        {
+            "ibi": "sid.inpe.br/mtc-m19/2013/09.04.12.27.57",
+            "count": 1,
+            "by_contenttype": {"Data": 1},
+            "by_state": {"Original": 1},
+        }
+    ]
     assert caplog.text.count("acknowledgment refused (replay)") == 1, "later ones summed up"
     assert ack_params(answer(app_client, RELATORIO))["urlkey"].split("-")[0] not in caplog.text
 
@@ -92,7 +98,10 @@ def test_any_url_of_a_get_translation_answer_verifies(app_client, settings):
     acknowledge(app_client, ack_params(again, ".translation(en)"))
     counted = report(settings["state_dir"])
     assert counted["total"] == 2 and counted["rejected"] == 0
-    assert {i["ibi"] for i in counted["items"]} == {CCSDS, "sid.inpe.br/mtc-m18@80/2009/08.25.19.43"}
+    assert {i["ibi"] for i in counted["items"]} == {
+        CCSDS,
+        "sid.inpe.br/mtc-m18@80/2009/08.25.19.43",
+    }
 
 
 def test_the_key_vouches_only_for_urls_the_filtered_answer_gives(app_client, settings):
@@ -110,7 +119,8 @@ def test_counts_go_to_the_item_the_url_names_not_the_one_claimed(app_client, set
     got = answer(app_client, RELATORIO)
     acknowledge(app_client, ack_params(got, ibi="rep " + CCSDS))
     assert [i["ibi"] for i in report(settings["state_dir"])["items"]] == [
-        "sid.inpe.br/mtc-m19/2013/09.04.12.27.57"]
+        "sid.inpe.br/mtc-m19/2013/09.04.12.27.57"
+    ]
 
 
 def test_the_seeds_raw_url_in_the_query_counts(app_client, settings, collection):
@@ -147,8 +157,10 @@ def test_workers_count_concurrently_without_loss_or_double_counting(settings):
     acks = [ack_params(answer(client, ibi)) for ibi in (RELATORIO, OAIS) * 20]
     context = multiprocessing.get_context("fork")
     barrier = context.Barrier(4)
-    workers = [context.Process(target=_acknowledge_in_worker, args=(settings, acks, barrier))
-               for _ in range(4)]
+    workers = [
+        context.Process(target=_acknowledge_in_worker, args=(settings, acks, barrier))
+        for _ in range(4)
+    ]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -172,11 +184,15 @@ def test_seen_keys_are_purged_once_expired(settings):
     clock = [2_000_000_000.0]
     store = stats.Store(settings["state_dir"], clock=lambda: clock[0])
     from archive_service.protocol.urlkeys import LIFETIME, UrlKeys
+
     keys = UrlKeys(b"k" * 32, clock=lambda: clock[0])
     url = "http://x.example/col/a"
     for _ in range(3):
         key = keys.issue([url])
-        assert store.acknowledge(stats.Acknowledgment(key, url, "Data", "Original", "a"), keys) == "counted"
+        assert (
+            store.acknowledge(stats.Acknowledgment(key, url, "Data", "Original", "a"), keys)
+            == "counted"
+        )
     clock[0] += LIFETIME + 4000
     key = keys.issue([url])
     store.acknowledge(stats.Acknowledgment(key, url, "Data", "Original", "a"), keys)
@@ -195,11 +211,14 @@ def counted(settings) -> str:
     """A state dir holding 3 counted acknowledgments (2 days) and 1 refused."""
     store = stats.Store(settings["state_dir"])
     conn = store._connection()
-    conn.executemany("INSERT INTO counts VALUES (?, ?, ?, ?, ?)", [
-        ("2024-01-01", "a.example/x/2024/01.01.00.00", "Data", "Original", 1),
-        ("2024-01-02", "a.example/x/2024/01.01.00.00", "Data", "Original", 1),
-        ("2024-01-02", "LK47B6W/362SFKH", "Metadata", "Copy", 1),
-    ])
+    conn.executemany(
+        "INSERT INTO counts VALUES (?, ?, ?, ?, ?)",
+        [
+            ("2024-01-01", "a.example/x/2024/01.01.00.00", "Data", "Original", 1),
+            ("2024-01-02", "a.example/x/2024/01.01.00.00", "Data", "Original", 1),
+            ("2024-01-02", "LK47B6W/362SFKH", "Metadata", "Copy", 1),
+        ],
+    )
     conn.execute("INSERT INTO rejected VALUES ('2024-01-01', 'forged', 1)")
     store.close()
     return settings["state_dir"]
@@ -215,21 +234,40 @@ def test_stats_json_contract(counted, capsys):
     assert (got["total"], got["rejected"]) == (3, 1)
     assert got["by_contenttype"] == {"Data": 2, "Metadata": 1}
     assert got["by_state"] == {"Copy": 1, "Original": 2}
-    assert got["days"] == [{"day": "2024-01-01", "count": 1, "rejected": 1},
-                           {"day": "2024-01-02", "count": 2, "rejected": 0}]
-    assert got["items"][0] == {"ibi": "a.example/x/2024/01.01.00.00", "count": 2,
-                               "by_contenttype": {"Data": 2}, "by_state": {"Original": 2}}
+    assert got["days"] == [
+        {"day": "2024-01-01", "count": 1, "rejected": 1},
+        {"day": "2024-01-02", "count": 2, "rejected": 0},
+    ]
+    assert got["items"][0] == {
+        "ibi": "a.example/x/2024/01.01.00.00",
+        "count": 2,
+        "by_contenttype": {"Data": 2},
+        "by_state": {"Original": 2},
+    }
 
 
 def test_stats_since_and_top(counted, capsys):
-    got = json.loads(run_stats(capsys, "--state-dir", counted, "--format", "json",
-                               "--since", "2024-01-02", "--top", "1"))
+    got = json.loads(
+        run_stats(
+            capsys,
+            "--state-dir",
+            counted,
+            "--format",
+            "json",
+            "--since",
+            "2024-01-02",
+            "--top",
+            "1",
+        )
+    )
     assert (got["total"], got["rejected"], got["since"]) == (2, 0, "2024-01-02")
     assert len(got["items"]) == 1
 
 
 def test_stats_csv_and_table(counted, capsys):
-    rows = list(csv.reader(io.StringIO(run_stats(capsys, "--state-dir", counted, "--format", "csv"))))
+    rows = list(
+        csv.reader(io.StringIO(run_stats(capsys, "--state-dir", counted, "--format", "csv")))
+    )
     assert rows[0] == ["section", "key", "count"]
     assert ["total", "", "3"] in rows and ["item", "LK47B6W/362SFKH", "1"] in rows
     text = run_stats(capsys, "--state-dir", counted)
@@ -250,11 +288,14 @@ def test_stats_of_an_archive_never_acknowledged_is_zero_and_creates_nothing(tmp_
     assert not (tmp_path / "none").exists()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--since", "yesterday"], "is not a date"),
-    (["--top", "-3"], "is not a whole number"),
-    (["--format", "xml"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--since", "yesterday"], "is not a date"),
+        (["--top", "-3"], "is not a whole number"),
+        (["--format", "xml"], "invalid choice"),
+    ],
+)
 def test_stats_bad_arguments(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["stats", *argv])

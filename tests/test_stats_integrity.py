@@ -39,7 +39,8 @@ EXAMPLE_6_9_QUERY = (
     "ibi=rep%20sid.inpe.br/mtc-m19/2013/09.04.12.27.57%20ibip%208JMKD3MGP7W/3EPGUE5&"
     "url=http://mtc-m16d.sid.inpe.br/col/sid.inpe.br/mtc-m19/2013/09.04.12.27.57/doc/"
     "Relat%f3rio%20Final.pdf&url.persistent=http://mtc-m16d.sid.inpe.br:80/8JMKD3MGP7W/3EPGUE5&"
-    "urlkey=1424636122-5331490054869684")
+    "urlkey=1424636122-5331490054869684"
+)
 
 
 def answer(client: Client, ibi: str, **extra) -> dict[str, str]:
@@ -47,9 +48,15 @@ def answer(client: Client, ibi: str, **extra) -> dict[str, str]:
 
 
 def ack(client: Client, url: str, urlkey: str, **override) -> None:
-    params = {"servicesubject": "acknowledgment", "clientinformation.ipaddress": "150.163.2.175",
-              "contenttype": "Data", "state": "Original", "url": url,
-              "url.persistent": "http://urlib.net/" + RELATORIO, "urlkey": urlkey}
+    params = {
+        "servicesubject": "acknowledgment",
+        "clientinformation.ipaddress": "150.163.2.175",
+        "contenttype": "Data",
+        "state": "Original",
+        "url": url,
+        "url.persistent": "http://urlib.net/" + RELATORIO,
+        "urlkey": urlkey,
+    }
     params.update(override)
     params = {k: v for k, v in params.items() if v is not None}
     assert client.service(**params).text == NOTICE, "the answer is the notice either way"
@@ -72,8 +79,13 @@ def test_appended_digits_or_a_doubled_tag_do_not_count_again(app_client, setting
     key, url = got["urlkey"], got["url"]
     ack(app_client, url, key)
     last = key[-TAG:]
-    for variant in (key + "12345678901234567890", key + last, key + last * 5,
-                    key + "0" * TAG * 50, key[:-TAG] + last + last):
+    for variant in (
+        key + "12345678901234567890",
+        key + last,
+        key + last * 5,
+        key + "0" * TAG * 50,
+        key[:-TAG] + last + last,
+    ):
         ack(app_client, url, variant)
     got = report(settings)
     assert got["total"] == 1, "one key issued, one count, whatever is appended to it"
@@ -103,27 +115,44 @@ def test_one_answer_counts_once_even_when_it_carries_several_urls(app_client, se
 # ------------------------------------------------- what is counted comes from the index
 
 
-@pytest.mark.parametrize("respell", [
-    lambda u: u.replace("/col/sid.inpe.br/", "/col/%73id.inpe.br/"),
-    lambda u: u.replace("/col/sid.inpe.br/mtc-m19/", "/col/sid.inpe.br%2Fmtc-m19%2F"),
-    lambda u: u.replace("/doc/", "/%64oc/"),
-    lambda u: u.replace("%C3%B3", "%c3%b3"),
-    lambda u: u.replace(f"http://{ADDRESS}/", f"HTTP://{ADDRESS.upper()}:80/"),
-], ids=["%73", "%2F", "%64oc", "lowercase-hex", "host-case-and-port"])
+@pytest.mark.parametrize(
+    "respell",
+    [
+        lambda u: u.replace("/col/sid.inpe.br/", "/col/%73id.inpe.br/"),
+        lambda u: u.replace("/col/sid.inpe.br/mtc-m19/", "/col/sid.inpe.br%2Fmtc-m19%2F"),
+        lambda u: u.replace("/doc/", "/%64oc/"),
+        lambda u: u.replace("%C3%B3", "%c3%b3"),
+        lambda u: u.replace(f"http://{ADDRESS}/", f"HTTP://{ADDRESS.upper()}:80/"),
+    ],
+    ids=["%73", "%2F", "%64oc", "lowercase-hex", "host-case-and-port"],
+)
 def test_a_url_spelled_differently_counts_under_the_item_it_names(app_client, settings, respell):
     got = answer(app_client, RELATORIO)
     spelled = respell(got["url"])
     assert spelled != got["url"]
-    ack(app_client, spelled, got["urlkey"], ibi="rep " + CCSDS, contenttype="Metadata", state="Copy")
-    assert report(settings)["items"] == [{"ibi": RELATORIO_DIR, "count": 1,
-                                          "by_contenttype": {"Data": 1},
-                                          "by_state": {"Original": 1}}]
+    ack(
+        app_client, spelled, got["urlkey"], ibi="rep " + CCSDS, contenttype="Metadata", state="Copy"
+    )
+    assert report(settings)["items"] == [
+        {
+            "ibi": RELATORIO_DIR,
+            "count": 1,
+            "by_contenttype": {"Data": 1},
+            "by_state": {"Original": 1},
+        }
+    ]
 
 
 def test_claimed_ibi_contenttype_and_state_are_ignored(app_client, settings):
     copy = answer(app_client, COPY)
-    ack(app_client, copy["url"], copy["urlkey"], ibi="rep " + CCSDS, state="Original",
-        contenttype="Metadata")
+    ack(
+        app_client,
+        copy["url"],
+        copy["urlkey"],
+        ibi="rep " + CCSDS,
+        state="Original",
+        contenttype="Metadata",
+    )
     meta = answer(app_client, RELATORIO, verblist="GetMetadata")
     ack(app_client, meta["url.metadata"], meta["urlkey"], ibi="rep " + CCSDS, contenttype="Data")
     inline = answer(app_client, INLINE_DC, verblist="GetMetadata")
@@ -132,10 +161,17 @@ def test_claimed_ibi_contenttype_and_state_are_ignored(app_client, settings):
     assert items == {
         COPY: {"ibi": COPY, "count": 1, "by_contenttype": {"Data": 1}, "by_state": {"Copy": 1}},
         "sid.inpe.br/mtc-m19/2013/09.04.12.27.58": {  # the metadata item of RELATORIO
-            "ibi": "sid.inpe.br/mtc-m19/2013/09.04.12.27.58", "count": 1,
-            "by_contenttype": {"Metadata": 1}, "by_state": {"Original": 1}},
-        INLINE_DC: {"ibi": INLINE_DC, "count": 1, "by_contenttype": {"Metadata": 1},
-                    "by_state": {"Original": 1}},
+            "ibi": "sid.inpe.br/mtc-m19/2013/09.04.12.27.58",
+            "count": 1,
+            "by_contenttype": {"Metadata": 1},
+            "by_state": {"Original": 1},
+        },
+        INLINE_DC: {
+            "ibi": INLINE_DC,
+            "count": 1,
+            "by_contenttype": {"Metadata": 1},
+            "by_state": {"Original": 1},
+        },
     }
 
 
@@ -159,19 +195,28 @@ def test_example_6_9_verbatim_is_accepted_and_counted(settings, collection):
     doc = collection / RELATORIO_DIR / "doc"
     os.rename(doc / "Relatório Final.pdf", os.fsencode(doc) + b"/Relat\xf3rio Final.pdf")
     sidecar = collection / RELATORIO_DIR / "item.yaml"
-    sidecar.write_text("".join(line for line in sidecar.read_text().splitlines(True)
-                               if not line.startswith("target:")))
+    sidecar.write_text(
+        "".join(
+            line for line in sidecar.read_text().splitlines(True) if not line.startswith("target:")
+        )
+    )
     client = Client(create_app(settings), "")
     got = answer(client, RELATORIO)
     assert got["url"] == f"http://{ADDRESS}/col/{RELATORIO_DIR}/doc/Relat%F3rio%20Final.pdf"
-    query = (EXAMPLE_6_9_QUERY.replace("mtc-m16d.sid.inpe.br", ADDRESS)
-             .replace("1424636122-5331490054869684", got["urlkey"]))
+    query = EXAMPLE_6_9_QUERY.replace("mtc-m16d.sid.inpe.br", ADDRESS).replace(
+        "1424636122-5331490054869684", got["urlkey"]
+    )
     assert "state=" not in query
     response = client.test.get(f"/{SERVICE}?{query}")
     assert (response.status_int, response.text) == (200, NOTICE)
-    assert report(settings)["items"] == [{"ibi": RELATORIO_DIR, "count": 1,
-                                          "by_contenttype": {"Data": 1},
-                                          "by_state": {"Original": 1}}]
+    assert report(settings)["items"] == [
+        {
+            "ibi": RELATORIO_DIR,
+            "count": 1,
+            "by_contenttype": {"Data": 1},
+            "by_state": {"Original": 1},
+        }
+    ]
 
 
 @pytest.mark.parametrize("missing", ["state", "ibi"])
@@ -181,18 +226,27 @@ def test_an_acknowledgment_without_an_optional_pair_is_counted(app_client, setti
     assert report(settings)["by_state"] == {"Copy": 1}
 
 
-@pytest.mark.parametrize("override, reason", [
-    ({"urlkey": "12345"}, "urlkey must be digits"),
-    ({"clientinformation.ipaddress": "1.2.3.4,5.6.7.8"}, "IP addresses"),
-    ({"state": "Deleted"}, "state must be Original or Copy"),
-    ({"url": None}, "acknowledgment needs url"),
-    ({"urlkey": None}, "acknowledgment needs urlkey"),
-])
+@pytest.mark.parametrize(
+    "override, reason",
+    [
+        ({"urlkey": "12345"}, "urlkey must be digits"),
+        ({"clientinformation.ipaddress": "1.2.3.4,5.6.7.8"}, "IP addresses"),
+        ({"state": "Deleted"}, "state must be Original or Copy"),
+        ({"url": None}, "acknowledgment needs url"),
+        ({"urlkey": None}, "acknowledgment needs urlkey"),
+    ],
+)
 def test_what_is_truly_malformed_stays_400(app_client, settings, override, reason):
     got = answer(app_client, COPY)
-    params = {"servicesubject": "acknowledgment", "clientinformation.ipaddress": "1.2.3.4",
-              "contenttype": "Data", "url": got["url"], "url.persistent": "http://urlib.net/x",
-              "urlkey": got["urlkey"], **override}
+    params = {
+        "servicesubject": "acknowledgment",
+        "clientinformation.ipaddress": "1.2.3.4",
+        "contenttype": "Data",
+        "url": got["url"],
+        "url.persistent": "http://urlib.net/x",
+        "urlkey": got["urlkey"],
+        **override,
+    }
     response = app_client.service(status=400, **{k: v for k, v in params.items() if v is not None})
     assert response.text.startswith("error {") and reason in response.text
     assert report(settings)["total"] == 0
@@ -224,8 +278,10 @@ def test_a_flood_of_refused_variants_leaves_the_store_small_and_the_log_quiet(tm
     during = sum(_sizes(tmp_path))
     store.close()
     main, wal = _sizes(tmp_path)
-    print(f"\nstats.sqlite3 after 1 genuine and {FLOOD} refused variants: {main} bytes "
-          f"(with its WAL before the last connection closed: {during} bytes)")
+    print(
+        f"\nstats.sqlite3 after 1 genuine and {FLOOD} refused variants: {main} bytes "
+        f"(with its WAL before the last connection closed: {during} bytes)"
+    )
     got = stats.Store(tmp_path).report()
     assert (got["total"], got["rejected"]) == (1, FLOOD)
     assert main <= 8 * 4096, "refusals are aggregated, not stored one row each"
@@ -241,17 +297,24 @@ def test_genuine_acknowledgments_cost_a_few_bytes_each_and_expire(tmp_path):
     url = "http://a.example/col/a.example/x/2024/01.01.00.00/doc/a.pdf"
     item = dict(ibi="a.example/x/2024/01.01.00.00", contenttype="Data", state="Original")
     for _ in range(FLOOD):
-        assert store.acknowledge(stats.Acknowledgment(keys.issue([url]), url, **item), keys) == "counted"
+        assert (
+            store.acknowledge(stats.Acknowledgment(keys.issue([url]), url, **item), keys)
+            == "counted"
+        )
     main, wal = _sizes(tmp_path)
     with sqlite3.connect(store.path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     main, _ = _sizes(tmp_path)
     per_ack = main / FLOOD
-    print(f"\n{FLOOD} genuine acknowledgments: stats.sqlite3 {main} bytes, {per_ack:.1f} bytes each")
+    print(
+        f"\n{FLOOD} genuine acknowledgments: stats.sqlite3 {main} bytes, {per_ack:.1f} bytes each"
+    )
     assert per_ack < 40
     clock[0] += urlkeys.LIFETIME + stats.PURGE_EVERY + urlkeys.CLOCK_SKEW + 1
-    assert store.acknowledge(stats.Acknowledgment(keys.issue([url]), url, **item), keys) == "counted"
+    assert (
+        store.acknowledge(stats.Acknowledgment(keys.issue([url]), url, **item), keys) == "counted"
+    )
     with sqlite3.connect(store.path) as conn:
         remembered = conn.execute(f"SELECT count(*) FROM {stats.SEEN_TABLE}").fetchone()[0]
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -275,8 +338,10 @@ def test_a_store_that_cannot_write_says_so_once_and_reports_it(tmp_path, caplog)
     item = dict(ibi="a.example/x/2024/01.01.00.00", contenttype="Data", state="Original")
     assert store.problem is None, "nothing known to be wrong before the first write"
     with caplog.at_level(logging.INFO, logger="archive_service.web.stats"):
-        outcomes = [store.acknowledge(stats.Acknowledgment(keys.issue([url]), url, **item), keys)
-                    for _ in range(5)]
+        outcomes = [
+            store.acknowledge(stats.Acknowledgment(keys.issue([url]), url, **item), keys)
+            for _ in range(5)
+        ]
     assert outcomes == ["unrecorded"] * 5
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, "loud once, not once per request"
@@ -286,7 +351,10 @@ def test_a_store_that_cannot_write_says_so_once_and_reports_it(tmp_path, caplog)
     (tmp_path / stats.DB_FILE).rmdir()
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="archive_service.web.stats"):
-        assert store.acknowledge(stats.Acknowledgment(keys.issue([url]), url, **item), keys) == "counted"
+        assert (
+            store.acknowledge(stats.Acknowledgment(keys.issue([url]), url, **item), keys)
+            == "counted"
+        )
     assert store.problem is None
     assert "5 acknowledgments were not counted" in caplog.text
 
@@ -324,8 +392,10 @@ def test_keys_of_the_format_before_the_seal_are_refused():
     head = f"{int(time.time()):010d}12345678"
 
     def old_tag(u: str) -> str:
-        mac = hmac.digest(secret, b"urlkey/1\0" + head.encode() + b"\0" + u.encode(), hashlib.sha256)
-        return f"{int.from_bytes(mac, 'big') % 10 ** TAG:0{TAG}d}"
+        mac = hmac.digest(
+            secret, b"urlkey/1\0" + head.encode() + b"\0" + u.encode(), hashlib.sha256
+        )
+        return f"{int.from_bytes(mac, 'big') % 10**TAG:0{TAG}d}"
 
     assert not keys.verify(f"{head}-{old_tag(url)}", url).ok
     assert not keys.verify(f"{head}-{old_tag(url)}{old_tag(url + 'x')}", url).ok
@@ -349,8 +419,15 @@ def test_a_store_of_the_format_before_keeps_its_counts_and_forgets_whole_keys(tm
     keys = UrlKeys.ephemeral()
     url = "http://a.example/col/a.example/x/2024/01.01.00.00/doc/a.pdf"
     store = stats.Store(tmp_path)
-    assert store.acknowledge(stats.Acknowledgment(keys.issue([url]), url, "Data", "Original",
-                                                  "a.example/x/2024/01.01.00.00"), keys) == "counted"
+    assert (
+        store.acknowledge(
+            stats.Acknowledgment(
+                keys.issue([url]), url, "Data", "Original", "a.example/x/2024/01.01.00.00"
+            ),
+            keys,
+        )
+        == "counted"
+    )
     store.close()
     with sqlite3.connect(tmp_path / stats.DB_FILE) as conn:
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
@@ -365,5 +442,6 @@ def test_the_services_own_item_is_counted_under_the_service(app_client, settings
     got = answer(app_client, SERVICE)
     assert got["url"].endswith(f"/{SERVICE}/about")
     ack(app_client, got["url"], got["urlkey"], ibi="rep " + CCSDS)
-    assert report(settings)["items"] == [{"ibi": SERVICE, "count": 1, "by_contenttype": {"Data": 1},
-                                          "by_state": {"Original": 1}}]
+    assert report(settings)["items"] == [
+        {"ibi": SERVICE, "count": 1, "by_contenttype": {"Data": 1}, "by_state": {"Original": 1}}
+    ]

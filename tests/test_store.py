@@ -27,9 +27,18 @@ from archive_service.web import create_app
 from serve_process import Process
 from support import SAMPLE, SERVICE, pairs_of, settings_for, url_request
 
-VERBS = ("", "GetLastEdition", "GetTranslation", "GetTranslation(pt-BR)", "GetTranslation(en)",
-         "GetMetadata", "GetMetadata(oai_dc)", "GetFileList", "GetLastEdition GetMetadata(oai_dc)",
-         "GetMetadata GetTranslation")
+VERBS = (
+    "",
+    "GetLastEdition",
+    "GetTranslation",
+    "GetTranslation(pt-BR)",
+    "GetTranslation(en)",
+    "GetMetadata",
+    "GetMetadata(oai_dc)",
+    "GetFileList",
+    "GetLastEdition GetMetadata(oai_dc)",
+    "GetMetadata GetTranslation",
+)
 
 
 def test_answers_equal_a_fresh_scan(collection: Path, tmp_path: Path) -> None:
@@ -42,10 +51,15 @@ def test_answers_equal_a_fresh_scan(collection: Path, tmp_path: Path) -> None:
     for item in scanned.by_directory.values():
         for key in item.keys():
             for verbs in VERBS:
-                query = {"servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
-                         "parsedibiurl.ibi": key.upper(), "parsedibiurl.verblist": verbs}
-                expected = re.sub(r"urlkey [0-9-]+(\r\n)?", "",
-                                  answers.monta_resposta(query, reference, links))
+                query = {
+                    "servicesubject": "urlRequest",
+                    "clientinformation.ipaddress": "192.0.2.1",
+                    "parsedibiurl.ibi": key.upper(),
+                    "parsedibiurl.verblist": verbs,
+                }
+                expected = re.sub(
+                    r"urlkey [0-9-]+(\r\n)?", "", answers.monta_resposta(query, reference, links)
+                )
                 assert url_request(app, key.upper(), verbs) == expected, (key, verbs)
                 # Asked again: the answer kept by the worker, the same but for its urlkey.
                 assert url_request(app, key.upper(), verbs) == expected, (key, verbs)
@@ -111,10 +125,10 @@ def test_one_ibi_claimed_twice_follows_changes(collection: Path, tmp_path: Path)
     # The directory served goes: the other claimant is served from the next refresh on.
     shutil.rmtree(collection / served)
     store.Writer(catalog.store).refresh()
-    assert catalog.lookup("iconet.com.br/banon/2009/09.09.22.01").directory == \
-        "8JMKD3MGP8W/2222222"
+    assert catalog.lookup("iconet.com.br/banon/2009/09.09.22.01").directory == "8JMKD3MGP8W/2222222"
     assert "/col/8JMKD3MGP8W/2222222/doc/twin.txt" in url_request(
-        app, "iconet.com.br/banon/2009/09.09.22.01")
+        app, "iconet.com.br/banon/2009/09.09.22.01"
+    )
     assert catalog.problems == []
 
 
@@ -142,16 +156,24 @@ def test_translations_and_languages_follow_changes(collection: Path, tmp_path: P
     writer.refresh()
     assert "de" not in catalog.languages
     assert pairs_of(url_request(app, english, "GetTranslation(de)")).keys() <= {
-        "archiveaddress", "ibi", "ibi.archiveservice", "ibi.platformsoftware"}
+        "archiveaddress",
+        "ibi",
+        "ibi.archiveservice",
+        "ibi.platformsoftware",
+    }
 
 
-def test_a_kept_answer_gets_a_fresh_urlkey_that_vouches_for_its_urls(collection: Path,
-                                                                     tmp_path: Path) -> None:
+def test_a_kept_answer_gets_a_fresh_urlkey_that_vouches_for_its_urls(
+    collection: Path, tmp_path: Path
+) -> None:
     app = create_app(settings_for(collection, tmp_path / "state"))
     client = webtest.TestApp(app)
-    query = {"servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
-             "parsedibiurl.ibi": "8JMKD3MGP8W/35MME4E",
-             "parsedibiurl.verblist": "GetTranslation"}
+    query = {
+        "servicesubject": "urlRequest",
+        "clientinformation.ipaddress": "192.0.2.1",
+        "parsedibiurl.ibi": "8JMKD3MGP8W/35MME4E",
+        "parsedibiurl.verblist": "GetTranslation",
+    }
     first, second = (pairs_of(client.get("/" + SERVICE, params=query).text) for _ in range(2))
     assert first.pop("urlkey") != second.pop("urlkey")
     assert first == second
@@ -162,12 +184,12 @@ def test_a_kept_answer_gets_a_fresh_urlkey_that_vouches_for_its_urls(collection:
     assert all(keys.verify(got["urlkey"], url).ok for url in urls)
     assert not keys.verify(got["urlkey"], urls[0] + "x").ok
     # A malformed request is refused even when a well-formed one like it was answered.
-    client.get("/" + SERVICE, params={**query, "clientinformation.ipaddress": "nobody"},
-               status=400)
+    client.get("/" + SERVICE, params={**query, "clientinformation.ipaddress": "nobody"}, status=400)
 
 
-def test_kept_answers_are_bounded_and_evicted_oldest_first(collection: Path,
-                                                          tmp_path: Path) -> None:
+def test_kept_answers_are_bounded_and_evicted_oldest_first(
+    collection: Path, tmp_path: Path
+) -> None:
     app = create_app(settings_for(collection, tmp_path / "state"))
     client = webtest.TestApp(app)
     archive = app.extensions["archive"]
@@ -180,7 +202,8 @@ def test_kept_answers_are_bounded_and_evicted_oldest_first(collection: Path,
 
 
 def test_workers_see_a_commit_at_once_and_within_a_second_without_the_counter(
-        collection: Path, tmp_path: Path, caplog) -> None:
+    collection: Path, tmp_path: Path, caplog
+) -> None:
     app = create_app(settings_for(collection, tmp_path / "state"))
     client = webtest.TestApp(app)
     catalog = app.extensions["archive"].catalog
@@ -202,8 +225,9 @@ def test_workers_see_a_commit_at_once_and_within_a_second_without_the_counter(
     with caplog.at_level(logging.WARNING, logger="archive_service.index.store"):
         writer.refresh()
     assert "workers see changes up to a second later" in caplog.text
-    assert wait_until(lambda: pairs_of(url_request(client, ibi))["state"] == "Original",
-                      timeout=2.5)
+    assert wait_until(
+        lambda: pairs_of(url_request(client, ibi))["state"] == "Original", timeout=2.5
+    )
 
 
 def test_a_request_reads_one_snapshot(collection: Path, tmp_path: Path) -> None:
@@ -238,7 +262,13 @@ def test_an_index_of_another_schema_is_rebuilt(collection: Path, tmp_path: Path)
 @pytest.mark.process
 def test_killed_mid_build_then_restarted_equals_a_clean_build(tmp_path: Path) -> None:
     make_collection(tmp_path / "col", 3000)
-    command = ["index", "--collection", str(tmp_path / "col"), "--state-dir", str(tmp_path / "state")]
+    command = [
+        "index",
+        "--collection",
+        str(tmp_path / "col"),
+        "--state-dir",
+        str(tmp_path / "state"),
+    ]
     st = store.Store(tmp_path / "col", tmp_path / "state")
 
     def committed() -> int:
@@ -275,30 +305,50 @@ def test_a_long_first_build_logs_its_progress(tmp_path: Path, caplog, monkeypatc
     create_app(settings_for(tmp_path / "col", tmp_path / "state"))
     lines = [r.message for r in caplog.records if r.message.startswith("indexing ")]
     assert len(lines) >= 100
-    assert re.fullmatch(rf"indexing {tmp_path / 'col'}: \d+ of about 300 items "
-                        r"\(\d+ items/s, about \d+ s left\)", lines[-1]), lines[-1]
+    assert re.fullmatch(
+        rf"indexing {tmp_path / 'col'}: \d+ of about 300 items "
+        r"\(\d+ items/s, about \d+ s left\)",
+        lines[-1],
+    ), lines[-1]
 
 
 def _query_on_a_full_disk(collection: Path, state: Path) -> subprocess.CompletedProcess:
     (collection / "iconet.com.br/banon/2009/09.09.22.01/item.yaml").write_text(
-        "ibip: LK47B6W/362SFKH\nstate: Copy\n")
+        "ibip: LK47B6W/362SFKH\nstate: Copy\n"
+    )
 
     def no_file_may_grow() -> None:  # as on a full disk (EFBIG instead of ENOSPC)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1, 1))
 
     query = subprocess.run(
-        [sys.executable, "-m", "archive_service.cli", "query", "LK47B6W/362SFKH",
-         "--collection", str(collection), "--state-dir", str(state),
-         "--archiveaddress", "archive.example.org", "--archiveserviceibi", SERVICE],
-        capture_output=True, text=True, preexec_fn=no_file_may_grow)
+        [
+            sys.executable,
+            "-m",
+            "archive_service.cli",
+            "query",
+            "LK47B6W/362SFKH",
+            "--collection",
+            str(collection),
+            "--state-dir",
+            str(state),
+            "--archiveaddress",
+            "archive.example.org",
+            "--archiveserviceibi",
+            SERVICE,
+        ],
+        capture_output=True,
+        text=True,
+        preexec_fn=no_file_may_grow,
+    )
     assert query.returncode == 0, query.stderr
     return query
 
 
 @pytest.mark.process
-def test_an_index_that_cannot_be_written_is_served_as_it_is(collection: Path,
-                                                           tmp_path: Path) -> None:
+def test_an_index_that_cannot_be_written_is_served_as_it_is(
+    collection: Path, tmp_path: Path
+) -> None:
     st = _clean_build(collection, tmp_path / "state")
     reading = store.StoreCatalog(st)  # a running worker: the index's shared memory exists
     assert reading.count() == 15
@@ -311,8 +361,9 @@ def test_an_index_that_cannot_be_written_is_served_as_it_is(collection: Path,
 
 
 @pytest.mark.process
-def test_with_no_index_possible_the_collection_is_read_into_memory(collection: Path,
-                                                                  tmp_path: Path) -> None:
+def test_with_no_index_possible_the_collection_is_read_into_memory(
+    collection: Path, tmp_path: Path
+) -> None:
     query = _query_on_a_full_disk(collection, tmp_path / "state")
     assert "state Copy" in query.stdout  # read now
     assert "cannot write the index anywhere" in query.stderr
@@ -320,33 +371,54 @@ def test_with_no_index_possible_the_collection_is_read_into_memory(collection: P
 
 @pytest.mark.process
 def test_index_command_reports_and_refreshes(collection: Path, tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "archive_service.cli", "index",
-               "--collection", str(collection), "--state-dir", str(tmp_path / "state")]
+    command = [
+        sys.executable,
+        "-m",
+        "archive_service.cli",
+        "index",
+        "--collection",
+        str(collection),
+        "--state-dir",
+        str(tmp_path / "state"),
+    ]
     first = subprocess.run(command, check=True, capture_output=True, text=True)
     assert re.search(r"\b15 items served; 15 items walked, 15 read, 0 removed", first.stdout)
     shutil.rmtree(collection / "iconet.com.br")
     again = subprocess.run(command, check=True, capture_output=True, text=True)
-    assert re.search(r"\b\d+ items served; \d+ items walked, 0 read, [1-9]\d* removed",
-                     again.stdout)
+    assert re.search(
+        r"\b\d+ items served; \d+ items walked, 0 read, [1-9]\d* removed", again.stdout
+    )
 
 
-@pytest.mark.parametrize("parts, is_directory, scope", [
-    ([], True, ""),
-    (["sid.inpe.br"], True, "sid.inpe.br"),
-    (["sid.inpe.br"], False, None),
-    ([".git", "x"], True, None),
-    (["8JMKD3MGP8W", "35MME4E", "item.yaml"], False, "8JMKD3MGP8W/35MME4E"),
-    (["8JMKD3MGP8W", "35MME4E", "doc", "a", "b.pdf"], False, "8JMKD3MGP8W/35MME4E"),
-    (["sid.inpe.br", "mtc-m18", "2012"], True, "sid.inpe.br/mtc-m18/2012"),
-    (["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08"], True,
-     "sid.inpe.br/mtc-m18/2012/07.12.18.08"),
-    (["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08", "item.yaml"], False,
-     "sid.inpe.br/mtc-m18/2012/07.12.18.08"),
-    (["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08", "doc", "x.pdf"], False,
-     "sid.inpe.br/mtc-m18/2012/07.12.18.08"),
-    (["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08", "notes.txt"], False, None),
-    (["sid.inpe.br", "mtc-m18", "2012", "not-a-time", "item.yaml"], False, None),
-])
+@pytest.mark.parametrize(
+    "parts, is_directory, scope",
+    [
+        ([], True, ""),
+        (["sid.inpe.br"], True, "sid.inpe.br"),
+        (["sid.inpe.br"], False, None),
+        ([".git", "x"], True, None),
+        (["8JMKD3MGP8W", "35MME4E", "item.yaml"], False, "8JMKD3MGP8W/35MME4E"),
+        (["8JMKD3MGP8W", "35MME4E", "doc", "a", "b.pdf"], False, "8JMKD3MGP8W/35MME4E"),
+        (["sid.inpe.br", "mtc-m18", "2012"], True, "sid.inpe.br/mtc-m18/2012"),
+        (
+            ["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08"],
+            True,
+            "sid.inpe.br/mtc-m18/2012/07.12.18.08",
+        ),
+        (
+            ["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08", "item.yaml"],
+            False,
+            "sid.inpe.br/mtc-m18/2012/07.12.18.08",
+        ),
+        (
+            ["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08", "doc", "x.pdf"],
+            False,
+            "sid.inpe.br/mtc-m18/2012/07.12.18.08",
+        ),
+        (["sid.inpe.br", "mtc-m18", "2012", "07.12.18.08", "notes.txt"], False, None),
+        (["sid.inpe.br", "mtc-m18", "2012", "not-a-time", "item.yaml"], False, None),
+    ],
+)
 def test_a_change_maps_to_the_place_it_can_affect(parts, is_directory, scope) -> None:
     assert walk.scope_of(parts, is_directory) == scope
 
@@ -358,7 +430,8 @@ def test_cover_keeps_outermost_scopes() -> None:
 
 @pytest.mark.process
 def test_a_first_build_walked_in_parallel_equals_one_walked_in_order(
-        tmp_path: Path, monkeypatch, caplog) -> None:
+    tmp_path: Path, monkeypatch, caplog
+) -> None:
     col = tmp_path / "col"
     make_collection(col, 400)
     shutil.copytree(SAMPLE, col, dirs_exist_ok=True)  # two-segment items, stray files …
@@ -397,7 +470,8 @@ def _in_readers(monkeypatch, act) -> None:
 @pytest.mark.process
 @pytest.mark.parametrize("threaded", [False, True], ids=["forked", "new-pythons"])
 def test_a_first_build_read_by_other_processes_equals_one_read_here(
-        tmp_path: Path, monkeypatch, threaded: bool) -> None:
+    tmp_path: Path, monkeypatch, threaded: bool
+) -> None:
     col = tmp_path / "col"
     make_collection(col, 450)
     shutil.copytree(SAMPLE, col, dirs_exist_ok=True)
@@ -418,7 +492,8 @@ def test_a_first_build_read_by_other_processes_equals_one_read_here(
 
 @pytest.mark.process
 def test_a_forked_reader_that_dies_leaves_its_items_to_the_build(
-        tmp_path: Path, monkeypatch, caplog) -> None:
+    tmp_path: Path, monkeypatch, caplog
+) -> None:
     col = tmp_path / "col"
     make_collection(col, 450)
     serial = _clean_build(col, tmp_path / "serial")
@@ -432,7 +507,8 @@ def test_a_forked_reader_that_dies_leaves_its_items_to_the_build(
 
 @pytest.mark.process
 def test_forked_readers_leave_their_parents_signal_handlers_behind(
-        tmp_path: Path, monkeypatch) -> None:
+    tmp_path: Path, monkeypatch
+) -> None:
     col = tmp_path / "col"
     make_collection(col, 450)
     _reader_kinds(monkeypatch, threaded=False)
@@ -448,7 +524,8 @@ def test_forked_readers_leave_their_parents_signal_handlers_behind(
 
 @pytest.mark.parametrize("threaded", [False, True], ids=["forked", "new-pythons"])
 def test_a_build_that_cannot_start_its_readers_reads_everything_itself(
-        tmp_path: Path, monkeypatch, caplog, threaded: bool) -> None:
+    tmp_path: Path, monkeypatch, caplog, threaded: bool
+) -> None:
     col = tmp_path / "col"
     make_collection(col, 450)
     serial = _clean_build(col, tmp_path / "serial")

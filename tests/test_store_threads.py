@@ -24,8 +24,12 @@ LINKS = Links("http://archive.example.org", "/" + SERVICE)
 
 
 def settings_for(collection: Path, state: Path) -> dict:
-    return {"collection": str(collection), "archiveaddress": "archive.example.org",
-            "archiveserviceibi": SERVICE, "state_dir": str(state)}
+    return {
+        "collection": str(collection),
+        "archiveaddress": "archive.example.org",
+        "archiveserviceibi": SERVICE,
+        "state_dir": str(state),
+    }
 
 
 @pytest.fixture
@@ -36,8 +40,11 @@ def generated(tmp_path: Path):
 
 
 def query(ibi: str) -> dict[str, str]:
-    return {"servicesubject": "urlRequest", "clientinformation.ipaddress": "192.0.2.1",
-            "parsedibiurl.ibi": ibi}
+    return {
+        "servicesubject": "urlRequest",
+        "clientinformation.ipaddress": "192.0.2.1",
+        "parsedibiurl.ibi": ibi,
+    }
 
 
 def live_items() -> int:
@@ -91,10 +98,14 @@ def test_threads_share_one_cache_of_items_and_answers(generated) -> None:
     baseline = live_items()
 
     def work(i: int):
-        return request(catalog, lambda: ([catalog.lookup(ibi) for ibi in ibis],
-                                         [archive.url_request_body(query(ibi), LINKS)
-                                          for ibi in ibis],
-                                         catalog.answer_cache()))
+        return request(
+            catalog,
+            lambda: (
+                [catalog.lookup(ibi) for ibi in ibis],
+                [archive.url_request_body(query(ibi), LINKS) for ibi in ibis],
+                catalog.answer_cache(),
+            ),
+        )
 
     results, finish = in_threads(work)
     try:
@@ -109,8 +120,7 @@ def test_threads_share_one_cache_of_items_and_answers(generated) -> None:
         finish()
 
 
-def test_the_items_kept_by_all_threads_are_bounded_by_one_cache(generated,
-                                                                 monkeypatch) -> None:
+def test_the_items_kept_by_all_threads_are_bounded_by_one_cache(generated, monkeypatch) -> None:
     app, made = generated
     catalog = app.extensions["archive"].catalog
     monkeypatch.setattr(store._Reader, "CACHE", 16)
@@ -119,7 +129,7 @@ def test_the_items_kept_by_all_threads_are_bounded_by_one_cache(generated,
 
     def work(i: int) -> None:
         # Each thread reads its own 8 items: 64 in all, four times the cache.
-        request(catalog, lambda: [catalog.lookup(g.rep) for g in made[8 * i:8 * i + 8]])
+        request(catalog, lambda: [catalog.lookup(g.rep) for g in made[8 * i : 8 * i + 8]])
         gate.wait(30)
         request(catalog, lambda: None)  # a later request finds the cache over its bound
 
@@ -164,9 +174,14 @@ def test_a_request_never_sees_what_another_thread_read_from_a_newer_commit(gener
             sidecar = root / g.directory / "item.yaml"
             sidecar.write_text(sidecar.read_text() + "state: Deleted\n")
         writer.refresh()
-        new = request(catalog, lambda: (catalog.item_at(first.directory).state,
-                                        catalog.lookup(second.rep).state,
-                                        archive.url_request_body(query(second.rep), LINKS)))
+        new = request(
+            catalog,
+            lambda: (
+                catalog.item_at(first.directory).state,
+                catalog.lookup(second.rep).state,
+                archive.url_request_body(query(second.rep), LINKS),
+            ),
+        )
         assert new[:2] == ("Deleted", "Deleted") and "state Deleted" in new[2]
     finally:
         committed.set()
@@ -189,6 +204,7 @@ def test_concurrent_eviction_of_kept_answers_raises_nothing(generated, monkeypat
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
+
         def work(i: int) -> None:
             for n in range(1500):
                 ibi = ibis[(i * 7 + n) % len(ibis)]
@@ -202,12 +218,14 @@ def test_concurrent_eviction_of_kept_answers_raises_nothing(generated, monkeypat
 
 
 def test_a_rebuilt_index_is_not_read_from_the_cache_of_the_file_it_replaced(
-        tmp_path: Path, monkeypatch) -> None:
+    tmp_path: Path, monkeypatch
+) -> None:
     # Both files at the same generation: only which file it is tells their caches apart.
     monkeypatch.setattr(store.secrets, "randbits", lambda bits: 7)
     made = make_collection(tmp_path / "col", 16)
-    catalog = create_app(settings_for(tmp_path / "col", tmp_path / "state")).extensions[
-        "archive"].catalog
+    catalog = (
+        create_app(settings_for(tmp_path / "col", tmp_path / "state")).extensions["archive"].catalog
+    )
     target = made[5]
     writer = store.Writer(catalog.store)
 

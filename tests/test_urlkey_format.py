@@ -16,15 +16,21 @@ SECRET = bytes(range(32))
 
 def digits(message: bytes) -> str:
     mac = hmac.digest(SECRET, message, "sha256")
-    return f"{int.from_bytes(mac, 'big') % 10 ** 20:020d}"
+    return f"{int.from_bytes(mac, 'big') % 10**20:020d}"
 
 
-@pytest.mark.parametrize("urls", [
-    [],
-    ["http://archive.example/col/a/b/doc/x.pdf"],
-    ["http://archive.example/col/a/b/doc/x.pdf", "http://ARCHIVE.example:80/col/c/d/doc/y",
-     "http://archive.example/col/a/b/doc/Relat%f3rio%20Final.pdf"],
-])
+@pytest.mark.parametrize(
+    "urls",
+    [
+        [],
+        ["http://archive.example/col/a/b/doc/x.pdf"],
+        [
+            "http://archive.example/col/a/b/doc/x.pdf",
+            "http://ARCHIVE.example:80/col/c/d/doc/y",
+            "http://archive.example/col/a/b/doc/Relat%f3rio%20Final.pdf",
+        ],
+    ],
+)
 def test_issued_keys_are_the_documented_hmacs(urls: list[str]) -> None:
     keys = UrlKeys(SECRET, clock=lambda: 1_700_000_000)
     for _ in range(3):
@@ -32,9 +38,13 @@ def test_issued_keys_are_the_documented_hmacs(urls: list[str]) -> None:
         head, rest = key.split("-")
         assert head.startswith("1700000000") and len(head) == 22
         tags, seal = rest[:-20], rest[-20:]
-        expected = sorted({digits(b"urlkey/2\0tag\0" + head.encode() + b"\0" + c)
-                           for c in {canonical_url(u) for u in urls} or {b""}})
-        assert [tags[i:i + 20] for i in range(0, len(tags), 20)] == expected
+        expected = sorted(
+            {
+                digits(b"urlkey/2\0tag\0" + head.encode() + b"\0" + c)
+                for c in {canonical_url(u) for u in urls} or {b""}
+            }
+        )
+        assert [tags[i : i + 20] for i in range(0, len(tags), 20)] == expected
         assert seal == digits(b"urlkey/2\0seal\0" + head.encode() + b"\0" + tags.encode())
         for url in urls:
             assert keys.verify(key, url).ok

@@ -60,12 +60,15 @@ def test_an_answer_without_url_gets_a_key_that_verifies_nothing():
     assert not keys.verify(key, "http://a.example/").ok
 
 
-@pytest.mark.parametrize("acknowledged", [
-    URL,  # escaped by a careful resolver, decoded once by the query parser
-    "http://a.example/col/sid.inpe.br/mtc-m19/2013/09.04.12.27.57/doc/Relat\udcf3rio Final.pdf",
-    URL.replace("%f3", "%F3"),
-    URL.replace("%20", "+"),
-])
+@pytest.mark.parametrize(
+    "acknowledged",
+    [
+        URL,  # escaped by a careful resolver, decoded once by the query parser
+        "http://a.example/col/sid.inpe.br/mtc-m19/2013/09.04.12.27.57/doc/Relat\udcf3rio Final.pdf",
+        URL.replace("%f3", "%F3"),
+        URL.replace("%20", "+"),
+    ],
+)
 def test_the_seeds_unescaped_url_in_the_query_verifies_too(acknowledged):
     """Example 6.9 puts `url=…/Relat%f3rio%20Final.pdf` raw into the query: decoded, it is
     `Relat\\xf3rio Final.pdf` as bytes; every spelling names the same bytes."""
@@ -85,11 +88,18 @@ def test_keys_expire_and_cannot_come_from_the_future():
     assert keys.verify(key, URL).reason == "future"
 
 
-@pytest.mark.parametrize("key", [
-    "", "1427244889-5349022633744855", "12345", "1427244889123456-", "x" * 40,
-    "142724488912345678-1234567890123456789",  # a tag of 19 digits
-    "142724488912345678-123456789012345678901",  # 21: not a whole number of tags
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "",
+        "1427244889-5349022633744855",
+        "12345",
+        "1427244889123456-",
+        "x" * 40,
+        "142724488912345678-1234567890123456789",  # a tag of 19 digits
+        "142724488912345678-123456789012345678901",  # 21: not a whole number of tags
+    ],
+)
 def test_keys_of_another_shape_are_malformed(key):
     assert UrlKeys.ephemeral().verify(key, URL).reason == "malformed"
 
@@ -117,8 +127,9 @@ def test_workers_starting_together_agree_on_one_secret(tmp_path: Path):
     for attempt in range(5):
         state = str(tmp_path / f"state{attempt}")
         barrier, results = context.Barrier(8), context.Queue()
-        workers = [context.Process(target=_secret_of, args=(state, barrier, results))
-                   for _ in range(8)]
+        workers = [
+            context.Process(target=_secret_of, args=(state, barrier, results)) for _ in range(8)
+        ]
         for worker in workers:
             worker.start()
         secrets = [results.get(timeout=10) for _ in workers]

@@ -61,28 +61,45 @@ def _new_item(collection: Path) -> None:
 
 CHANGES = {
     "new item directory": (
-        _new_item, NEW, "", lambda p: p.get("url", "").endswith(f"/col/{NEW}/doc/new.pdf")),
+        _new_item,
+        NEW,
+        "",
+        lambda p: p.get("url", "").endswith(f"/col/{NEW}/doc/new.pdf"),
+    ),
     "changed item.yaml": (
         lambda c: (c / REP / "item.yaml").write_text(
-            "ibip: LK47B6W/362SFKH\ntarget: reference.bib\ntimestamp: 2030-01-02T03:04:05Z\n"),
-        REP, "", lambda p: p.get("url", "").endswith("/doc/reference.bib")
-        and p.get("timestamp") == "2030-01-02T03:04:05Z"),
+            "ibip: LK47B6W/362SFKH\ntarget: reference.bib\ntimestamp: 2030-01-02T03:04:05Z\n"
+        ),
+        REP,
+        "",
+        lambda p: (
+            p.get("url", "").endswith("/doc/reference.bib")
+            and p.get("timestamp") == "2030-01-02T03:04:05Z"
+        ),
+    ),
     "removed item.yaml": (
         lambda c: (c / REP / "item.yaml").unlink(),
-        REP, "", lambda p: "LK47B6W/362SFKH" not in p.get("ibi", "x")
-        and p.get("url", "").endswith(f"/filelist/{REP}")),
+        REP,
+        "",
+        lambda p: (
+            "LK47B6W/362SFKH" not in p.get("ibi", "x")
+            and p.get("url", "").endswith(f"/filelist/{REP}")
+        ),
+    ),
     "renamed item": (
         lambda c: os.rename(c / REP, c / NEW),
-        NEW, "", lambda p: p.get("url", "").endswith(f"/col/{NEW}/doc/@relatorio.pdf")),
-    "renamed item, old name": (
-        lambda c: os.rename(c / REP, c / NEW),
-        REP, "", lambda p: p == {}),
-    "removed item": (
-        lambda c: shutil.rmtree(c / REP),
-        "LK47B6W/362SFKH", "", lambda p: p == {}),
+        NEW,
+        "",
+        lambda p: p.get("url", "").endswith(f"/col/{NEW}/doc/@relatorio.pdf"),
+    ),
+    "renamed item, old name": (lambda c: os.rename(c / REP, c / NEW), REP, "", lambda p: p == {}),
+    "removed item": (lambda c: shutil.rmtree(c / REP), "LK47B6W/362SFKH", "", lambda p: p == {}),
     "file added to doc/": (
         lambda c: (c / REP / "doc" / "added.txt").write_text("new\n"),
-        REP, "/added.txt", lambda p: p.get("url", "").endswith("/doc/added.txt")),
+        REP,
+        "/added.txt",
+        lambda p: p.get("url", "").endswith("/doc/added.txt"),
+    ),
 }
 
 
@@ -101,26 +118,37 @@ def test_an_ibip_item_appears_and_its_files_follow(live_app, collection) -> None
     item = collection / "8JMKD3MGP8W" / "2222222"
     (item / "doc").mkdir(parents=True)
     (item / "doc" / "a.txt").write_text("a\n")
-    assert seen_within(live_app, "8jmkd3mgp8w/2222222",
-                       lambda p: p.get("url", "").endswith("/col/8JMKD3MGP8W/2222222/doc/a.txt"))
+    assert seen_within(
+        live_app,
+        "8jmkd3mgp8w/2222222",
+        lambda p: p.get("url", "").endswith("/col/8JMKD3MGP8W/2222222/doc/a.txt"),
+    )
     (item / "doc" / "index.html").write_text("<p>b</p>\n")  # now the default target
-    assert seen_within(live_app, "8JMKD3MGP8W/2222222",
-                       lambda p: p.get("url", "").endswith("/doc/index.html"))
+    assert seen_within(
+        live_app, "8JMKD3MGP8W/2222222", lambda p: p.get("url", "").endswith("/doc/index.html")
+    )
 
 
 @pytest.mark.process
 def test_timestamp_follows_a_touched_file(live_app, collection) -> None:
     # The item's timestamp comes from its files' times (its sidecar gives none).
     item = collection / "sid.inpe.br/mtc-m18@80/2009/08.25.19.43"
-    (item / "item.yaml").write_text("language: pt\ntranslations:\n"
-                                    "  en: sid.inpe.br/mtc-m18@80/2009/07.21.13.23\n")
-    assert seen_within(live_app, "sid.inpe.br/mtc-m18@80/2009/08.25.19.43",
-                       lambda p: p.get("timestamp", "").startswith("20"))
+    (item / "item.yaml").write_text(
+        "language: pt\ntranslations:\n  en: sid.inpe.br/mtc-m18@80/2009/07.21.13.23\n"
+    )
+    assert seen_within(
+        live_app,
+        "sid.inpe.br/mtc-m18@80/2009/08.25.19.43",
+        lambda p: p.get("timestamp", "").startswith("20"),
+    )
     moment = 2_000_000_000  # 2033-05-18T03:33:20Z
     for file in (item / "doc").iterdir():
         os.utime(file, (moment, moment))
-    assert seen_within(live_app, "sid.inpe.br/mtc-m18@80/2009/08.25.19.43",
-                       lambda p: p.get("timestamp") == "2033-05-18T03:33:20Z")
+    assert seen_within(
+        live_app,
+        "sid.inpe.br/mtc-m18@80/2009/08.25.19.43",
+        lambda p: p.get("timestamp") == "2033-05-18T03:33:20Z",
+    )
 
 
 @pytest.mark.process
@@ -140,9 +168,15 @@ def test_a_replaced_indexer_follows_on(live_app, collection) -> None:
     live = live_app.app.extensions["archive_index"]
     first = live.follower.indexer_pid
     os.kill(first, 9)
-    assert wait_until(lambda: live.follower.indexer_pid not in (None, first)
-                      and live.store.meta().get("indexer", "").startswith(
-                          f"{live.follower.indexer_pid} watching"), timeout=30)
+    assert wait_until(
+        lambda: (
+            live.follower.indexer_pid not in (None, first)
+            and live.store.meta()
+            .get("indexer", "")
+            .startswith(f"{live.follower.indexer_pid} watching")
+        ),
+        timeout=30,
+    )
     _new_item(collection)
     assert seen_within(live_app, NEW, lambda p: "url" in p)
 
@@ -178,8 +212,9 @@ def test_a_burst_of_2000_new_items_ends_consistent_in_few_waves(tmp_path: Path) 
         # Like rsync: whole trees arrive at once (watchdog reports them twice, with no
         # "modified" for files written before their directory was watched).
         for host in sorted(os.listdir(tmp_path / "incoming")):
-            shutil.copytree(tmp_path / "incoming" / host, tmp_path / "col" / host,
-                            dirs_exist_ok=True)
+            shutil.copytree(
+                tmp_path / "incoming" / host, tmp_path / "col" / host, dirs_exist_ok=True
+            )
         copying = time.monotonic() - started
         expected = dump(_clean(tmp_path / "col", tmp_path / "clean"))
         assert wait_until(lambda: dump(st)["items"] == expected["items"], timeout=60, interval=0.2)
@@ -187,8 +222,9 @@ def test_a_burst_of_2000_new_items_ends_consistent_in_few_waves(tmp_path: Path) 
         # the number of waves follows the burst's duration, not its 2,000 items.
         waves = indexer.waves - waves
         assert waves <= copying / watch.DEBOUNCE_SECONDS + 3, (waves, copying)
-    assert {k: v for k, v in dump(st).items() if k != "meta"} == \
-        {k: v for k, v in expected.items() if k != "meta"}
+    assert {k: v for k, v in dump(st).items() if k != "meta"} == {
+        k: v for k, v in expected.items() if k != "meta"
+    }
 
 
 def test_reading_the_collection_is_no_change(collection: Path, tmp_path: Path) -> None:
@@ -222,12 +258,14 @@ def test_polling_when_asked_says_why_once(collection: Path, tmp_path: Path, capl
         passes = lambda: sum("periodic rescan" in r.message for r in caplog.records)  # noqa: E731
         assert wait_until(lambda: passes() >= 2, timeout=5)
     said = [r.message for r in caplog.records if r.message.startswith("not watching")]
-    assert said == [f"not watching {collection}: index_watch is poll; "
-                    "rescanning it every 0.2 s instead"]
+    assert said == [
+        f"not watching {collection}: index_watch is poll; rescanning it every 0.2 s instead"
+    ]
 
 
-def test_too_few_inotify_watches_means_polling(collection: Path, tmp_path: Path, caplog,
-                                               monkeypatch) -> None:
+def test_too_few_inotify_watches_means_polling(
+    collection: Path, tmp_path: Path, caplog, monkeypatch
+) -> None:
     # The kernel's fs.inotify.max_user_watches, as if set below this collection's size.
     monkeypatch.setattr(watch, "max_user_watches", lambda: 10)
     caplog.set_level(logging.INFO, "archive_service")
@@ -246,8 +284,17 @@ def test_an_overflow_rescans_everything(collection: Path, tmp_path: Path) -> Non
     """A real overflow of the kernel's queue: the indexer process is stopped (SIGSTOP) while
     more events than fs.inotify.max_queued_events arrive, then the item that came last (whose
     events the kernel dropped) is found by the rescan the overflow asks for."""
-    indexer = Process(["index", "--watch", "--collection", str(collection),
-                       "--state-dir", str(tmp_path / "state")], tmp_path / "indexer.log").start()
+    indexer = Process(
+        [
+            "index",
+            "--watch",
+            "--collection",
+            str(collection),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        tmp_path / "indexer.log",
+    ).start()
     try:
         indexer.wait_log("watching ")
         limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
@@ -277,8 +324,9 @@ def test_the_file_system_type_is_read_from_the_kernel(tmp_path: Path) -> None:
     assert watch.file_system_type(str(tmp_path)) not in (None, "proc")
 
 
-def test_rescans_that_find_nothing_keep_the_workers_answers(collection: Path,
-                                                            tmp_path: Path) -> None:
+def test_rescans_that_find_nothing_keep_the_workers_answers(
+    collection: Path, tmp_path: Path
+) -> None:
     # A rescan that changes nothing writes nothing: workers would otherwise drop every kept
     # answer and item at each one (every rescan_interval when polling).
     app = webtest.TestApp(create_app(settings_for(collection, tmp_path / "state")))
@@ -306,12 +354,16 @@ def test_rescans_that_find_nothing_keep_the_workers_answers(collection: Path,
 def write_lock_held(st: store.Store, seconds: float = 20) -> Iterator[None]:
     """The index's write lock, held by another process (a lock this process took would be
     inherited, and so held, by what it forks) for at most `seconds`."""
-    code = ("import sys, time; from archive_service.index.store import Store\n"
-            "with Store(sys.argv[1], sys.argv[2]).write_lock():\n"
-            "    print('locked', flush=True); time.sleep(float(sys.argv[3]))")
-    with subprocess.Popen([sys.executable, "-c", code, str(st.root), str(st.state_dir),
-                           str(seconds)], stdout=subprocess.PIPE,
-                          env=child_environment()) as holder:
+    code = (
+        "import sys, time; from archive_service.index.store import Store\n"
+        "with Store(sys.argv[1], sys.argv[2]).write_lock():\n"
+        "    print('locked', flush=True); time.sleep(float(sys.argv[3]))"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", code, str(st.root), str(st.state_dir), str(seconds)],
+        stdout=subprocess.PIPE,
+        env=child_environment(),
+    ) as holder:
         try:
             assert holder.stdout.readline() == b"locked\n"
             yield
@@ -321,7 +373,8 @@ def write_lock_held(st: store.Store, seconds: float = 20) -> Iterator[None]:
 
 @pytest.mark.process
 def test_serve_answers_from_a_complete_index_while_its_early_walk_runs(
-        collection: Path, tmp_path: Path, caplog, request) -> None:
+    collection: Path, tmp_path: Path, caplog, request
+) -> None:
     from archive_service import settings
 
     caplog.set_level(logging.INFO, logger="archive_service.indexer.startup")
@@ -356,8 +409,9 @@ def test_serve_answers_from_a_complete_index_while_its_early_walk_runs(
 
 
 @pytest.mark.process
-def test_serve_waits_for_its_early_walk_when_there_is_no_index_yet(collection: Path,
-                                                                    tmp_path: Path) -> None:
+def test_serve_waits_for_its_early_walk_when_there_is_no_index_yet(
+    collection: Path, tmp_path: Path
+) -> None:
     from archive_service import settings
 
     config = settings.load(options=settings_for(collection, tmp_path / "state"), environ={})
@@ -381,15 +435,21 @@ def test_an_early_walk_stops_when_serve_does(collection: Path, tmp_path: Path) -
     first = startup.LiveIndex(config)
     first.refresh()
     first.catalog.close()
-    code = ("import json, os, sys; from archive_service import settings; from archive_service.indexer import startup\n"
-            "config = settings.load(options=json.loads(sys.argv[1]), environ={})\n"
-            "startup.refresh_early(config)\n"
-            "open(sys.argv[2], 'w').write(str(startup._early.popitem()[1][0])); os._exit(0)")
+    code = (
+        "import json, os, sys; from archive_service import settings; from archive_service.indexer import startup\n"
+        "config = settings.load(options=json.loads(sys.argv[1]), environ={})\n"
+        "startup.refresh_early(config)\n"
+        "open(sys.argv[2], 'w').write(str(startup._early.popitem()[1][0])); os._exit(0)"
+    )
     with write_lock_held(first.store):  # the walk waits for the lock, still running
         # No pipe to wait on: the walk inherits whatever the stopped process had open.
-        subprocess.run([sys.executable, "-c", code, json.dumps(options), tmp_path / "pid"],
-                       stdout=subprocess.DEVNULL, env=child_environment(), check=True,
-                       timeout=10)
+        subprocess.run(
+            [sys.executable, "-c", code, json.dumps(options), tmp_path / "pid"],
+            stdout=subprocess.DEVNULL,
+            env=child_environment(),
+            check=True,
+            timeout=10,
+        )
         pid = int((tmp_path / "pid").read_text())
 
         assert wait_until(lambda: state_of(pid) in ("Z", "X", "gone"), timeout=10)

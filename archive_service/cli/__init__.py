@@ -32,8 +32,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     secrets = settings.withdraw_secrets()
 
     def configure() -> settings.Config:  # again on SIGHUP
-        config = load_config(args, "collection", "archiveaddress", "archiveserviceibi",
-                         environ={**os.environ, **secrets})
+        config = load_config(
+            args,
+            "collection",
+            "archiveaddress",
+            "archiveserviceibi",
+            environ={**os.environ, **secrets},
+        )
         announce.from_config(config)  # settings for announcing: one line naming what is missing
         return config
 
@@ -58,8 +63,9 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.verblist:
         params["parsedibiurl.verblist"] = args.verblist
     app = create_app(config)
-    response = app.test_client().get("/" + config.archiveserviceibi,
-                                     query_string=urlencode(params, quote_via=quote))
+    response = app.test_client().get(
+        "/" + config.archiveserviceibi, query_string=urlencode(params, quote_via=quote)
+    )
     body = response.get_data(as_text=True)
     if response.status_code != 200:
         print(f"archive-service query: HTTP {response.status_code}: {body}", file=sys.stderr)
@@ -67,8 +73,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     if body:
         print(body.replace("\r\n", "\n"))
     else:
-        print(f"archive-service query: {args.ibi} is not held by this Archive (empty answer)",
-              file=sys.stderr)
+        print(
+            f"archive-service query: {args.ibi} is not held by this Archive (empty answer)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -141,60 +149,95 @@ def cmd_index(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="archive-service",
-        description="Serve an on-disk collection as an Archive of the IBI resolution system.")
+        description="Serve an on-disk collection as an Archive of the IBI resolution system.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    serve = sub.add_parser("serve", help="run the Archive service under gunicorn",
-                           description="Run the Archive service (and /col/ files) under gunicorn.")
-    serve.add_argument("--no-announce", action="store_true",
-                       help="do not join the resolver (same as --resolver none), for development")
+    serve = sub.add_parser(
+        "serve",
+        help="run the Archive service under gunicorn",
+        description="Run the Archive service (and /col/ files) under gunicorn.",
+    )
+    serve.add_argument(
+        "--no-announce",
+        action="store_true",
+        help="do not join the resolver (same as --resolver none), for development",
+    )
     add_settings(serve)
     serve.set_defaults(func=cmd_serve)
 
-    query = sub.add_parser("query", help="print what urlRequest answers for an IBI",
-                           description="Print exactly what urlRequest would answer.")
+    query = sub.add_parser(
+        "query",
+        help="print what urlRequest answers for an IBI",
+        description="Print exactly what urlRequest would answer.",
+    )
     query.add_argument("ibi", help="either form of the IBI")
-    query.add_argument("--verblist", help='verbs separated by spaces, e.g. "GetLastEdition GetMetadata(oai_dc)"')
+    query.add_argument(
+        "--verblist", help='verbs separated by spaces, e.g. "GetLastEdition GetMetadata(oai_dc)"'
+    )
     query.add_argument("--filepath", help="a file of the item, e.g. /reference.bib")
-    query.add_argument("--client-ip", default="127.0.0.1",
-                       help="the user's IP address (default: 127.0.0.1)")
+    query.add_argument(
+        "--client-ip", default="127.0.0.1", help="the user's IP address (default: 127.0.0.1)"
+    )
     add_settings(query)
     query.set_defaults(func=cmd_query)
 
-    check = sub.add_parser("check", help="validate a collection; exit 1 on problems",
-                           description="Validate every item and sidecar of a collection.")
+    check = sub.add_parser(
+        "check",
+        help="validate a collection; exit 1 on problems",
+        description="Validate every item and sidecar of a collection.",
+    )
     check.add_argument("directory", nargs="?", help="the collection (or give --collection)")
     add_settings(check, names=("collection",))
     check.set_defaults(func=cmd_check)
 
     index = sub.add_parser(
-        "index", help="build or refresh the collection's index (for cron jobs and checking)",
+        "index",
+        help="build or refresh the collection's index (for cron jobs and checking)",
         description="Bring the persistent index up to date with the collection, re-reading only "
-                    "what changed; with --watch, keep it current until stopped.")
-    index.add_argument("--watch", action="store_true",
-                       help="keep the index current (as serve's indexer does) until SIGTERM")
+        "what changed; with --watch, keep it current until stopped.",
+    )
+    index.add_argument(
+        "--watch",
+        action="store_true",
+        help="keep the index current (as serve's indexer does) until SIGTERM",
+    )
     # The watch lock, taken and handed over by the Follower thread of the serving worker that
     # started this indexer (indexer/follower.py); end of file on --owner-fd: that worker is gone.
     index.add_argument("--lock-fd", type=int, help=argparse.SUPPRESS)
     index.add_argument("--owner-fd", type=int, help=argparse.SUPPRESS)
-    add_settings(index, names=("collection", "state_dir", "index_watch", "rescan_interval",
-                                "consistency_interval"))
+    add_settings(
+        index,
+        names=("collection", "state_dir", "index_watch", "rescan_interval", "consistency_interval"),
+    )
     index.set_defaults(func=cmd_index)
 
     toolkit.add_commands(sub, add_settings, load_config)  # mint, ibi, deposit, delete
 
     report = sub.add_parser(
-        "stats", help="print access statistics counted from acknowledgments",
+        "stats",
+        help="print access statistics counted from acknowledgments",
         description="Print the acknowledgments this Archive counted (per item, per day, by "
-                    "contenttype and state) and those it refused. In JSON, `total` is the "
-                    "number counted and `rejected` the number refused.")
-    report.add_argument("--since", type=_day, metavar="DATE",
-                        help="count from this UTC day on (YYYY-MM-DD)")
-    report.add_argument("--top", type=_count, default=20, metavar="N",
-                        help="list the N most acknowledged items (default: 20; 0: all)")
-    report.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                        help="output format (default: table)")
+        "contenttype and state) and those it refused. In JSON, `total` is the "
+        "number counted and `rejected` the number refused.",
+    )
+    report.add_argument(
+        "--since", type=_day, metavar="DATE", help="count from this UTC day on (YYYY-MM-DD)"
+    )
+    report.add_argument(
+        "--top",
+        type=_count,
+        default=20,
+        metavar="N",
+        help="list the N most acknowledged items (default: 20; 0: all)",
+    )
+    report.add_argument(
+        "--format",
+        choices=("table", "csv", "json"),
+        default="table",
+        help="output format (default: table)",
+    )
     add_settings(report, names=("state_dir",))
     report.set_defaults(func=cmd_stats)
 
@@ -203,8 +246,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     warnings.simplefilter("default", settings.ConfigWarning)
     logging.captureWarnings(True)
     args = build_parser().parse_args(argv)
@@ -216,4 +262,3 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"archive-service: {exc}", file=sys.stderr)
         return 2
-

@@ -13,17 +13,27 @@ def add_settings(parser: argparse.ArgumentParser, names=None, table=settings.SET
     parser.add_argument("--config", metavar="FILE", help="YAML file of settings")
     prefix = table[0].env_prefix if table else settings.ENV_PREFIX
     group = parser.add_argument_group(
-        "settings", f"each also read from {prefix}<NAME> and from the --config file")
+        "settings", f"each also read from {prefix}<NAME> and from the --config file"
+    )
     for setting in table:
         if names is not None and setting.name not in names:
             continue
-        default = "" if setting.secret or setting.default in (None, "") else f" (default: {setting.default})"
-        group.add_argument(setting.option, dest=setting.name, metavar=setting.name.upper(),
-                           help=setting.help + default)
+        default = (
+            ""
+            if setting.secret or setting.default in (None, "")
+            else f" (default: {setting.default})"
+        )
+        group.add_argument(
+            setting.option,
+            dest=setting.name,
+            metavar=setting.name.upper(),
+            help=setting.help + default,
+        )
 
 
-def load_config(args: argparse.Namespace, *required: str, environ=None,
-                table=settings.SETTINGS) -> settings.Config:
+def load_config(
+    args: argparse.Namespace, *required: str, environ=None, table=settings.SETTINGS
+) -> settings.Config:
     """The settings of `table` from the options, the environment and the --config file;
     those named in `required` must be set."""
     options = {s.name: getattr(args, s.name, None) for s in table}

@@ -35,16 +35,21 @@ def cmd_register(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"archive-service resolver register: {exc}", file=sys.stderr)
         return 2
-    print(f"{'registered' if new else 're-keyed'} {args.serviceibi} in "
-          f"{config.state_dir}/{rconfig.REGISTRY_FILE}")
+    print(
+        f"{'registered' if new else 're-keyed'} {args.serviceibi} in "
+        f"{config.state_dir}/{rconfig.REGISTRY_FILE}"
+    )
     return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     config = _config(args, "state_dir")
     for r in _registry(config).records():
-        state = (f"included since {r.since} at {r.address} (confirmation {r.confirmation})"
-                 if r.included else "not included" + (f" (excluded {r.since})" if r.since else ""))
+        state = (
+            f"included since {r.since} at {r.address} (confirmation {r.confirmation})"
+            if r.included
+            else "not included" + (f" (excluded {r.since})" if r.since else "")
+        )
         print(f"{r.serviceibi}  {state}")
     return 0
 
@@ -59,24 +64,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def add_parser(sub) -> None:
     resolver = sub.add_parser(
-        "resolver", help="run a reference IBI resolver (registry of Archives, persistent URLs)",
+        "resolver",
+        help="run a reference IBI resolver (registry of Archives, persistent URLs)",
         description="A resolver for institutions that run their own: Archives register, join "
-                    "with inclusionRequest and leave with exclusionRequest; persistent URLs "
-                    "are resolved by asking every included Archive.")
+        "with inclusionRequest and leave with exclusionRequest; persistent URLs "
+        "are resolved by asking every included Archive.",
+    )
     rsub = resolver.add_subparsers(dest="resolver_command", required=True, metavar="COMMAND")
 
-    register = rsub.add_parser("register", help="register an Archive's service IBI and key",
-                               description="Register an Archive (§5.1): its service IBI and "
-                                           "registration key; only a hash of the key is kept.")
+    register = rsub.add_parser(
+        "register",
+        help="register an Archive's service IBI and key",
+        description="Register an Archive (§5.1): its service IBI and "
+        "registration key; only a hash of the key is kept.",
+    )
     register.add_argument("--serviceibi", required=True, help="IBI of the Archive's service")
-    register.add_argument("--key", required=True,
-                          help="registration key (10+ digits, optionally -10+ digits); "
-                               "'-' reads it from standard input")
+    register.add_argument(
+        "--key",
+        required=True,
+        help="registration key (10+ digits, optionally -10+ digits); "
+        "'-' reads it from standard input",
+    )
     _add_settings(register, names=("state_dir",))
     register.set_defaults(func=cmd_register)
 
-    serve = rsub.add_parser("serve", help="run the resolver under gunicorn",
-                            description="Run the resolver's service and persistent URLs.")
+    serve = rsub.add_parser(
+        "serve",
+        help="run the resolver under gunicorn",
+        description="Run the resolver's service and persistent URLs.",
+    )
     _add_settings(serve)
     serve.set_defaults(func=cmd_serve)
 

@@ -61,8 +61,14 @@ def cmd_mint(args: argparse.Namespace, load_config: LoadConfig) -> int:
         missing = [f for f in ("rep", "ibip") if form in (f, "both") and f not in source.forms]
         if missing:
             return _fail("mint", "; ".join(source.why_not[f] for f in missing))
-        minted = mintmod.mint(source.host, source.port, source.ip, form,
-                              state_dir=config.state_dir, granularity=args.granularity)
+        minted = mintmod.mint(
+            source.host,
+            source.port,
+            source.ip,
+            form,
+            state_dir=config.state_dir,
+            granularity=args.granularity,
+        )
     except (ibimod.IbiError, mintmod.MintError, depositmod.DepositError) as exc:
         return _fail("mint", exc)
     for kind in ("rep", "ibip"):
@@ -79,8 +85,11 @@ def cmd_ibi_decode(args: argparse.Namespace) -> int:
     try:
         kind = ibimod.parse(args.ibip).kind
         if kind == "rep":
-            return _fail("ibi decode", f"{args.ibip} is a repository name; only an IBIp "
-                         "(two words) decodes into IP, port and time")
+            return _fail(
+                "ibi decode",
+                f"{args.ibip} is a repository name; only an IBIp "
+                "(two words) decodes into IP, port and time",
+            )
         decoded = ibipmod.decode(args.ibip)
     except ibimod.IbiError as exc:
         return _fail("ibi decode", exc)
@@ -114,15 +123,23 @@ def cmd_deposit(args: argparse.Namespace, load_config: LoadConfig) -> int:
     config = load_config(args, "collection")
     try:
         done = depositmod.deposit(
-            config, args.files, target=args.target, language=args.language, title=args.title,
-            nextedition_of=args.nextedition_of, translation_of=args.translation_of,
-            granularity=args.granularity)
+            config,
+            args.files,
+            target=args.target,
+            language=args.language,
+            title=args.title,
+            nextedition_of=args.nextedition_of,
+            translation_of=args.translation_of,
+            granularity=args.granularity,
+        )
     except (depositmod.DepositError, ibimod.IbiError, mintmod.MintError) as exc:
         return _fail("deposit", exc)
     except ValueError as exc:  # SidecarError: a related item's sidecar is unusable
         return _fail("deposit", f"{exc}; nothing changed")
-    print(f"deposited {done.directory} ({len(done.files)} file(s)"
-          + (f", target {done.target})" if done.target else ")"))
+    print(
+        f"deposited {done.directory} ({len(done.files)} file(s)"
+        + (f", target {done.target})" if done.target else ")")
+    )
     for kind in ("rep", "ibip"):
         label = getattr(done.minted, kind)
         if label:
@@ -146,15 +163,19 @@ def cmd_delete(args: argparse.Namespace, load_config: LoadConfig) -> int:
         return _fail("delete", exc)
     except ValueError as exc:  # SidecarError
         return _fail("delete", f"{exc}; nothing changed")
-    print(f"deleted {done.item.name}: {done.directory}/item.yaml now says state Deleted, "
-          f"timestamp {depositmod.iso(done.when)}")
+    print(
+        f"deleted {done.item.name}: {done.directory}/item.yaml now says state Deleted, "
+        f"timestamp {depositmod.iso(done.when)}"
+    )
     if done.moved_to is not None:
         print(f"kept {done.files} file(s): doc/ moved to {done.moved_to} (no longer served)")
     else:
         print("the item had no doc/")
     if not done.comments_kept:
-        print("note: item.yaml was rewritten by PyYAML; its comments below the top were not kept",
-              file=sys.stderr)
+        print(
+            "note: item.yaml was rewritten by PyYAML; its comments below the top were not kept",
+            file=sys.stderr,
+        )
     for other in done.referenced_by:
         print(f"note: still named by {other}", file=sys.stderr)
     return 0
@@ -163,48 +184,69 @@ def cmd_delete(args: argparse.Namespace, load_config: LoadConfig) -> int:
 # ---------------------------------------------------------------------------- parsers
 
 
-def add_commands(sub: argparse._SubParsersAction, add_settings: AddSettings,
-                 load_config: LoadConfig) -> None:
+def add_commands(
+    sub: argparse._SubParsersAction, add_settings: AddSettings, load_config: LoadConfig
+) -> None:
     mint = sub.add_parser(
-        "mint", help="mint a new IBI (repository name and/or IBIp)",
+        "mint",
+        help="mint a new IBI (repository name and/or IBIp)",
         description="Mint a new IBI of this Archive's identification subsystem (ID "
         "Algorithms 1-7). Host and port default to archiveaddress, the IP to archiveip; the "
         "last date handed out is kept in state_dir, so labels never repeat. Prints one line "
         "per form: 'rep LABEL', 'ibip LABEL'.",
         epilog="examples: archive-service mint --config archive.yaml; "
         "archive-service mint --host mtc-m18.sid.inpe.br --port 19050; "
-        "archive-service mint --ip 150.163.34.243 --form ibip")
+        "archive-service mint --ip 150.163.34.243 --form ibip",
+    )
     mint.add_argument("--host", help="server host name (repository name, ID Algorithm 1)")
     mint.add_argument("--ip", help="server IPv4 or IPv6 address (IBIp, ID Algorithm 5)")
-    mint.add_argument("--port", type=_port,
-                      help="server port (default: archiveaddress's, else 80 for names, 800 "
-                      "for IBIp, which the labels leave out)")
-    mint.add_argument("--form", choices=mintmod.FORMS,
-                      help="which form(s) to mint (default: every form that can be)")
-    mint.add_argument("--granularity", type=_granularity, default=Decimal(1),
-                      help="temporal distributor step in seconds: 60, 1, 0.1, ... (default 1)")
+    mint.add_argument(
+        "--port",
+        type=_port,
+        help="server port (default: archiveaddress's, else 80 for names, 800 "
+        "for IBIp, which the labels leave out)",
+    )
+    mint.add_argument(
+        "--form",
+        choices=mintmod.FORMS,
+        help="which form(s) to mint (default: every form that can be)",
+    )
+    mint.add_argument(
+        "--granularity",
+        type=_granularity,
+        default=Decimal(1),
+        help="temporal distributor step in seconds: 60, 1, 0.1, ... (default 1)",
+    )
     add_settings(mint, names=("archiveaddress", "archiveip", "state_dir"))
     mint.set_defaults(func=lambda args: cmd_mint(args, load_config))
 
-    ibi = sub.add_parser("ibi", help="decode or check an IBI",
-                         description="Decode an IBIp, or check either form of an IBI.")
+    ibi = sub.add_parser(
+        "ibi",
+        help="decode or check an IBI",
+        description="Decode an IBIp, or check either form of an IBI.",
+    )
     ibi_sub = ibi.add_subparsers(dest="ibi_command", required=True, metavar="ACTION")
     decode = ibi_sub.add_parser(
-        "decode", help="print the IP, port and UTC time an IBIp was minted from",
+        "decode",
+        help="print the IP, port and UTC time an IBIp was minted from",
         description="Print 'ip', 'port', 'time' (UTC, ISO 8601) and 'fraction' (of a second) "
         "of an IBIp (ID Algorithms 5-7 inverted).",
-        epilog="example: archive-service ibi decode LK47B6W/362SFKH")
+        epilog="example: archive-service ibi decode LK47B6W/362SFKH",
+    )
     decode.add_argument("ibip", metavar="IBIP")
     decode.set_defaults(func=cmd_ibi_decode)
     check = ibi_sub.add_parser(
-        "check", help="validate a label; exit 1 with the broken rule if invalid",
+        "check",
+        help="validate a label; exit 1 with the broken rule if invalid",
         description="Print the form (rep or ibip) and exit 0 if LABEL is a valid IBI; else "
-        "print which rule of ID Table 6.1 or 7.1 it breaks, at which character, and exit 1.")
+        "print which rule of ID Table 6.1 or 7.1 it breaks, at which character, and exit 1.",
+    )
     check.add_argument("label", metavar="LABEL")
     check.set_defaults(func=cmd_ibi_check)
 
     deposit = sub.add_parser(
-        "deposit", help="put files into the collection as a new item",
+        "deposit",
+        help="put files into the collection as a new item",
         description="Mint an IBI and create the item: its directory (the repository name, "
         "with the IBIp as 'ibip:' in item.yaml; the IBIp when no name can be minted) with "
         "doc/ and item.yaml, built in <collection>/.deposit-* and renamed into place. "
@@ -214,31 +256,47 @@ def add_commands(sub: argparse._SubParsersAction, add_settings: AddSettings,
         "that, it is rewritten whole by PyYAML and comments below its top are lost (a note "
         "says so). Prints the IBI, its persistent URL(s) and what was linked.",
         epilog="example: archive-service deposit --config archive.yaml --language pt-BR "
-        "--title 'Relatório' relatorio.pdf dados.csv --target relatorio.pdf")
+        "--title 'Relatório' relatorio.pdf dados.csv --target relatorio.pdf",
+    )
     deposit.add_argument("files", nargs="+", metavar="FILE", help="files for doc/")
-    deposit.add_argument("--target", metavar="NAME",
-                         help="the file the bare persistent URL opens (default: index.html, "
-                         "or the single file; else the file list)")
+    deposit.add_argument(
+        "--target",
+        metavar="NAME",
+        help="the file the bare persistent URL opens (default: index.html, "
+        "or the single file; else the file list)",
+    )
     deposit.add_argument("--language", metavar="LANG", help="language of the item, e.g. pt-BR")
-    deposit.add_argument("--title", help="title, kept as inline Dublin Core (dc: title, "
-                         "language, date, identifier)")
-    deposit.add_argument("--nextedition-of", metavar="IBI",
-                         help="the item this one is the next edition of (gets 'nextedition:')")
-    deposit.add_argument("--translation-of", metavar="IBI",
-                         help="the item this one translates (both get 'translations:' "
-                         "entries; needs --language)")
-    deposit.add_argument("--granularity", type=_granularity, default=Decimal(1),
-                         help="temporal distributor step in seconds (default 1)")
+    deposit.add_argument(
+        "--title", help="title, kept as inline Dublin Core (dc: title, language, date, identifier)"
+    )
+    deposit.add_argument(
+        "--nextedition-of",
+        metavar="IBI",
+        help="the item this one is the next edition of (gets 'nextedition:')",
+    )
+    deposit.add_argument(
+        "--translation-of",
+        metavar="IBI",
+        help="the item this one translates (both get 'translations:' entries; needs --language)",
+    )
+    deposit.add_argument(
+        "--granularity",
+        type=_granularity,
+        default=Decimal(1),
+        help="temporal distributor step in seconds (default 1)",
+    )
     add_settings(deposit, names=("collection", "archiveaddress", "archiveip", "state_dir"))
     deposit.set_defaults(func=lambda args: cmd_deposit(args, load_config))
 
     delete = sub.add_parser(
-        "delete", help="turn an item into a Deleted tombstone",
+        "delete",
+        help="turn an item into a Deleted tombstone",
         description="Keep the item as Deleted: item.yaml gets 'state: Deleted' and "
         "'timestamp:' (now, UTC) plus a comment saying what was done; doc/ is moved to "
         ".deleted-doc-<time>/ inside the item, so no file is removed and none is served. "
         "urlRequest then answers with the Deleted answer. Undo by hand: move the files "
-        "back to doc/ and edit item.yaml.")
+        "back to doc/ and edit item.yaml.",
+    )
     delete.add_argument("ibi", metavar="IBI", help="either form of the item's IBI")
     add_settings(delete, names=("collection", "state_dir"))
     delete.set_defaults(func=lambda args: cmd_delete(args, load_config))

@@ -113,8 +113,12 @@ def split_address(address: str) -> tuple[str, int | None]:
     return parts.hostname or "", parts.port
 
 
-def subsystem(config: Mapping[str, Any], host: str | None = None, ip: str | None = None,
-              port: int | None = None) -> Subsystem:
+def subsystem(
+    config: Mapping[str, Any],
+    host: str | None = None,
+    ip: str | None = None,
+    port: int | None = None,
+) -> Subsystem:
     """The identification subsystem of this Archive: host and port from `archiveaddress`, IP
     from `archiveip`, unless given. A form whose inputs are missing or invalid is left out."""
     why_not: dict[str, str] = {}
@@ -170,8 +174,12 @@ class Holdings:
         self.scanned: index.Catalog | None = None
         self.catalog: storemod.StoreCatalog | None = None
         if not self.store.is_complete() and (why := self._build()) is not None:
-            log.warning("no complete index of %s in %s (%s): reading the whole collection "
-                        "instead", self.root, self.store.state_dir, why)
+            log.warning(
+                "no complete index of %s in %s (%s): reading the whole collection instead",
+                self.root,
+                self.store.state_dir,
+                why,
+            )
             self.scanned = index.scan(self.root)
             return
         self.catalog = storemod.StoreCatalog(self.store)
@@ -191,8 +199,11 @@ class Holdings:
         try:
             if not self.store.write_lock_free():
                 return "its first build is running"
-            log.info("building the index of %s in %s (first use; later deposits read it)",
-                     self.root, self.store.state_dir)
+            log.info(
+                "building the index of %s in %s (first use; later deposits read it)",
+                self.root,
+                self.store.state_dir,
+            )
             storemod.Writer(self.store).refresh(progress=True)
         except (sqlite3.Error, OSError) as exc:
             return f"it cannot be built: {exc}"
@@ -207,8 +218,7 @@ class Holdings:
             if self.store.write_lock_free():
                 storemod.Writer(self.store).refresh(directories, verify=False)
         except (sqlite3.Error, OSError) as exc:
-            log.warning("cannot update the index %s (%s): the indexer will", self.store.path,
-                        exc)
+            log.warning("cannot update the index %s (%s): the indexer will", self.store.path, exc)
         pending = []
         for directory in directories:
             found = self._found(directory)
@@ -230,8 +240,9 @@ class Holdings:
             self.pending_path.unlink(missing_ok=True)
             return
         temp = self.pending_path.with_name(PENDING_FILE + ".new")
-        temp.write_text("".join(f"{d}\n" for d in directories), encoding="utf-8",
-                        errors="surrogateescape")
+        temp.write_text(
+            "".join(f"{d}\n" for d in directories), encoding="utf-8", errors="surrogateescape"
+        )
         os.replace(temp, self.pending_path)
 
     def changed(self, directories: Iterable[str]) -> None:
@@ -242,8 +253,13 @@ class Holdings:
         try:
             self._refresh([*self.pending, *directories])
         except (sqlite3.Error, OSError) as exc:
-            log.warning("cannot note the change in the index %s or in %s (%s): the indexer's "
-                        "next rescan will find it", self.store.path, self.pending_path, exc)
+            log.warning(
+                "cannot note the change in the index %s or in %s (%s): the indexer's "
+                "next rescan will find it",
+                self.store.path,
+                self.pending_path,
+                exc,
+            )
 
     # -- items, as on disk now -------------------------------------------------------------
 
@@ -273,17 +289,25 @@ class Holdings:
         candidates = [*self.catalog.claimants(text), *self.pending]
         if ibimod.is_valid(str(text)):
             candidates.append(str(text))  # a directory named by it, perhaps not indexed yet
-        claiming = [item for item in map(self._item, dict.fromkeys(candidates))
-                    if item is not None and k in item.keys()]
+        claiming = [
+            item
+            for item in map(self._item, dict.fromkeys(candidates))
+            if item is not None and k in item.keys()
+        ]
         if not claiming:
             return None
         item = min(claiming, key=lambda i: storemod.claim(walkmod.sortkey(i.directory)))
         keys = set(item.keys())
-        for directory in sorted({*self.catalog.referrers(keys), *self.pending},
-                                key=walkmod.sortkey):
+        for directory in sorted(
+            {*self.catalog.referrers(keys), *self.pending}, key=walkmod.sortkey
+        ):
             other = self._item(directory)
-            if (other is not None and other is not item and other.language
-                    and any(ibimod.key(ref.text) in keys for ref in other.translations.values())):
+            if (
+                other is not None
+                and other is not item
+                and other.language
+                and any(ibimod.key(ref.text) in keys for ref in other.translations.values())
+            ):
                 item.translations.setdefault(other.language, other.name)
         return item
 
@@ -294,8 +318,11 @@ class Holdings:
             return
         directories = {*self.catalog.referrers(item.keys()), *self.pending}
         # A translation it declares puts it among the other item's translations too.
-        directories |= {other.directory for ref in item.translations.values()
-                        if (other := self.lookup(ref)) is not None}
+        directories |= {
+            other.directory
+            for ref in item.translations.values()
+            if (other := self.lookup(ref)) is not None
+        }
         for directory in sorted(directories, key=walkmod.sortkey):
             other = self._item(directory)
             if other is not None and self.lookup(other.name) is other:  # served
@@ -339,8 +366,10 @@ def _sources(files: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Path]]:
         if not os.access(path, os.R_OK):
             raise DepositError(f"{path}: cannot be read")
         if path.name in sources:
-            raise DepositError(f"two files are named {path.name!r} ({sources[path.name]} and "
-                               f"{path}); doc/ holds one file per name")
+            raise DepositError(
+                f"two files are named {path.name!r} ({sources[path.name]} and "
+                f"{path}); doc/ holds one file per name"
+            )
         sources[path.name] = path
     return list(sources.items())
 
@@ -352,8 +381,10 @@ def _held(catalog: Holdings, text: str, option: str) -> index.Item:
         raise DepositError(f"{option} {text}: {exc}") from None
     item = catalog.lookup(text)
     if item is None:
-        raise DepositError(f"{option} {text}: no item of this collection ({catalog.root}) has "
-                           "this IBI; a relation is recorded only between items held here")
+        raise DepositError(
+            f"{option} {text}: no item of this collection ({catalog.root}) has "
+            "this IBI; a relation is recorded only between items held here"
+        )
     if item.state == "Deleted":
         raise DepositError(f"{option} {text}: {item.directory} is Deleted")
     return item
@@ -364,10 +395,12 @@ def _last_held_edition(catalog: Holdings, item: index.Item) -> index.Item:
 
 
 def _new_sidecar(data: Mapping[str, Any], when: datetime) -> str:
-    text = (f"# Deposited with archive-service deposit at {iso(when)}.\n"
-            + yaml.safe_dump(dict(data), default_flow_style=False, allow_unicode=True,
-                             sort_keys=False, width=4096))
-    sidecarmod.parse(yaml.load(text, Loader=SafeLoader), SIDECAR)  # what we write must read back valid
+    text = f"# Deposited with archive-service deposit at {iso(when)}.\n" + yaml.safe_dump(
+        dict(data), default_flow_style=False, allow_unicode=True, sort_keys=False, width=4096
+    )
+    sidecarmod.parse(
+        yaml.load(text, Loader=SafeLoader), SIDECAR
+    )  # what we write must read back valid
     return text
 
 
@@ -414,8 +447,9 @@ def deposit(
     names = [name for name, _ in sources]
     if target is not None:
         if target not in names:
-            raise DepositError(f"--target {target!r} is not one of the files deposited "
-                               f"({', '.join(names)})")
+            raise DepositError(
+                f"--target {target!r} is not one of the files deposited ({', '.join(names)})"
+            )
     if language is not None:
         try:
             language = sidecarmod.normalize_language(language)
@@ -424,8 +458,9 @@ def deposit(
     if title is not None and not title.strip():
         raise DepositError("--title is empty")
     if translation_of and not language:
-        raise DepositError("--translation-of needs --language: the other item lists its "
-                           "translations by language")
+        raise DepositError(
+            "--translation-of needs --language: the other item lists its translations by language"
+        )
     source = subsystem(config)
     form = source.form
     state_dir = config["state_dir"]
@@ -439,36 +474,54 @@ def deposit(
             old = _held(catalog, nextedition_of, "--nextedition-of")
             if old.nextedition is not None:
                 last = _last_held_edition(catalog, old)
-                hint = (f"; the last edition held here is {last.name}" if last is not old else "")
-                raise DepositError(f"--nextedition-of {nextedition_of}: {old.directory} already "
-                                   f"has a next edition, {old.nextedition}{hint}")
+                hint = f"; the last edition held here is {last.name}" if last is not old else ""
+                raise DepositError(
+                    f"--nextedition-of {nextedition_of}: {old.directory} already "
+                    f"has a next edition, {old.nextedition}{hint}"
+                )
             related[old.directory] = old
             changes.setdefault(old.directory, {})["nextedition"] = None  # set after minting
         if translation_of:
             other = _held(catalog, translation_of, "--translation-of")
             if other.language == language:
-                raise DepositError(f"--translation-of {translation_of}: that item is in "
-                                   f"{language} too; a translation is in another language")
+                raise DepositError(
+                    f"--translation-of {translation_of}: that item is in "
+                    f"{language} too; a translation is in another language"
+                )
             if language in other.translations:
-                raise DepositError(f"--translation-of {translation_of}: it already has a "
-                                   f"{language} translation, {other.translations[language]}")
+                raise DepositError(
+                    f"--translation-of {translation_of}: it already has a "
+                    f"{language} translation, {other.translations[language]}"
+                )
             related[other.directory] = other
             changes.setdefault(other.directory, {})["translations"] = None
             reverse_language = other.language
             if reverse_language is None:
-                notes.append(f"{other.directory} has no language, so the new item's sidecar "
-                             f"cannot list it under translations; add 'language:' to "
-                             f"{other.directory}/{SIDECAR} and the reverse entry will be derived")
+                notes.append(
+                    f"{other.directory} has no language, so the new item's sidecar "
+                    f"cannot list it under translations; add 'language:' to "
+                    f"{other.directory}/{SIDECAR} and the reverse entry will be derived"
+                )
         for directory in related:
             sidecar_update.load(collection / directory / SIDECAR)  # refuse before minting
 
-        minted = mintmod.mint(source.host, source.port, source.ip, form, state_dir=state_dir,
-                              granularity=granularity, now=now, sleep=sleep)
+        minted = mintmod.mint(
+            source.host,
+            source.port,
+            source.ip,
+            form,
+            state_dir=state_dir,
+            granularity=granularity,
+            now=now,
+            sleep=sleep,
+        )
         for label in filter(None, (minted.rep, minted.ibip)):
             if catalog.lookup(label) is not None:
-                raise DepositError(f"the minted IBI {label} is already held by "
-                                   f"{catalog.lookup(label).directory}: was {state_dir} reset? "
-                                   "Nothing changed; deposit again")
+                raise DepositError(
+                    f"the minted IBI {label} is already held by "
+                    f"{catalog.lookup(label).directory}: was {state_dir} reset? "
+                    "Nothing changed; deposit again"
+                )
         primary = minted.rep or minted.ibip
         final = collection / primary
         if os.path.lexists(final):
@@ -538,8 +591,10 @@ def deposit(
         for update in updates:
             sidecar_update.commit(update)
             if not update.comments_kept:
-                notes.append(f"{update.path} was rewritten by PyYAML: its comments below the "
-                             "top were not kept")
+                notes.append(
+                    f"{update.path} was rewritten by PyYAML: its comments below the "
+                    "top were not kept"
+                )
         catalog.changed([primary, *changes])
     return Deposited(final, minted, names, target, linked, notes)
 
@@ -564,8 +619,7 @@ class Removed:
     referenced_by: list[str] = field(default_factory=list)
 
 
-def delete(config: Mapping[str, Any], label: str,
-           now: Callable[[], float] = time.time) -> Removed:
+def delete(config: Mapping[str, Any], label: str, now: Callable[[], float] = time.time) -> Removed:
     """Turn the item `label` into a Deleted tombstone (see module docstring)."""
     try:
         ibimod.parse(label)
@@ -579,8 +633,9 @@ def delete(config: Mapping[str, Any], label: str,
         if item is None:
             raise DepositError(f"{label}: no item of this collection ({collection}) has this IBI")
         if item.state == "Deleted":
-            raise DepositError(f"{label}: {item.directory} is already Deleted "
-                               f"(since {iso(item.timestamp)})")
+            raise DepositError(
+                f"{label}: {item.directory} is already Deleted (since {iso(item.timestamp)})"
+            )
         when = datetime.fromtimestamp(int(now()), UTC)
         directory = collection / item.directory
         doc = directory / index.DOC
@@ -589,10 +644,13 @@ def delete(config: Mapping[str, Any], label: str,
             raise DepositError(f"{moved_to} already exists; nothing changed")
         files = len(index.list_files(collection, item))
         kept = f"doc/ moved to {moved_to.name}/" if moved_to else "there was no doc/"
-        note = (f"Deleted with archive-service delete at {iso(when)}; {kept}. "
-                f"Timestamp before: {iso(item.timestamp)}; state before: {item.state}.")
-        update = sidecar_update.prepare(directory / SIDECAR,
-                                        {"state": "Deleted", "timestamp": iso(when)}, note)
+        note = (
+            f"Deleted with archive-service delete at {iso(when)}; {kept}. "
+            f"Timestamp before: {iso(item.timestamp)}; state before: {item.state}."
+        )
+        update = sidecar_update.prepare(
+            directory / SIDECAR, {"state": "Deleted", "timestamp": iso(when)}, note
+        )
         try:
             # The sidecar first: from this instant the item is Deleted and nothing of it is
             # served, so a crash before the move below leaves a consistent tombstone.
@@ -612,5 +670,6 @@ def delete(config: Mapping[str, Any], label: str,
                     if held is not None and held.directory == item.directory:
                         referenced_by.append(f"{other.directory} ({what})")
         catalog.changed([item.directory])
-    return Removed(directory, item, when, moved_to, files, update.comments_kept,
-                   sorted(set(referenced_by)))
+    return Removed(
+        directory, item, when, moved_to, files, update.comments_kept, sorted(set(referenced_by))
+    )

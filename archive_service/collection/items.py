@@ -103,8 +103,9 @@ def _resolved(path: str) -> tuple[str, os.stat_result] | None:
             os.close(fd)
 
 
-def _resolve(root: str | os.PathLike, directory: str,
-             relpath: str) -> tuple[str, os.stat_result] | None:
+def _resolve(
+    root: str | os.PathLike, directory: str, relpath: str
+) -> tuple[str, os.stat_result] | None:
     """The one rule for "nothing is served from outside an item": the real path (and stat)
     of `relpath` ("" for doc/ itself) of the item at `directory`, or None when it is
     missing, a link loop, or not inside that item's doc/.
@@ -155,8 +156,9 @@ def open_doc(path: str) -> int | None:
         return None
 
 
-def files_under(directory: str | Path, counter: list[int] | None = None
-                 ) -> list[tuple[str, os.stat_result]]:
+def files_under(
+    directory: str | Path, counter: list[int] | None = None
+) -> list[tuple[str, os.stat_result]]:
     """Regular files and symbolic links below the directory doc/ (following no link, doc/
     itself included), as (relative path, lstat), sorted; `counter[0]` counts the
     directories read."""
@@ -212,29 +214,43 @@ def list_files(collection: Path, item: Item) -> list[tuple[str, int]]:
     return listed
 
 
-def doc_problems(root: str, directory: str,
-                 files: list[tuple[str, os.stat_result]]) -> tuple[list[str], list[Problem]]:
+def doc_problems(
+    root: str, directory: str, files: list[tuple[str, os.stat_result]]
+) -> tuple[list[str], list[Problem]]:
     """The names under doc/ a URL may be given for (`resolve_file`'s rule, for `target` and
     `formats`), and a problem for each link leading out of the item's doc/ and each name
     with a control character (for `check`)."""
     doc = os.path.join(root, directory, DOC)
     problems = []
     if not files and os.path.islink(doc):  # the walk gives no files through a link
-        problems.append(Problem(directory, f"doc is a symbolic link to {_readlink(doc)}: "
-                                "nothing under it is served"))
+        problems.append(
+            Problem(
+                directory, f"doc is a symbolic link to {_readlink(doc)}: nothing under it is served"
+            )
+        )
     names = []
     for rel, st in files:
         if _CONTROL.search(rel):
-            problems.append(Problem(directory, f"doc/{rel!r} has a control character in its "
-                                    "name: it gets no URL", "warning"))
+            problems.append(
+                Problem(
+                    directory,
+                    f"doc/{rel!r} has a control character in its name: it gets no URL",
+                    "warning",
+                )
+            )
         elif not stat.S_ISLNK(st.st_mode):
             names.append(rel)
         elif resolve_file(root, directory, rel) is not None:
             names.append(rel)  # a link to a file inside the same doc/
         elif real_in_doc(root, directory, rel) is None:
-            problems.append(Problem(directory, f"doc/{_shown(rel)} is a symbolic link to "
-                                    f"{_readlink(os.path.join(doc, rel))}: it leads out of the "
-                                    "item's doc/ (or nowhere, or round a loop) and is not served"))
+            problems.append(
+                Problem(
+                    directory,
+                    f"doc/{_shown(rel)} is a symbolic link to "
+                    f"{_readlink(os.path.join(doc, rel))}: it leads out of the "
+                    "item's doc/ (or nowhere, or round a loop) and is not served",
+                )
+            )
     return names, problems
 
 
@@ -255,8 +271,9 @@ def _utc(seconds: float) -> datetime:
     return datetime.fromtimestamp(int(seconds), tz=UTC)
 
 
-def subdirectories(path: str | os.PathLike, problems: list[Problem] | None = None,
-                   where: str = "") -> list[str]:
+def subdirectories(
+    path: str | os.PathLike, problems: list[Problem] | None = None, where: str = ""
+) -> list[str]:
     """The names of the directories in `path` where items may be, sorted: hidden names are
     skipped, and a link to a directory is not followed (what it leads to could be any tree,
     / or the state directory, and it would be neither watched nor confined to the
@@ -271,9 +288,13 @@ def subdirectories(path: str | os.PathLike, problems: list[Problem] | None = Non
                 if e.is_dir(follow_symlinks=False):
                     found.append(e.name)
                 elif problems is not None and e.is_symlink() and e.is_dir():
-                    problems.append(Problem(
-                        where + _shown(e.name), f"is a symbolic link to {_readlink(e.path)}: "
-                        "links are not followed, so nothing under it is served"))
+                    problems.append(
+                        Problem(
+                            where + _shown(e.name),
+                            f"is a symbolic link to {_readlink(e.path)}: "
+                            "links are not followed, so nothing under it is served",
+                        )
+                    )
             return sorted(found)
     except OSError as exc:
         if exc.errno != errno.ENOENT:
@@ -285,8 +306,9 @@ def is_two_segment_item(root: str | os.PathLike, two: str) -> bool:
     """Whether the directory `two` (two segments below `root`) is an item: an IBIp holding
     `doc/` or `item.yaml` (SPEC §7). Four-segment items need only a valid name."""
     path = f"{os.fspath(root)}/{two}"
-    return ibimod.is_valid(two) and (os.path.isdir(f"{path}/{DOC}")
-                                     or os.path.isfile(f"{path}/{sidecarmod.SIDECAR}"))
+    return ibimod.is_valid(two) and (
+        os.path.isdir(f"{path}/{DOC}") or os.path.isfile(f"{path}/{sidecarmod.SIDECAR}")
+    )
 
 
 def iter_item_dirs(root: Path, problems: list[Problem] | None = None):
@@ -309,9 +331,13 @@ def iter_item_dirs(root: Path, problems: list[Problem] | None = None):
                         yield four, ibimod.parse(four)
 
 
-def load_item(root: Path, directory: str, name: Ibi,
-              files: list[tuple[str, os.stat_result]] | None = None,
-              has_sidecar: bool | None = None) -> tuple[Item, list[Problem]]:
+def load_item(
+    root: Path,
+    directory: str,
+    name: Ibi,
+    files: list[tuple[str, os.stat_result]] | None = None,
+    has_sidecar: bool | None = None,
+) -> tuple[Item, list[Problem]]:
     """Build one item from its directory; raise SidecarError if its sidecar is unusable.
 
     `files` is the item's `files_under(doc/)` listing (a stat of each needs st_mtime and
@@ -326,8 +352,11 @@ def load_item(root: Path, directory: str, name: Ibi,
     if has_sidecar:
         side = sidecarmod.read(sidecar_path)
         for key in side.unknown_keys:
-            problems.append(Problem(f"{directory}/{sidecarmod.SIDECAR}",
-                                    f"unknown key {key!r} (ignored)", "warning"))
+            problems.append(
+                Problem(
+                    f"{directory}/{sidecarmod.SIDECAR}", f"unknown key {key!r} (ignored)", "warning"
+                )
+            )
         for message in side.warnings:
             problems.append(Problem(f"{directory}/{sidecarmod.SIDECAR}", message, "warning"))
     else:
@@ -412,9 +441,12 @@ class Catalog:
                 item, other = other, item
                 self.remove(item)
                 self.add(other)
-            self.problems.append(Problem(
-                item.directory, f"IBI {k} is also claimed by {other.directory}; "
-                f"{other.directory} is served"))
+            self.problems.append(
+                Problem(
+                    item.directory,
+                    f"IBI {k} is also claimed by {other.directory}; {other.directory} is served",
+                )
+            )
             return
         for k in item.keys():
             self.items[k] = item
@@ -443,8 +475,12 @@ class Catalog:
         for item in self.by_directory.values():
             chain = follow_editions(self.lookup, item)
             if chain.cycle_at is not None:
-                self.problems.append(Problem(item.directory, "nextedition chain has a cycle "
-                                             f"through {chain.cycle_at.directory}"))
+                self.problems.append(
+                    Problem(
+                        item.directory,
+                        f"nextedition chain has a cycle through {chain.cycle_at.directory}",
+                    )
+                )
 
 
 class Editions(NamedTuple):
@@ -497,8 +533,13 @@ def check_references(catalog: Catalog) -> list[Problem]:
         if item.metadata is not None:
             meta = catalog.lookup(item.metadata)
             if meta is not None and meta.contenttype != "Metadata":
-                problems.append(Problem(item.directory, f"metadata {item.metadata} is held here "
-                                        "but its contenttype is not Metadata"))
+                problems.append(
+                    Problem(
+                        item.directory,
+                        f"metadata {item.metadata} is held here "
+                        "but its contenttype is not Metadata",
+                    )
+                )
         if item.nextedition is not None and item.nextedition.key in item.keys():
             problems.append(Problem(item.directory, "nextedition names the item itself"))
     return problems

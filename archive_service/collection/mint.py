@@ -55,7 +55,9 @@ def rep_prefix(host: str, port: int = REP_DEFAULT_PORT) -> str:
     try:
         ibi.check_rep(rep_name(prefix, "1995/08.01.00.00"))
     except IbiError as exc:
-        raise IbiError(f"host {host!r} gives prefix {prefix!r}, which breaks ID Table 6.1 ({exc})") from None
+        raise IbiError(
+            f"host {host!r} gives prefix {prefix!r}, which breaks ID Table 6.1 ({exc})"
+        ) from None
     return prefix
 
 

@@ -83,12 +83,37 @@ CONTENTTYPES = ("Data", "Metadata")
 FORMATS = ("oai_dc",)  # Table 7.5: formato = "oai_dc"
 # The fifteen elements of simple Dublin Core, the only ones an oai_dc record may carry.
 DC_ELEMENTS = (
-    "title", "creator", "subject", "description", "publisher", "contributor", "date", "type",
-    "format", "identifier", "source", "language", "relation", "coverage", "rights",
+    "title",
+    "creator",
+    "subject",
+    "description",
+    "publisher",
+    "contributor",
+    "date",
+    "type",
+    "format",
+    "identifier",
+    "source",
+    "language",
+    "relation",
+    "coverage",
+    "rights",
 )
 KEYS = (
-    "ibip", "rep", "state", "contenttype", "target", "language", "timestamp", "nextedition",
-    "translations", "metadata", "formats", "dc", "filelist", "access",
+    "ibip",
+    "rep",
+    "state",
+    "contenttype",
+    "target",
+    "language",
+    "timestamp",
+    "nextedition",
+    "translations",
+    "metadata",
+    "formats",
+    "dc",
+    "filelist",
+    "access",
 )
 # What one sidecar may hold (issue 15). Sidecars are a few key lines and some inline Dublin
 # Core (the sample's are under 800 bytes, a rich one with abstracts a few KB): far above that,
@@ -198,8 +223,10 @@ def _dc_warnings(dc: dict[str, list[str]]) -> list[str]:
     for element, values in dc.items():
         for value in values:
             if (bad := _NOT_XML.search(value)) is not None:
-                found.append(f"dc: {element} holds U+{ord(bad.group()):04X}, which XML 1.0 "
-                             "does not allow (oai_dc shows U+FFFD in its place)")
+                found.append(
+                    f"dc: {element} holds U+{ord(bad.group()):04X}, which XML 1.0 "
+                    "does not allow (oai_dc shows U+FFFD in its place)"
+                )
                 break
     return found
 
@@ -224,6 +251,7 @@ def _choice(options: tuple[str, ...]):
         if value not in options:
             raise ValueError(f"{value!r} is not one of {', '.join(options)}")
         return value
+
     return convert
 
 
@@ -243,18 +271,30 @@ _FIELDS = (
     ("timestamp", "timestamp", parse_timestamp),
     ("nextedition", "nextedition", _ibi),
     ("metadata", "metadata", _ibi),
-    ("translations", "translations", lambda v: {
-        normalize_language(str(lang)): _ibi(ref)
-        for lang, ref in _string_map(v, "lang: IBI").items()
-    }),
-    ("formats", "formats", lambda v: {
-        str(_FORMAT(fmt)): doc_path(path)
-        for fmt, path in _string_map(v, "format: file under doc/").items()
-    }),
-    ("dc", "dc", lambda v: {
-        str(_DC_ELEMENT(element)): _text_list(values)
-        for element, values in _string_map(v, "Dublin Core elements").items()
-    }),
+    (
+        "translations",
+        "translations",
+        lambda v: {
+            normalize_language(str(lang)): _ibi(ref)
+            for lang, ref in _string_map(v, "lang: IBI").items()
+        },
+    ),
+    (
+        "formats",
+        "formats",
+        lambda v: {
+            str(_FORMAT(fmt)): doc_path(path)
+            for fmt, path in _string_map(v, "format: file under doc/").items()
+        },
+    ),
+    (
+        "dc",
+        "dc",
+        lambda v: {
+            str(_DC_ELEMENT(element)): _text_list(values)
+            for element, values in _string_map(v, "Dublin Core elements").items()
+        },
+    ),
     ("filelist", "filelist_public", lambda v: _FILELIST(v) == "public"),
     ("access", "networks", _networks),
 )
@@ -322,8 +362,10 @@ def bounds_problem(text: bytes) -> str | None:
                 nodes = anchored.get(event.anchor, 1)
                 copied += nodes
                 if copied > MAX_ALIAS_NODES:
-                    return (f"aliases expand to more than {MAX_ALIAS_NODES} nodes (the most a "
-                            "sidecar's aliases may stand for)")
+                    return (
+                        f"aliases expand to more than {MAX_ALIAS_NODES} nodes (the most a "
+                        "sidecar's aliases may stand for)"
+                    )
             if nodes and open_nodes:
                 open_nodes[-1][1] += nodes
     except yaml.YAMLError:

@@ -57,7 +57,9 @@ def load(path: Path) -> tuple[str, dict[str, Any]]:
     try:
         data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
-        raise sidecarmod.SidecarError(str(path), [f"not valid YAML ({exc}); fix it first"]) from None
+        raise sidecarmod.SidecarError(
+            str(path), [f"not valid YAML ({exc}); fix it first"]
+        ) from None
     if data is None:
         data = {}
     sidecarmod.parse(data, str(path))  # refuse to build on a sidecar that is already broken
@@ -65,8 +67,9 @@ def load(path: Path) -> tuple[str, dict[str, Any]]:
 
 
 def _dump(data: Mapping[str, Any]) -> str:
-    return yaml.safe_dump(dict(data), default_flow_style=False, allow_unicode=True,
-                          sort_keys=False, width=4096)
+    return yaml.safe_dump(
+        dict(data), default_flow_style=False, allow_unicode=True, sort_keys=False, width=4096
+    )
 
 
 def _key_line(key: str) -> re.Pattern:
@@ -108,7 +111,7 @@ def _edit(text: str, changes: Mapping[str, Any], note: str | None) -> str:
                 lines[-1] += newline
             lines += block
         else:
-            lines[where[0]:where[1]] = block
+            lines[where[0] : where[1]] = block
     return "".join(lines)
 
 
@@ -118,8 +121,10 @@ def _regenerate(text: str, data: Mapping[str, Any], note: str | None) -> str:
         if not line.startswith("#"):
             break
         head.append(line if line.endswith("\n") else line + "\n")
-    head.append("# Rewritten by archive-service: comments below the top of the previous "
-                "version were not kept.\n")
+    head.append(
+        "# Rewritten by archive-service: comments below the top of the previous "
+        "version were not kept.\n"
+    )
     if note:
         head += [f"# {line}\n" for line in note.splitlines()]
     return "".join(head) + _dump(data)

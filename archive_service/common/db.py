@@ -6,12 +6,14 @@ import os
 import sqlite3
 
 
-def connect(path: str | os.PathLike, *, timeout: float,
-            check_same_thread: bool = True) -> sqlite3.Connection:
+def connect(
+    path: str | os.PathLike, *, timeout: float, check_same_thread: bool = True
+) -> sqlite3.Connection:
     """A connection in autocommit mode: transactions are explicit (BEGIN … COMMIT), and a
     writer waits up to `timeout` seconds for another's lock."""
-    return sqlite3.connect(path, timeout=timeout, isolation_level=None,
-                           check_same_thread=check_same_thread)
+    return sqlite3.connect(
+        path, timeout=timeout, isolation_level=None, check_same_thread=check_same_thread
+    )
 
 
 def use_wal(conn: sqlite3.Connection, *, durable: bool = False) -> None:

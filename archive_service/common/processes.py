@@ -16,8 +16,11 @@ def python_executable() -> str:
     name = os.path.basename(sys.executable or "")
     if name.startswith("python"):
         return sys.executable
-    return shutil.which(f"python{sys.version_info[0]}.{sys.version_info[1]}") or \
-        shutil.which("python3") or sys.executable
+    return (
+        shutil.which(f"python{sys.version_info[0]}.{sys.version_info[1]}")
+        or shutil.which("python3")
+        or sys.executable
+    )
 
 
 def child_environment() -> dict[str, str]:

@@ -95,8 +95,10 @@ CREATE TABLE langs (lang TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 # readers read inside their snapshot: the key of the caches the threads of a worker share
 # (PRAGMA data_version cannot be: each connection counts its own). A new index file starts
 # from a random one, so two files never share a generation.
-_NEXT_GENERATION = ("INSERT INTO meta VALUES ('generation', ?) ON CONFLICT (key) "
-                    "DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+_NEXT_GENERATION = (
+    "INSERT INTO meta VALUES ('generation', ?) ON CONFLICT (key) "
+    "DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+)
 
 
 def next_generation(conn: sqlite3.Connection) -> None:
@@ -124,18 +126,25 @@ def _ibi(text: str) -> Ibi:
 
 def encode(item: Item) -> str:
     record = {
-        "name": item.name.text, "rep": item.forms.rep, "ibip": item.forms.ibip,
-        "state": item.state, "contenttype": item.contenttype, "language": item.language,
-        "timestamp": item.timestamp.isoformat(), "target": item.target,
+        "name": item.name.text,
+        "rep": item.forms.rep,
+        "ibip": item.forms.ibip,
+        "state": item.state,
+        "contenttype": item.contenttype,
+        "language": item.language,
+        "timestamp": item.timestamp.isoformat(),
+        "target": item.target,
         "nextedition": item.nextedition.text if item.nextedition else None,
         "translations": {lang: ref.text for lang, ref in item.translations.items()},
         "metadata": item.metadata.text if item.metadata else None,
-        "formats": item.formats, "dc": item.dc,
+        "formats": item.formats,
+        "dc": item.dc,
         "filelist_public": item.filelist_public,
         "networks": [str(net) for net in item.networks],
     }
-    return json.dumps({k: v for k, v in record.items() if v not in (None, {}, [])},
-                      separators=(",", ":"))  # ASCII: file names may hold surrogates
+    return json.dumps(
+        {k: v for k, v in record.items() if v not in (None, {}, [])}, separators=(",", ":")
+    )  # ASCII: file names may hold surrogates
 
 
 def decode(directory: str, text: str) -> Item:
@@ -167,8 +176,9 @@ _CORRUPT, _NOTADB = 11, 26  # SQLite's primary result codes: SQLITE_CORRUPT, SQL
 def is_damage(exc: BaseException) -> bool:
     """Whether an SQLite error says the index file is damaged ('database disk image is
     malformed', 'file is not a database'): not busy, full or read-only, which pass."""
-    return (isinstance(exc, sqlite3.DatabaseError)
-            and (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (_CORRUPT, _NOTADB))
+    return isinstance(exc, sqlite3.DatabaseError) and (
+        getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    ) in (_CORRUPT, _NOTADB)
 
 
 class Damaged(Exception):
@@ -301,12 +311,15 @@ class Store:
             fd = os.open(self.changes_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
                 count = int.from_bytes(os.pread(fd, 8, 0).ljust(8, b"\0"), "little")
-                os.pwrite(fd, ((count + 1) % 2 ** 64).to_bytes(8, "little"), 0)
+                os.pwrite(fd, ((count + 1) % 2**64).to_bytes(8, "little"), 0)
             finally:
                 os.close(fd)
         except OSError as exc:
-            log.warning("cannot write %s (%s): workers see changes up to a second later",
-                        self.changes_path, exc.strerror)
+            log.warning(
+                "cannot write %s (%s): workers see changes up to a second later",
+                self.changes_path,
+                exc.strerror,
+            )
 
     def map_changes(self) -> mmap.mmap | None:
         """The counter note_change bumps, mapped read-only; None if there is none yet."""
@@ -359,8 +372,11 @@ class Store:
         """A full walk has finished at least once (the index holds the whole collection), and
         a writer would keep the index rather than rebuild it."""
         meta = self.meta()
-        return (meta.get("schema") == SCHEMA and meta.get("complete") == "1"
-                and meta.get("collection") == self.real_root)
+        return (
+            meta.get("schema") == SCHEMA
+            and meta.get("complete") == "1"
+            and meta.get("collection") == self.real_root
+        )
 
     def write_lock_free(self) -> bool:
         """Whether no refresh holds the write lock right now (for a caller that must not
@@ -390,8 +406,10 @@ class Refreshed:
     seconds: float = 0.0
 
     def __str__(self) -> str:
-        return (f"{self.walked} items walked, {self.read} read, {self.removed} removed "
-                f"in {self.seconds:.2f} s")
+        return (
+            f"{self.walked} items walked, {self.read} read, {self.removed} removed "
+            f"in {self.seconds:.2f} s"
+        )
 
 
 class Progress:
@@ -411,8 +429,14 @@ class Progress:
         rate = done / max(now - self.started, 1e-9)
         total = max(self.total, done)
         left = (total - done) / rate if rate else 0
-        log.info("indexing %s: %d of about %d items (%.0f items/s, about %s left)",
-                 self.root, done, total, rate, _duration(left))
+        log.info(
+            "indexing %s: %d of about %d items (%.0f items/s, about %s left)",
+            self.root,
+            done,
+            total,
+            rate,
+            _duration(left),
+        )
 
 
 def _duration(seconds: float) -> str:
@@ -431,16 +455,22 @@ class Writer:
         self.store = store
         self.log_problems = log_problems
 
-    def refresh(self, scopes: Iterable[str] | None = None, *, progress: bool = False,
-                verify: bool | None = None) -> Refreshed:
+    def refresh(
+        self,
+        scopes: Iterable[str] | None = None,
+        *,
+        progress: bool = False,
+        verify: bool | None = None,
+    ) -> Refreshed:
         """Walk `scopes` (default: the whole collection) and rewrite what changed.
 
         Changes are committed in batches, each item's rows in one transaction with it. With
         `verify` (default: for a full refresh) the index file is checked first (Store.damage);
         a damaged one, found then or by any refresh, is rebuilt from the collection."""
         try:
-            return self._refresh(scopes, progress=progress,
-                                 verify=scopes is None if verify is None else verify)
+            return self._refresh(
+                scopes, progress=progress, verify=scopes is None if verify is None else verify
+            )
         except Damaged as exc:
             return self.rebuild(str(exc), progress=progress)
         except sqlite3.DatabaseError as exc:
@@ -453,8 +483,9 @@ class Writer:
         its place: readers keep what they can read of the old one until then, and never see
         a half-built one. Writers wait (the write lock is held throughout)."""
         store = self.store
-        log.error("the index %s is damaged (%s); rebuilding it from the collection",
-                  store.path, why)
+        log.error(
+            "the index %s is damaged (%s); rebuilding it from the collection", store.path, why
+        )
         started = time.monotonic()
         with store.write_lock():
             fresh = Store(store.root, store.state_dir)
@@ -462,15 +493,19 @@ class Writer:
             for suffix in ("", "-wal", "-shm"):  # what an interrupted rebuild left
                 Path(f"{fresh.path}{suffix}").unlink(missing_ok=True)
             result = Writer(fresh, log_problems=self.log_problems)._refresh(
-                None, progress=progress, verify=False)
+                None, progress=progress, verify=False
+            )
             store.replace_with(fresh)
         result.seconds = time.monotonic() - started
-        log.info("rebuilt the index %s from the collection: %s; the damaged file is %s.bad",
-                 store.path, result, store.path)
+        log.info(
+            "rebuilt the index %s from the collection: %s; the damaged file is %s.bad",
+            store.path,
+            result,
+            store.path,
+        )
         return result
 
-    def _refresh(self, scopes: Iterable[str] | None, *, progress: bool,
-                 verify: bool) -> Refreshed:
+    def _refresh(self, scopes: Iterable[str] | None, *, progress: bool, verify: bool) -> Refreshed:
         full = scopes is None
         scopes = [""] if full else cover(scopes)
         result = Refreshed()
@@ -487,15 +522,21 @@ class Writer:
                 cold = self._prepare(conn)
                 total = 0
                 if progress:
-                    total = (estimate_items(self.store.root) if cold else
-                             conn.execute("SELECT count(*) FROM items").fetchone()[0])
+                    total = (
+                        estimate_items(self.store.root)
+                        if cold
+                        else conn.execute("SELECT count(*) FROM items").fetchone()[0]
+                    )
                 meter = Progress(self.store.root, total, progress)
                 batch = _Batch(conn, self.store)
                 walk = Walk(self.store.root)
                 size = (total or estimate_items(self.store.root)) if cold else 0
                 big = size >= PARALLEL_ITEMS
-                if (size >= PARALLEL_WALK_ITEMS and full
-                        and conn.execute("SELECT 1 FROM items LIMIT 1").fetchone() is None):
+                if (
+                    size >= PARALLEL_WALK_ITEMS
+                    and full
+                    and conn.execute("SELECT 1 FROM items LIMIT 1").fetchone() is None
+                ):
                     # A first build of a big collection: walking and parsing are most of it,
                     # and with several reads in flight the disk answers sooner.
                     self._build_in_parallel(batch, walk, result, meter)
@@ -517,7 +558,8 @@ class Writer:
                     meta = dict(conn.execute("SELECT key, value FROM meta"))
                     if any(meta.get(key) != value for key, value in done.items()):
                         batch.begin().executemany(
-                            "INSERT OR REPLACE INTO meta VALUES (?, ?)", done.items())
+                            "INSERT OR REPLACE INTO meta VALUES (?, ?)", done.items()
+                        )
                 batch.commit()
             finally:
                 conn.close()
@@ -541,25 +583,30 @@ class Writer:
             log.info("rebuilding the index %s (made by another version)", self.store.path)
         conn.execute("BEGIN IMMEDIATE")
         for (name,) in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            "SELECT name FROM sqlite_master WHERE type = 'table'"
+        ).fetchall():
             conn.execute(f'DROP TABLE "{name}"')
         for statement in _TABLES.split(";"):
             if statement.strip():
                 conn.execute(statement)
-        conn.executemany("INSERT INTO meta VALUES (?, ?)", [
-            ("schema", SCHEMA), ("collection", self.store.real_root), ("complete", "0")])
+        conn.executemany(
+            "INSERT INTO meta VALUES (?, ?)",
+            [("schema", SCHEMA), ("collection", self.store.real_root), ("complete", "0")],
+        )
         next_generation(conn)
         conn.execute("COMMIT")
         self.store.note_change()
         return True
 
-    def _build_in_parallel(self, batch: _Batch, walk: Walk, result: Refreshed,
-                           meter: Progress) -> None:
+    def _build_in_parallel(
+        self, batch: _Batch, walk: Walk, result: Refreshed, meter: Progress
+    ) -> None:
         """Fill an empty index: processes walk and read scopes of the collection; this one
         writes their rows as they come (the order of rows does not matter to the store)."""
         walkers = _Readers(self.store.root, _walkers())
-        log.info("first build of %s: %d processes walk and read it", self.store.root,
-                 len(walkers.procs))
+        log.info(
+            "first build of %s: %d processes walk and read it", self.store.root, len(walkers.procs)
+        )
         try:
             for rows, dirs in walkers.walk(walk.scopes()):
                 walk.dirs += dirs
@@ -585,14 +632,24 @@ class Writer:
         while True:
             rows = conn.execute(
                 f"SELECT sortkey, fingerprint FROM items WHERE {where} AND sortkey > ? "
-                "ORDER BY sortkey LIMIT 1000", args + [last]).fetchall()
+                "ORDER BY sortkey LIMIT 1000",
+                args + [last],
+            ).fetchall()
             if not rows:
                 return
             yield from rows
             last = rows[-1][0]
 
-    def _merge(self, conn, batch: _Batch, walk: Walk, scope: str, result: Refreshed,
-               meter: Progress, readers: _Readers) -> None:
+    def _merge(
+        self,
+        conn,
+        batch: _Batch,
+        walk: Walk,
+        scope: str,
+        result: Refreshed,
+        meter: Progress,
+        readers: _Readers,
+    ) -> None:
         disk = walk.items(scope)
         stored = self._stored(conn, scope)
         found = next(disk, None)
@@ -624,13 +681,15 @@ class Writer:
     def _undo(batch: _Batch, key: str) -> None:
         """Take back what the stored row of `key` put in the side tables."""
         conn = batch.conn
-        old = conn.execute("SELECT keys, refs, langs FROM items WHERE sortkey = ?",
-                           (key,)).fetchone()
+        old = conn.execute(
+            "SELECT keys, refs, langs FROM items WHERE sortkey = ?", (key,)
+        ).fetchone()
         if old is None:
             return
         keys, refs, langs = (x.split(" ") if x else [] for x in old)
-        conn.executemany("DELETE FROM keys WHERE key = ? AND claim = ?",
-                         [(k, claim(key)) for k in keys])
+        conn.executemany(
+            "DELETE FROM keys WHERE key = ? AND claim = ?", [(k, claim(key)) for k in keys]
+        )
         conn.executemany("DELETE FROM refs WHERE ref = ? AND sortkey = ?", [(r, key) for r in refs])
         for lang in langs:
             batch.langs[lang] = batch.langs.get(lang, 0) - 1
@@ -649,8 +708,17 @@ class Writer:
         batch.begin()
         if not new:
             self._undo(batch, key)
-        batch.items.append((key, row.fingerprint, row.record, row.problems_json,
-                            " ".join(row.keys), " ".join(row.refs), " ".join(row.langs)))
+        batch.items.append(
+            (
+                key,
+                row.fingerprint,
+                row.record,
+                row.problems_json,
+                " ".join(row.keys),
+                " ".join(row.refs),
+                " ".join(row.langs),
+            )
+        )
         batch.keys += [(k, claim(key)) for k in row.keys]
         batch.refs += [(r, key) for r in row.refs]
         for lang in row.langs:
@@ -675,8 +743,9 @@ def read_item(root: Path, found: Found) -> _Row:
     directory = found.directory
     item = None
     try:
-        item, problems = index.load_item(root, directory, found.name, found.files,
-                                         found.has_sidecar)
+        item, problems = index.load_item(
+            root, directory, found.name, found.files, found.has_sidecar
+        )
     except sidecarmod.SidecarError as exc:
         problems = [Problem(f"{directory}/{sidecarmod.SIDECAR}", p) for p in exc.problems]
     except OSError as exc:
@@ -686,14 +755,21 @@ def read_item(root: Path, found: Found) -> _Row:
     if item is not None:
         record = encode(item)
         keys = item.keys()
-        refs = sorted({ibimod.key(ref.text) for ref in item.translations.values()}
-                      | {f"{kind}:{ibimod.key(ref.text)}" for kind, ref
-                         in (("n", item.nextedition), ("m", item.metadata)) if ref is not None})
+        refs = sorted(
+            {ibimod.key(ref.text) for ref in item.translations.values()}
+            | {
+                f"{kind}:{ibimod.key(ref.text)}"
+                for kind, ref in (("n", item.nextedition), ("m", item.metadata))
+                if ref is not None
+            }
+        )
         langs = sorted({item.language or NO_LANGUAGE, *item.translations})
-    problems_json = (json.dumps([[p.where, p.message, p.severity] for p in problems])
-                     if problems else None)
-    return _Row(found.sortkey, found.fingerprint, record, problems_json, keys, refs, langs,
-                problems)
+    problems_json = (
+        json.dumps([[p.where, p.message, p.severity] for p in problems]) if problems else None
+    )
+    return _Row(
+        found.sortkey, found.fingerprint, record, problems_json, keys, refs, langs, problems
+    )
 
 
 def _send(stream, message) -> None:
@@ -721,15 +797,27 @@ class _Mtime(NamedTuple):
 
 def _pack(chunk: list[tuple[Found, bool]]) -> list[tuple]:
     # Plain tuples: pickling whole stat results costs as much as parsing the sidecar.
-    return [(f.directory, f.name.text, f.fingerprint,
-             [(rel, st.st_mtime, st.st_mode) for rel, st in f.files],
-             f.has_sidecar) for f, _ in chunk]
+    return [
+        (
+            f.directory,
+            f.name.text,
+            f.fingerprint,
+            [(rel, st.st_mtime, st.st_mode) for rel, st in f.files],
+            f.has_sidecar,
+        )
+        for f, _ in chunk
+    ]
 
 
 def _unpack(packed: tuple) -> Found:
     directory, name, fingerprint, files, has_sidecar = packed
-    return Found(directory, _ibi(name), fingerprint,  # the name passed the IBI rules there
-                 [(rel, _Mtime(mtime, mode)) for rel, mtime, mode in files], has_sidecar)
+    return Found(
+        directory,
+        _ibi(name),
+        fingerprint,  # the name passed the IBI rules there
+        [(rel, _Mtime(mtime, mode)) for rel, mtime, mode in files],
+        has_sidecar,
+    )
 
 
 def walk_scope(root: str, scope: str) -> tuple[list[_Row], int]:
@@ -847,19 +935,29 @@ class _Readers:
         self.idle: list[subprocess.Popen] = []
         self.flying: dict[int, tuple[subprocess.Popen, list]] = {}  # stdout fd -> its chunk
         self.pending: list[tuple[Found, bool]] = []
-        command = [python_executable(), "-c",
-                   "from archive_service.index.store import reading_process; reading_process()"]
+        command = [
+            python_executable(),
+            "-c",
+            "from archive_service.index.store import reading_process; reading_process()",
+        ]
         fork = threading.active_count() == 1
         for _ in range(workers):
             try:
                 if fork:
                     proc = _ForkedReader(self.procs)
                 else:
-                    proc = subprocess.Popen(command, stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE, env=child_environment())
+                    proc = subprocess.Popen(
+                        command,
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        env=child_environment(),
+                    )
             except OSError as exc:  # out of processes or memory: the build goes on with fewer
-                log.warning("cannot start a reading process (%s); %d read beside this one",
-                            exc.strerror or exc, len(self.procs))
+                log.warning(
+                    "cannot start a reading process (%s); %d read beside this one",
+                    exc.strerror or exc,
+                    len(self.procs),
+                )
                 break
             self.procs.append(proc)
             self.idle.append(proc)
@@ -996,11 +1094,15 @@ class _Batch:
         conn = self.conn
         conn.executemany(
             "INSERT OR REPLACE INTO items (sortkey, fingerprint, record, problems, keys, refs, "
-            "langs) VALUES (?, ?, ?, ?, ?, ?, ?)", self.items)
+            "langs) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            self.items,
+        )
         conn.executemany("INSERT OR IGNORE INTO keys VALUES (?, ?)", self.keys)
         conn.executemany("INSERT OR IGNORE INTO refs VALUES (?, ?)", self.refs)
-        conn.executemany("INSERT INTO langs VALUES (?, ?) ON CONFLICT (lang) DO UPDATE "
-                         "SET n = n + excluded.n", [kv for kv in self.langs.items() if kv[1]])
+        conn.executemany(
+            "INSERT INTO langs VALUES (?, ?) ON CONFLICT (lang) DO UPDATE SET n = n + excluded.n",
+            [kv for kv in self.langs.items() if kv[1]],
+        )
         if any(n < 0 for n in self.langs.values()):
             conn.execute("DELETE FROM langs WHERE n <= 0")
         self.items, self.keys, self.refs, self.langs = [], [], [], {}
@@ -1080,8 +1182,7 @@ class _Reader:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         if row is not None:
             return (self.inode, row[0])
-        return (self.inode, None, id(self),
-                self.conn.execute("PRAGMA data_version").fetchone()[0])
+        return (self.inode, None, id(self), self.conn.execute("PRAGMA data_version").fetchone()[0])
 
     def check(self) -> None:
         """Read the state of the index again if the indexer committed since (the changes
@@ -1109,6 +1210,7 @@ def _reading(on_damage=None, *, snapshot: bool = False):
     this thread's connection, then raises (the request fails until the index is rebuilt) or,
     given `on_damage`, returns on_damage(self, error). With `snapshot`, a call outside a
     request is a request of its own: what it caches for other threads is of one state."""
+
     def wrap(method):
         @functools.wraps(method)
         def read(self, *args, **kwargs):
@@ -1127,7 +1229,9 @@ def _reading(on_damage=None, *, snapshot: bool = False):
                 if on_damage is None:
                     raise
                 return on_damage(self, exc)
+
         return read
+
     return wrap
 
 
@@ -1136,7 +1240,7 @@ def _later(key: tuple, than: tuple) -> bool:
     same file (readers only move on to a rebuilt file; a file that reuses the inode of
     the one it replaced starts from a random generation, far from its)."""
     try:
-        return key[0] != than[0] or not 0 < int(than[1]) - int(key[1]) < 2 ** 32
+        return key[0] != than[0] or not 0 < int(than[1]) - int(key[1]) < 2**32
     except ValueError:
         return True
 
@@ -1228,9 +1332,12 @@ class StoreCatalog:
         reader = getattr(self._local, "reader", None)
         inode = reader.inode if reader is not None else self.store.inode()
         if not os.path.exists(self.store.damage_path):
-            log.error("the index %s is damaged (%s): asking for it to be rebuilt from the "
-                      "collection; what reads a damaged page fails until then",
-                      self.store.path, exc)
+            log.error(
+                "the index %s is damaged (%s): asking for it to be rebuilt from the "
+                "collection; what reads a damaged page fails until then",
+                self.store.path,
+                exc,
+            )
         self.store.report_damage(inode, str(exc))
         if reader is not None and reader.pid == os.getpid():
             try:
@@ -1256,9 +1363,16 @@ class StoreCatalog:
         reader = self._reader()
         key = reader.gen.found.get(k, _UNKNOWN)
         if key is _UNKNOWN:
-            key = reader.gen.found[k] = next((claimant(c) for (c,) in reader.conn.execute(
-                "SELECT claim FROM keys WHERE key = ? ORDER BY claim", (k,))
-                if self._served(reader, claimant(c))), None)
+            key = reader.gen.found[k] = next(
+                (
+                    claimant(c)
+                    for (c,) in reader.conn.execute(
+                        "SELECT claim FROM keys WHERE key = ? ORDER BY claim", (k,)
+                    )
+                    if self._served(reader, claimant(c))
+                ),
+                None,
+            )
         return self._item(reader, key) if key is not None else None
 
     @_reading(snapshot=True)
@@ -1278,25 +1392,38 @@ class StoreCatalog:
         return self._summary()[1]
 
     @property
-    @_reading(lambda self, exc: [Problem(str(self.store.path), f"the index is damaged ({exc}); "
-                                         "it is being rebuilt from the collection")],
-              snapshot=True)
+    @_reading(
+        lambda self, exc: [
+            Problem(
+                str(self.store.path),
+                f"the index is damaged ({exc}); it is being rebuilt from the collection",
+            )
+        ],
+        snapshot=True,
+    )
     def problems(self) -> list[Problem]:
         """Every item's problems, then the IBIs claimed by more than one directory."""
         reader = self._reader()
         found = []
         for (text,) in reader.conn.execute(
-                "SELECT problems FROM items WHERE problems IS NOT NULL ORDER BY sortkey"):
+            "SELECT problems FROM items WHERE problems IS NOT NULL ORDER BY sortkey"
+        ):
             found += [Problem(*p) for p in json.loads(text)]
         for k, claimants in reader.conn.execute(
-                "SELECT key, group_concat(claim, ' ') FROM keys GROUP BY key HAVING count(*) > 1"):
+            "SELECT key, group_concat(claim, ' ') FROM keys GROUP BY key HAVING count(*) > 1"
+        ):
             served = self.lookup(k)
             if served is None:
                 continue
             for key in sorted(map(claimant, claimants.split(" "))):
                 if key != sortkey(served.directory):
-                    found.append(Problem(directory_of(key), f"IBI {k} is also claimed by "
-                                         f"{served.directory}; {served.directory} is served"))
+                    found.append(
+                        Problem(
+                            directory_of(key),
+                            f"IBI {k} is also claimed by "
+                            f"{served.directory}; {served.directory} is served",
+                        )
+                    )
         return found
 
     @_reading(lambda self, exc: 0, snapshot=True)
@@ -1306,13 +1433,16 @@ class StoreCatalog:
         count = reader.gen.count
         if count is None:
             readable = reader.conn.execute(
-                "SELECT count(*) FROM items WHERE record IS NOT NULL").fetchone()[0]
+                "SELECT count(*) FROM items WHERE record IS NOT NULL"
+            ).fetchone()[0]
             # Items that lose every claim to an earlier directory are not served.
             later = reader.conn.execute(
                 "SELECT DISTINCT k2.claim FROM keys k1 JOIN keys k2 ON k1.key = k2.key "
-                "AND k1.claim < k2.claim").fetchall()
+                "AND k1.claim < k2.claim"
+            ).fetchall()
             count = reader.gen.count = readable - sum(
-                1 for (c,) in later if not self._served(reader, claimant(c)))
+                1 for (c,) in later if not self._served(reader, claimant(c))
+            )
         return count
 
     # -- resolution --------------------------------------------------------------------
@@ -1331,8 +1461,8 @@ class StoreCatalog:
         row = reader.gen.rows.get(key, _UNKNOWN)
         if row is _UNKNOWN:
             row = reader.gen.rows[key] = reader.conn.execute(
-                "SELECT record, keys FROM items WHERE sortkey = ? AND record IS NOT NULL",
-                (key,)).fetchone()
+                "SELECT record, keys FROM items WHERE sortkey = ? AND record IS NOT NULL", (key,)
+            ).fetchone()
         return row
 
     def _served(self, reader: _Reader, key: str) -> bool:
@@ -1349,10 +1479,13 @@ class StoreCatalog:
             row = self._row(reader, key)
             served = row is not None and not any(
                 self._served(reader, other)
-                for k in row[1].split(" ") if k
+                for k in row[1].split(" ")
+                if k
                 for (other,) in reader.conn.execute(
-                    "SELECT substr(claim, 2) FROM keys WHERE key = ? AND claim < ? "
-                    "ORDER BY claim", (k, claim(key))))
+                    "SELECT substr(claim, 2) FROM keys WHERE key = ? AND claim < ? ORDER BY claim",
+                    (k, claim(key)),
+                )
+            )
         finally:
             reader.visiting.discard(key)
         reader.gen.served[key] = served
@@ -1369,7 +1502,9 @@ class StoreCatalog:
             keys = item.keys()
             declared = reader.conn.execute(
                 f"SELECT DISTINCT sortkey FROM refs WHERE ref IN ({','.join('?' * len(keys))}) "
-                "ORDER BY sortkey", keys).fetchall()
+                "ORDER BY sortkey",
+                keys,
+            ).fetchall()
             for (other,) in declared:
                 if other == key or not self._served(reader, other):
                     continue
@@ -1388,8 +1523,12 @@ class StoreCatalog:
         k = ibimod.key(str(text))
         if not _storable(k):
             return []
-        return [directory_of(claimant(c)) for (c,) in self._reader().conn.execute(
-            "SELECT claim FROM keys WHERE key = ? ORDER BY claim", (k,))]
+        return [
+            directory_of(claimant(c))
+            for (c,) in self._reader().conn.execute(
+                "SELECT claim FROM keys WHERE key = ? ORDER BY claim", (k,)
+            )
+        ]
 
     @_reading()
     def referrers(self, keys: Iterable[str]) -> list[str]:
@@ -1398,15 +1537,23 @@ class StoreCatalog:
         refs = [r for k in keys if _storable(k) for r in (k, f"n:{k}", f"m:{k}")]
         if not refs:
             return []
-        return [directory_of(key) for (key,) in self._reader().conn.execute(
-            f"SELECT DISTINCT sortkey FROM refs WHERE ref IN ({','.join('?' * len(refs))}) "
-            "ORDER BY sortkey", refs)]
+        return [
+            directory_of(key)
+            for (key,) in self._reader().conn.execute(
+                f"SELECT DISTINCT sortkey FROM refs WHERE ref IN ({','.join('?' * len(refs))}) "
+                "ORDER BY sortkey",
+                refs,
+            )
+        ]
 
     @_reading()
     def fingerprint(self, directory: str) -> str | None:
         """The fingerprint the index holds for `directory` (see Walk.found), or None."""
         if not _storable(directory):
             return None
-        row = self._reader().conn.execute("SELECT fingerprint FROM items WHERE sortkey = ?",
-                                          (sortkey(directory),)).fetchone()
+        row = (
+            self._reader()
+            .conn.execute("SELECT fingerprint FROM items WHERE sortkey = ?", (sortkey(directory),))
+            .fetchone()
+        )
         return row[0] if row else None

@@ -103,8 +103,9 @@ class Walk:
         if not files and os.path.islink(f"{path}/{DOC}"):  # the problem names where it leads
             parts.append(b"l" + os.readlink(f"{path}/{DOC}").encode("utf-8", "surrogateescape"))
         for rel, st in files:
-            parts.append(b"%s\0%d.%d" % (rel.encode("utf-8", "surrogateescape"),
-                                         st.st_size, st.st_mtime_ns))
+            parts.append(
+                b"%s\0%d.%d" % (rel.encode("utf-8", "surrogateescape"), st.st_size, st.st_mtime_ns)
+            )
         if not parts:  # no sidecar, no files: the directory's own time is the item's timestamp
             try:
                 parts.append(b"d%d" % os.stat(path).st_mtime_ns)
@@ -131,7 +132,7 @@ class Walk:
         if len(segs) > 4:
             return
         for i, name in enumerate(segs):
-            if name.startswith(".") or not _is_real_dir(os.path.join(self.root, *segs[:i + 1])):
+            if name.startswith(".") or not _is_real_dir(os.path.join(self.root, *segs[: i + 1])):
                 return
         if len(segs) >= 3 and self._is_two_item("/".join(segs[:2])):
             return  # a two-segment item holds no four-segment items

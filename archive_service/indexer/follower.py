@@ -48,8 +48,9 @@ class Follower:
             self._pid = os.getpid()
             self._stop = threading.Event()
             self._proc, self._owner = None, None  # a parent's, if we were forked
-            thread = threading.Thread(target=self._run, args=(wanted,),
-                                      name="archive-service-follower", daemon=True)
+            thread = threading.Thread(
+                target=self._run, args=(wanted,), name="archive-service-follower", daemon=True
+            )
             thread.start()
             atexit.register(self.stop)
 
@@ -90,9 +91,15 @@ class Follower:
                 # read-only state directory fails here every second, in every standby worker.
                 why = f"{exc}" if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
                 if why != said or time.monotonic() - said_at >= REPEAT_SECONDS:
-                    log.error("cannot start the indexer of %s (%s); trying again every %g s, "
-                              "saying so every %g s", self.store.root, why, FOLLOW_SECONDS,
-                              REPEAT_SECONDS, exc_info=not isinstance(exc, OSError))
+                    log.error(
+                        "cannot start the indexer of %s (%s); trying again every %g s, "
+                        "saying so every %g s",
+                        self.store.root,
+                        why,
+                        FOLLOW_SECONDS,
+                        REPEAT_SECONDS,
+                        exc_info=not isinstance(exc, OSError),
+                    )
                     said, said_at = why, time.monotonic()
             else:
                 said = None
@@ -105,7 +112,10 @@ class Follower:
                 return
             (log.warning if code else log.info)(
                 "the indexer of %s (pid %d) exited with status %d",
-                self.store.root, self._proc.pid, code)
+                self.store.root,
+                self._proc.pid,
+                code,
+            )
             self._proc = None
             self._close_owner()
         fd = self.store.try_watch_lock()
@@ -120,20 +130,37 @@ class Follower:
         read_end, write_end = os.pipe()
         config = self.config
         command = [
-            python_executable(), "-m", "archive_service.cli", "index", "--watch",
-            "--collection", str(self.store.root), "--state-dir", str(self.store.state_dir),
-            "--index-watch", config.index_watch,
-            "--rescan-interval", f"{config.rescan_interval:g}",
-            "--consistency-interval", f"{config.consistency_interval:g}",
-            "--lock-fd", str(lock_fd), "--owner-fd", str(read_end),
+            python_executable(),
+            "-m",
+            "archive_service.cli",
+            "index",
+            "--watch",
+            "--collection",
+            str(self.store.root),
+            "--state-dir",
+            str(self.store.state_dir),
+            "--index-watch",
+            config.index_watch,
+            "--rescan-interval",
+            f"{config.rescan_interval:g}",
+            "--consistency-interval",
+            f"{config.consistency_interval:g}",
+            "--lock-fd",
+            str(lock_fd),
+            "--owner-fd",
+            str(read_end),
         ]
         try:
             # In a process group of its own: a terminal's Ctrl-C is for `serve`, whose
             # exit stops the indexer through the pipe; it reached the indexer too, and broke
             # its start-up with a KeyboardInterrupt traceback.
-            self._proc = subprocess.Popen(command, pass_fds=(lock_fd, read_end),
-                                          stdin=subprocess.DEVNULL, env=child_environment(),
-                                          process_group=0)
+            self._proc = subprocess.Popen(
+                command,
+                pass_fds=(lock_fd, read_end),
+                stdin=subprocess.DEVNULL,
+                env=child_environment(),
+                process_group=0,
+            )
         except BaseException:
             os.close(write_end)
             raise

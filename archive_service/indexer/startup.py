@@ -34,8 +34,12 @@ def usable_state_dir(state_dir: str) -> str:
     if problem is None:
         return state_dir
     fallback = private_state_dir()
-    log.warning("state_dir %s cannot be used (%s); keeping the index in %s instead",
-                state_dir, problem, fallback)
+    log.warning(
+        "state_dir %s cannot be used (%s); keeping the index in %s instead",
+        state_dir,
+        problem,
+        fallback,
+    )
     return fallback
 
 
@@ -75,13 +79,16 @@ def refresh_early(config: settings.Config) -> None:
             _die_with(parent)
             result = Writer(store).refresh(progress=True)
             if serve_now:  # the moment answers are current again is worth a line
-                log.info("the index %s is up to date with the collection: %s", store.path,
-                         result)
+                log.info("the index %s is up to date with the collection: %s", store.path, result)
             code = 0
         except BaseException as exc:
             if serve_now:  # else the serving process walks again, and reports what goes wrong
-                log.error("cannot bring the index %s up to date at start (%s); answering from "
-                          "it as it is: the indexer tries again once it runs", store.path, exc)
+                log.error(
+                    "cannot bring the index %s up to date at start (%s); answering from "
+                    "it as it is: the indexer tries again once it runs",
+                    store.path,
+                    exc,
+                )
         finally:
             logging.shutdown()
             os._exit(code)
@@ -108,8 +115,12 @@ def _early_refresh_done(path: str) -> bool:
     if pid is None:
         return False
     if serve_now:
-        log.info("answering from the index %s as it was left; process %d brings it up to date "
-                 "with the collection meanwhile", path, pid)
+        log.info(
+            "answering from the index %s as it was left; process %d brings it up to date "
+            "with the collection meanwhile",
+            path,
+            pid,
+        )
         _unwaited.add(pid)
         return True
     try:
@@ -154,13 +165,21 @@ class LiveIndex:
             if not os.path.isdir(self.store.root):
                 raise  # the collection itself is missing: nothing to serve
             if self.store.is_complete():
-                log.error("cannot bring the index %s up to date (%s); answering from it as it "
-                          "is until the indexer can write it", self.store.path, exc)
+                log.error(
+                    "cannot bring the index %s up to date (%s); answering from it as it "
+                    "is until the indexer can write it",
+                    self.store.path,
+                    exc,
+                )
                 return None
             fallback = private_state_dir()
             if os.path.abspath(fallback) != str(self.store.state_dir):
-                log.error("cannot write the index in %s (%s); building it in %s instead",
-                          self.store.state_dir, exc, fallback)
+                log.error(
+                    "cannot write the index in %s (%s); building it in %s instead",
+                    self.store.state_dir,
+                    exc,
+                    fallback,
+                )
                 self.store = Store(self.config.collection, fallback)
                 self.catalog = StoreCatalog(self.store)
                 self.follower = Follower(self.store, self.config)
@@ -169,8 +188,11 @@ class LiveIndex:
                 except (sqlite3.Error, OSError) as again:
                     exc = again
             # Nowhere to keep an index: this process alone holds one in memory, as read now.
-            log.error("cannot write the index anywhere (%s); this process reads the collection "
-                      "into memory and will not see later changes", exc)
+            log.error(
+                "cannot write the index anywhere (%s); this process reads the collection "
+                "into memory and will not see later changes",
+                exc,
+            )
             self.catalog = MemoryCatalog(index.scan(self.config.collection))
             self.follower = None
             return None

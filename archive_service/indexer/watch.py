@@ -40,9 +40,31 @@ DEBOUNCE_SECONDS = 0.2  # events within this of each other make one wave (and th
 RETRY_SECONDS = 10.0  # after an index write failed, a full rescan this much later
 # File systems whose changes, made elsewhere, inotify never hears of.
 NETWORK_FILE_SYSTEMS = {
-    "nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "afs", "9p", "ceph", "glusterfs", "lustre",
-    "gpfs", "beegfs", "ocfs2", "gfs2", "virtiofs", "vboxsf", "fuse.sshfs", "fuse.glusterfs",
-    "fuse.s3fs", "fuse.rclone", "fuse.davfs2", "davfs", "fuse.cephfs", "fuse.gcsfuse",
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "ncpfs",
+    "afs",
+    "9p",
+    "ceph",
+    "glusterfs",
+    "lustre",
+    "gpfs",
+    "beegfs",
+    "ocfs2",
+    "gfs2",
+    "virtiofs",
+    "vboxsf",
+    "fuse.sshfs",
+    "fuse.glusterfs",
+    "fuse.s3fs",
+    "fuse.rclone",
+    "fuse.davfs2",
+    "davfs",
+    "fuse.cephfs",
+    "fuse.gcsfuse",
 }
 
 
@@ -114,8 +136,17 @@ def _real_changes() -> list:
     # Not opened / closed_no_write (our own reads), nor the parent-directory "modified"
     # echoes of every change. Attrib: `touch` moves a file's time, and times are timestamps.
     # Closed (after writing): a copy's last word on a file whose writes we may have missed.
-    return [FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, FileAttribEvent,
-            FileDeletedEvent, DirDeletedEvent, FileMovedEvent, DirMovedEvent, FileClosedEvent]
+    return [
+        FileCreatedEvent,
+        DirCreatedEvent,
+        FileModifiedEvent,
+        FileAttribEvent,
+        FileDeletedEvent,
+        DirDeletedEvent,
+        FileMovedEvent,
+        DirMovedEvent,
+        FileClosedEvent,
+    ]
 
 
 class _OverflowAlarm(logging.Handler):
@@ -133,8 +164,15 @@ class _OverflowAlarm(logging.Handler):
 class Indexer:
     """Keeps one store equal to its collection until `stop` is set: watching, or polling."""
 
-    def __init__(self, store: Store, *, mode: str = "auto", rescan_interval: float = 60,
-                 consistency_interval: float = 3600, stop: threading.Event | None = None):
+    def __init__(
+        self,
+        store: Store,
+        *,
+        mode: str = "auto",
+        rescan_interval: float = 60,
+        consistency_interval: float = 3600,
+        stop: threading.Event | None = None,
+    ):
         self.store = store
         self.writer = Writer(store, log_problems=True)
         self.mode = mode
@@ -165,7 +203,7 @@ class Indexer:
             return ""
         if not path.startswith(self.real_root + os.sep):
             return None
-        return scope_of(path[len(self.real_root) + 1:].split(os.sep), is_directory)
+        return scope_of(path[len(self.real_root) + 1 :].split(os.sep), is_directory)
 
     def _take(self, events: list) -> None:
         """EventDebouncer's callback, run under its lock: only hand the scopes over."""
@@ -191,22 +229,29 @@ class Indexer:
     def _say_once(self, reason: str) -> None:
         if reason not in self._said:
             self._said.add(reason)
-            log.warning("not watching %s: %s; rescanning it every %s s instead",
-                        self.store.root, reason, f"{self.rescan_interval:g}")
+            log.warning(
+                "not watching %s: %s; rescanning it every %s s instead",
+                self.store.root,
+                reason,
+                f"{self.rescan_interval:g}",
+            )
 
     def _why_not_watch(self) -> str | None:
         if self.mode == "poll":
             return "index_watch is poll"
         kind = file_system_type(self.real_root)
         if kind in NETWORK_FILE_SYSTEMS:
-            return (f"it is on a {kind} file system, whose changes made elsewhere inotify "
-                    "never reports")
+            return (
+                f"it is on a {kind} file system, whose changes made elsewhere inotify never reports"
+            )
         dirs = int(self.store.meta().get("dirs", "0"))
         limit = max_user_watches()
         if limit is not None and dirs >= limit:
-            return (f"it has {dirs} directories and fs.inotify.max_user_watches is {limit} "
-                    f"(raise it: sysctl fs.inotify.max_user_watches={2 * dirs}, or install "
-                    "contrib/sysctl/60-archive-service.conf)")
+            return (
+                f"it has {dirs} directories and fs.inotify.max_user_watches is {limit} "
+                f"(raise it: sysctl fs.inotify.max_user_watches={2 * dirs}, or install "
+                "contrib/sysctl/60-archive-service.conf)"
+            )
         return None
 
     def _start_watching(self) -> bool:
@@ -218,8 +263,13 @@ class Indexer:
         if reason is None:
             # A copied tree reaches watchdog twice (the kernel's events and its own walk of
             # the new directory), and it warns, harmlessly, each time it re-adds a watch.
-            warnings.filterwarnings("ignore", r"Callback with id '\d+' (already exists|does "
-                                    r"not exist) for watch", RuntimeWarning, r"watchdog\.")
+            warnings.filterwarnings(
+                "ignore",
+                r"Callback with id '\d+' (already exists|does "
+                r"not exist) for watch",
+                RuntimeWarning,
+                r"watchdog\.",
+            )
             before = inotify_watches()
             debouncer = EventDebouncer(DEBOUNCE_SECONDS, self._take)
             handler = FileSystemEventHandler()
@@ -227,8 +277,9 @@ class Indexer:
             observer = None
             try:
                 observer = Observer()
-                observer.schedule(handler, self.real_root, recursive=True,
-                                  event_filter=_real_changes())
+                observer.schedule(
+                    handler, self.real_root, recursive=True, event_filter=_real_changes()
+                )
                 debouncer.start()
                 observer.start()
             except OSError as exc:
@@ -257,9 +308,11 @@ class Indexer:
             return None  # not Linux, or not ours alone to count
         watches = inotify_watches().get(self._inotify_fd)
         if watches is not None and watches + 16 + dirs // 1000 < dirs:
-            return (f"only {watches} of its {dirs} directories could be watched "
-                    f"(fs.inotify.max_user_watches is {max_user_watches()}, shared by every "
-                    "program of this user)")
+            return (
+                f"only {watches} of its {dirs} directories could be watched "
+                f"(fs.inotify.max_user_watches is {max_user_watches()}, shared by every "
+                "program of this user)"
+            )
         return None
 
     @staticmethod
@@ -289,9 +342,12 @@ class Indexer:
     def _watching_well(self) -> bool:
         """The observer runs and still watches the directory now at the collection's path."""
         observer = self._observer
-        return (observer is not None and observer.is_alive()
-                and all(e.is_alive() for e in observer.emitters)
-                and self._identity() == self._root_id)
+        return (
+            observer is not None
+            and observer.is_alive()
+            and all(e.is_alive() for e in observer.emitters)
+            and self._identity() == self._root_id
+        )
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -299,9 +355,11 @@ class Indexer:
         # The index file is checked at the first full walk, then once per consistency
         # interval (a poll's rescan every minute would read the whole file each time: 0.7 s
         # at 1,000,000 items when cached, 12 s when not); a worker's report is taken at once.
-        verify = scopes is None and (self._verified_at is None or self.store.reported_damage()
-                                     or time.monotonic() - self._verified_at
-                                     >= (self.consistency_interval or float("inf")))
+        verify = scopes is None and (
+            self._verified_at is None
+            or self.store.reported_damage()
+            or time.monotonic() - self._verified_at >= (self.consistency_interval or float("inf"))
+        )
         try:
             result = self.writer.refresh(scopes, progress=scopes is None, verify=bool(verify))
         except (sqlite3.Error, OSError) as exc:
@@ -342,8 +400,10 @@ class Indexer:
             with self.store.write_lock():
                 conn = self.store.connect()
                 try:
-                    conn.execute("INSERT OR REPLACE INTO meta VALUES ('indexer', ?)",
-                                 (f"{os.getpid()} {state} {time.time():.0f}",))
+                    conn.execute(
+                        "INSERT OR REPLACE INTO meta VALUES ('indexer', ?)",
+                        (f"{os.getpid()} {state} {time.time():.0f}",),
+                    )
                 finally:
                     conn.close()
             self._state = state  # remembered once written: a failed write is tried again
@@ -363,14 +423,18 @@ class Indexer:
                 with self._cond:
                     wait = min(1.0, max(0.0, next_full - time.monotonic()))
                     self._cond.wait_for(
-                        lambda: self._pending or self._rescan_reason or self.stop.is_set(), wait)
+                        lambda: self._pending or self._rescan_reason or self.stop.is_set(), wait
+                    )
                     scopes, self._pending = self._pending, set()
                     why, self._rescan_reason = self._rescan_reason, None
                 if self.stop.is_set():
                     break
                 if watching and not self._watching_well():
-                    log.warning("the watch on %s stopped (the directory was moved, removed or "
-                                "remounted); watching it again", self.store.root)
+                    log.warning(
+                        "the watch on %s stopped (the directory was moved, removed or "
+                        "remounted); watching it again",
+                        self.store.root,
+                    )
                     self._stop_watching()
                     watching = self._start_watching()
                     why = why or "the watch was restarted"
@@ -394,8 +458,13 @@ class Indexer:
         return time.monotonic() + interval if interval else float("inf")
 
 
-def run_indexer(store: Store, config: settings.Config, *, lock_fd: int | None = None,
-                owner_fd: int | None = None) -> int:
+def run_indexer(
+    store: Store,
+    config: settings.Config,
+    *,
+    lock_fd: int | None = None,
+    owner_fd: int | None = None,
+) -> int:
     """`archive-service index --watch`: be this collection's indexer until told to stop."""
     stop = threading.Event()
 
@@ -406,6 +475,7 @@ def run_indexer(store: Store, config: settings.Config, *, lock_fd: int | None = 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     if owner_fd is not None:
+
         def watch_owner() -> None:
             while True:
                 try:
@@ -415,8 +485,10 @@ def run_indexer(store: Store, config: settings.Config, *, lock_fd: int | None = 
                     continue
                 except OSError:
                     break
-            log.info("the serving process that started the indexer of %s stopped; stopping too",
-                     store.root)
+            log.info(
+                "the serving process that started the indexer of %s stopped; stopping too",
+                store.root,
+            )
             os.kill(os.getpid(), signal.SIGTERM)
 
         threading.Thread(target=watch_owner, name="owner", daemon=True).start()
@@ -428,9 +500,13 @@ def run_indexer(store: Store, config: settings.Config, *, lock_fd: int | None = 
                 time.sleep(FOLLOW_SECONDS)
                 lock_fd = store.try_watch_lock()
     try:
-        Indexer(store, mode=config.index_watch if config.index_watch != "off" else "poll",
-                rescan_interval=config.rescan_interval,
-                consistency_interval=config.consistency_interval, stop=stop).run()
+        Indexer(
+            store,
+            mode=config.index_watch if config.index_watch != "off" else "poll",
+            rescan_interval=config.rescan_interval,
+            consistency_interval=config.consistency_interval,
+            stop=stop,
+        ).run()
     except KeyboardInterrupt:
         pass
     finally:

@@ -178,7 +178,9 @@ def _client_ips(text: str) -> tuple:
     try:
         return tuple(ipaddress.ip_address(w) for w in words)
     except ValueError:
-        raise RequestError("clientinformation.ipaddress must be IP addresses separated by spaces") from None
+        raise RequestError(
+            "clientinformation.ipaddress must be IP addresses separated by spaces"
+        ) from None
 
 
 def filepath_parts(text: str) -> tuple[str, ...]:
@@ -308,8 +310,14 @@ _BY_CLIENT = "by client"  # in the answer cache: this answer depends on the clie
 class Archive:
     """One Archive's identity, collection and publishing place: everything an answer needs."""
 
-    def __init__(self, catalog: Catalog, archiveaddress: str, archiveserviceibi: str,
-                 platformsoftware: str | None = None, urlkeys: UrlKeys | None = None):
+    def __init__(
+        self,
+        catalog: Catalog,
+        archiveaddress: str,
+        archiveserviceibi: str,
+        platformsoftware: str | None = None,
+        urlkeys: UrlKeys | None = None,
+    ):
         self.catalog = catalog
         self.urlkeys = urlkeys  # None: keys only this process can check (new_urlkey)
         self.archiveaddress = archiveaddress
@@ -379,8 +387,10 @@ class Archive:
         if step.kind == "t":
             group = self.translations(node)
             if step.arg == ALL_LANGUAGES:
-                return [(step.qualifier(lang), n) for lang, n in sorted(
-                    group.items(), key=lambda kv: kv[0] or "")]
+                return [
+                    (step.qualifier(lang), n)
+                    for lang, n in sorted(group.items(), key=lambda kv: kv[0] or "")
+                ]
             found = group.get(step.arg)
             return [(step.qualifier(), found)] if found else []
         item = node.item
@@ -454,12 +464,15 @@ class Archive:
         canon = canonical_url(url)
         if canon == canonical_url(links.about):
             return self.service_item, self.service_item.contenttype
-        for prefix, kind in ((links.files, "file"), (links.service + "/filelist", "filelist"),
-                             (links.service + "/metadata", "metadata")):
+        for prefix, kind in (
+            (links.files, "file"),
+            (links.service + "/filelist", "filelist"),
+            (links.service + "/metadata", "metadata"),
+        ):
             base = canonical_url(prefix) + b"/"
             if not canon.startswith(base):
                 continue
-            rest = canon[len(base):]
+            rest = canon[len(base) :]
             if kind == "metadata":
                 rest = rest.partition(b"?")[0]  # ?format=oai_dc
             segments = rest.split(b"/")
@@ -469,7 +482,9 @@ class Archive:
                 else:
                     fits = len(segments) == size
                 if fits:
-                    item = self.catalog.item_at(b"/".join(segments[:size]).decode("ascii", "replace"))
+                    item = self.catalog.item_at(
+                        b"/".join(segments[:size]).decode("ascii", "replace")
+                    )
                     if item is not None and item.state != "Deleted":  # a tombstone serves nothing
                         return item, "Metadata" if kind == "metadata" else item.contenttype
         return None
@@ -500,8 +515,9 @@ class Archive:
             return node.item.forms
         return node.item.primary
 
-    def related_pairs(self, qualifier: str, node: Node, request: UrlRequest,
-                      links: Links) -> list[tuple[str, str]]:
+    def related_pairs(
+        self, qualifier: str, node: Node, request: UrlRequest, links: Links
+    ) -> list[tuple[str, str]]:
         out = []
         if node.inline_of is None:
             out.append(("ibi" + qualifier, self.forms_for(qualifier, node).render()))
@@ -516,9 +532,13 @@ class Archive:
             ]
         return out
 
-    def montar_lista_de_url(self, request: UrlRequest, links: Links,
-                            relations: Iterable[Relation] | None = None,
-                            urlkey: bool = True) -> list[tuple[str, str]]:
+    def montar_lista_de_url(
+        self,
+        request: UrlRequest,
+        links: Links,
+        relations: Iterable[Relation] | None = None,
+        urlkey: bool = True,
+    ) -> list[tuple[str, str]]:
         """Algorithm 2 over `relations` (default: this Archive's whole relation subset);
         `urlkey=False` leaves the key to the caller (who filters first)."""
         item = self.lookup(request.ibi)
@@ -530,13 +550,20 @@ class Archive:
             ("ibi.platformsoftware", self.platform.render() if self.platform else "{}"),
         ]
         if item.state == "Deleted":
-            return answer + [("ibi", item.forms.render()), ("state", "Deleted"),
-                             ("timestamp", iso(item))]
+            return answer + [
+                ("ibi", item.forms.render()),
+                ("state", "Deleted"),
+                ("timestamp", iso(item)),
+            ]
         if item.nextedition is not None:
-            answer.append(("ibi.nextedition", self.forms_for(
-                ".nextedition", self._held_or_ref(item.nextedition)).render()))
+            answer.append(
+                (
+                    "ibi.nextedition",
+                    self.forms_for(".nextedition", self._held_or_ref(item.nextedition)).render(),
+                )
+            )
         seen = set()
-        for relation in (self.relations if relations is None else relations):
+        for relation in self.relations if relations is None else relations:
             for qualifier, node in self.follow(item, relation):
                 if qualifier in seen:
                     continue
@@ -548,7 +575,9 @@ class Archive:
         """The answer with a fresh `urlkey` vouching for exactly its url pairs (urlkeys.py);
         computed last, once the URLs are known."""
         urls = [value for name, value in answer if _is_url_pair(name)]
-        return [p for p in answer if p[0] != "urlkey"] + [("urlkey", new_urlkey(urls, self.urlkeys))]
+        return [p for p in answer if p[0] != "urlkey"] + [
+            ("urlkey", new_urlkey(urls, self.urlkeys))
+        ]
 
     def answer_url_request(self, request: UrlRequest, links: Links) -> list[tuple[str, str]]:
         """MontarListaDeURL then FiltrarListaDeURL, with the answer's urlkey."""
@@ -564,8 +593,13 @@ class Archive:
         cache = self.catalog.answer_cache()
         if cache is None:
             return pairsmod.render(self.answer_url_request(parse_url_request(query), links))
-        key = (query.get("parsedibiurl.ibi"), query.get("parsedibiurl.verblist", ""),
-               query.get("parsedibiurl.filepath") or None, links.service, links.files)
+        key = (
+            query.get("parsedibiurl.ibi"),
+            query.get("parsedibiurl.verblist", ""),
+            query.get("parsedibiurl.filepath") or None,
+            links.service,
+            links.files,
+        )
         now = time.monotonic()
         found = None
         kept = cache.get(key)  # only answers to well-formed requests are kept
@@ -629,8 +663,9 @@ def software_time() -> datetime:
     modification time among its modules and templates, to the second."""
     package = Path(__file__).parent.parent  # the whole archive_service package
     try:
-        newest = max(path.stat().st_mtime for path in package.rglob("*")
-                     if path.suffix in (".py", ".html"))
+        newest = max(
+            path.stat().st_mtime for path in package.rglob("*") if path.suffix in (".py", ".html")
+        )
     except (OSError, ValueError):  # not files on disk (a zip): the time it was first asked
         newest = time.time()
     return datetime.fromtimestamp(int(newest), tz=UTC)
@@ -643,8 +678,16 @@ def service_item(name: Ibi, forms: Forms) -> Item:
     the same in every worker and every process (gunicorn, mod_wsgi, CGI) and across
     restarts, and it changes when that software does. A start time would differ from one
     process to the next, and a CGI process starts for every request."""
-    return Item(directory="", name=name, forms=forms, state="Original", contenttype="Data",
-                language="en", timestamp=software_time(), target=None)
+    return Item(
+        directory="",
+        name=name,
+        forms=forms,
+        state="Original",
+        contenttype="Data",
+        language="en",
+        timestamp=software_time(),
+        target=None,
+    )
 
 
 def _is_url_pair(name: str) -> bool:
@@ -688,8 +731,7 @@ def filtrar_lista_de_url(answer: list[tuple[str, str]], verbs: Verbs) -> list[tu
     return kept
 
 
-def client_allowed(item: Item, user: ipaddress.IPv4Address | ipaddress.IPv6Address | None
-                   ) -> bool:
+def client_allowed(item: Item, user: ipaddress.IPv4Address | ipaddress.IPv6Address | None) -> bool:
     """The rule of a licensed item (`access: networks`): its files, and their list, go only
     to users inside its networks; a user whose address is unknown is outside. The answers
     (url_of) and the web server's /col/ and file-list pages both ask here."""

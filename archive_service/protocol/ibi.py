@@ -76,7 +76,7 @@ def _prefix_word_fault(text: str) -> tuple[int, str] | None:
     fault = _word_fault(text[:cut], 1, last=False)
     if fault or cut == len(text):
         return fault
-    port = text[cut + 1:]
+    port = text[cut + 1 :]
     if not port:
         return cut + 2, f"a port (digits) must follow {text[cut]!r}"
     for i, char in enumerate(port):
@@ -134,16 +134,19 @@ def check_rep(text: str) -> str:
         )
     subdomain, word, year, when = parts
     if not _SUBDOMAIN_RE.fullmatch(subdomain):
-        raise IbiError(f"repository name {text!r}: subdomain {subdomain!r} breaks rule subdominio"
-                       f" of ID Table 6.1{_detail(subdomain, _subdomain_fault(subdomain))}")
+        raise IbiError(
+            f"repository name {text!r}: subdomain {subdomain!r} breaks rule subdominio"
+            f" of ID Table 6.1{_detail(subdomain, _subdomain_fault(subdomain))}"
+        )
     if not _PREFIX_WORD_RE.fullmatch(word):
         raise IbiError(
-            f"repository name {text!r}: {word!r} breaks rule palavra [(\".\" | \"@\") porta]"
+            f'repository name {text!r}: {word!r} breaks rule palavra [("." | "@") porta]'
             f" of ID Table 6.1{_detail(word, _prefix_word_fault(word))}"
         )
     if not _YEAR_RE.fullmatch(year):
-        raise IbiError(f"repository name {text!r}: year {year!r} must be 4 or more digits"
-                       f"{_year_detail(year)}")
+        raise IbiError(
+            f"repository name {text!r}: year {year!r} must be 4 or more digits{_year_detail(year)}"
+        )
     if not _TIME_RE.fullmatch(when):
         raise IbiError(
             f"repository name {text!r}: {when!r} must be MM.DD.hh.mm[.ss[.fraction]]"
@@ -205,9 +208,7 @@ def parse(text: str) -> Ibi:
         return Ibi("rep", check_rep(text))
     if segments == 2:
         return Ibi("ibip", check_ibip(text))
-    raise IbiError(
-        f"IBI {text!r} has {segments} segments: a repository name has 4, an IBIp 2"
-    )
+    raise IbiError(f"IBI {text!r} has {segments} segments: a repository name has 4, an IBIp 2")
 
 
 def is_valid(text: str) -> bool:

@@ -140,7 +140,9 @@ def number_to_ip(n: int, version: int) -> str:
     except IbiError:
         canonical = None
     if canonical != text or ipaddress.ip_address(text).version != version:
-        raise IbiError(f"number {n} reads {text!r} in IPv{version} digits, not an IPv{version} address")
+        raise IbiError(
+            f"number {n} reads {text!r} in IPv{version} digits, not an IPv{version} address"
+        )
     return text
 
 
@@ -273,7 +275,9 @@ def decode_suffix(suffix: str) -> tuple[datetime, Decimal]:
     try:
         time = datetime.fromtimestamp(IBIP_EPOCH + seconds, _UTC)
     except (OverflowError, OSError, ValueError):
-        raise IbiError(f"IBIp suffix {suffix!r}: {seconds} s after 1995-08-01 is past year 9999") from None
+        raise IbiError(
+            f"IBIp suffix {suffix!r}: {seconds} s after 1995-08-01 is past year 9999"
+        ) from None
     if not separator:
         return time, Decimal(0)
     digits = str(_canonical_number(fraction_code, "IBIp suffix fraction"))

@@ -16,7 +16,9 @@ CRLF = "\r\n"
 _WORD_CHARS = "".join(chr(c) for c in range(0x21, 0x7B)) + "|~"
 _WORD_RE = re.compile(r"[\x21-\x7a|~]+")
 # A value is a word or "{" word *(SP word) "}" or the empty value "{}".
-_PAIR_RE = re.compile(r"([\x21-\x7a|~]+) +(\{(?:[\x21-\x7a|~]+(?: [\x21-\x7a|~]+)*)?\}|[\x21-\x7a|~]+)")
+_PAIR_RE = re.compile(
+    r"([\x21-\x7a|~]+) +(\{(?:[\x21-\x7a|~]+(?: [\x21-\x7a|~]+)*)?\}|[\x21-\x7a|~]+)"
+)
 _SPACE_RE = re.compile(r"(?: |\r\n)+")
 
 
@@ -63,7 +65,9 @@ def parse(body: str) -> list[tuple[str, str]]:
     while True:
         match = _PAIR_RE.match(body, position)
         if not match:
-            raise PairsError(f"no pair at character {position + 1}: {body[position:position + 40]!r}")
+            raise PairsError(
+                f"no pair at character {position + 1}: {body[position : position + 40]!r}"
+            )
         pairs.append((match.group(1), match.group(2)))
         position = match.end()
         if position == len(body):

@@ -65,7 +65,7 @@ SECRET_BYTES = 32
 ISSUED_DIGITS = 10
 NONCE_DIGITS = 12
 TAG_DIGITS = 20  # also the seal's
-_MODULUS = 10 ** TAG_DIGITS
+_MODULUS = 10**TAG_DIGITS
 # Seconds a key stays acknowledgeable. The seed's resolver acknowledges before it even sends
 # the user on (§6.2, messages 5 then 7), so within seconds; an hour is room for slow ones and
 # bounds what the statistics must remember per key to one hour of answers (web/stats.py).
@@ -74,8 +74,10 @@ CLOCK_SKEW = 300  # seconds a key may seem to come from the future (clock steps 
 _TAG_DOMAIN = b"urlkey/2\0tag\0"
 _SEAL_DOMAIN = b"urlkey/2\0seal\0"
 # head "-" one or more tags, then the seal
-_KEY_RE = re.compile(rf"([0-9]{{{ISSUED_DIGITS}}})([0-9]{{{NONCE_DIGITS}}})-"
-                     rf"((?:[0-9]{{{TAG_DIGITS}}})+)([0-9]{{{TAG_DIGITS}}})")
+_KEY_RE = re.compile(
+    rf"([0-9]{{{ISSUED_DIGITS}}})([0-9]{{{NONCE_DIGITS}}})-"
+    rf"((?:[0-9]{{{TAG_DIGITS}}})+)([0-9]{{{TAG_DIGITS}}})"
+)
 
 
 @dataclass(frozen=True)
@@ -99,15 +101,16 @@ def canonical_url(url: str) -> bytes:
         scheme, host = match.group(1).lower(), match.group(2).lower()
         if scheme == b"http" and host.endswith(b":80"):
             host = host[:-3]
-        canon = scheme + b"://" + host + canon[match.end():]
+        canon = scheme + b"://" + host + canon[match.end() :]
     return canon
 
 
 class UrlKeys:
     """Issues and checks URL keys with one secret."""
 
-    def __init__(self, secret: bytes, clock: Callable[[], float] = time.time,
-                 lifetime: int = LIFETIME):
+    def __init__(
+        self, secret: bytes, clock: Callable[[], float] = time.time, lifetime: int = LIFETIME
+    ):
         if len(secret) < 16:
             raise ValueError("a URL-key secret needs 16 bytes or more")
         self._secret = secret
@@ -133,11 +136,17 @@ class UrlKeys:
             return cls(load_secret(state_dir))
         except (OSError, ValueError) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            log.error("cannot keep the URL-key secret in %s (%s): using a secret of this "
-                      "process only; acknowledgments verify until the next restart", state_dir, why)
+            log.error(
+                "cannot keep the URL-key secret in %s (%s): using a secret of this "
+                "process only; acknowledgments verify until the next restart",
+                state_dir,
+                why,
+            )
             keys = cls.ephemeral()
-            keys.problem = (f"the URL-key secret cannot be kept in {state_dir} ({why}): keys "
-                            "issued before a restart will not verify after it")
+            keys.problem = (
+                f"the URL-key secret cannot be kept in {state_dir} ({why}): keys "
+                "issued before a restart will not verify after it"
+            )
             return keys
 
     def _digits(self, message: bytes) -> str:
@@ -181,7 +190,7 @@ class UrlKeys:
         mine = self._digits(_TAG_DOMAIN + head.encode() + b"\0" + canonical_url(url))
         found = False
         for i in range(0, len(tags), TAG_DIGITS):  # every tag compared: no early exit to time
-            found |= hmac.compare_digest(tags[i:i + TAG_DIGITS], mine)
+            found |= hmac.compare_digest(tags[i : i + TAG_DIGITS], mine)
         if not found:
             return Verdict(False, "forged", issued)
         return Verdict(True, "valid", issued, int(match.group(2)))
@@ -203,9 +212,9 @@ class _Nonces:
     def __call__(self) -> int:
         if self.used + 8 > len(self.pool):
             self.pool, self.used = os.urandom(4096), 0
-        chunk = self.pool[self.used:self.used + 8]
+        chunk = self.pool[self.used : self.used + 8]
         self.used += 8
-        return int.from_bytes(chunk, "big") % 10 ** NONCE_DIGITS  # bias < 1e-7
+        return int.from_bytes(chunk, "big") % 10**NONCE_DIGITS  # bias < 1e-7
 
     def forget(self) -> None:
         self.pool, self.used = b"", 0
@@ -225,7 +234,9 @@ def load_secret(state_dir: str | os.PathLike) -> bytes:
     with open(path, "rb") as stream:
         secret = stream.read(4096)
     if len(secret) < SECRET_BYTES:
-        raise ValueError(f"{path} holds {len(secret)} bytes, not {SECRET_BYTES}: remove it to make a new one")
+        raise ValueError(
+            f"{path} holds {len(secret)} bytes, not {SECRET_BYTES}: remove it to make a new one"
+        )
     return secret
 
 

@@ -54,9 +54,14 @@ HOME_PAGE = """<!doctype html>
 <p>{{ count }} Archive(s) included.</p></body></html>
 """
 
-TITLES = {400: "Not a persistent URL", 404: "Information item not found",
-          409: "Conflicting Archives", 502: "No Archive answered",
-          503: "No Archive available", 508: "Resolution did not end"}
+TITLES = {
+    400: "Not a persistent URL",
+    404: "Information item not found",
+    409: "Conflicting Archives",
+    502: "No Archive answered",
+    503: "No Archive available",
+    508: "Resolution did not end",
+}
 
 
 def client_ips(environ: Mapping[str, Any]) -> str:
@@ -119,8 +124,9 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     def service() -> Response:
         try:
             query = pairs.parse_query(request.environ.get("QUERY_STRING", ""))
-            answer = registry.handle(query, client.confirm, is_self,
-                                     throttle_source(request.environ))
+            answer = registry.handle(
+                query, client.confirm, is_self, throttle_source(request.environ)
+            )
         except (RequestError, pairs.PairsError) as exc:
             return error_response(str(exc))
         except Throttled as exc:
@@ -132,15 +138,21 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         return Response(pairs.render(answer), content_type=TEXT)
 
     def alert(status: int, reason: str, persistent: str, **kw) -> Response:
-        page = render_template_string(ALERT_PAGE, title=TITLES.get(status, "Not resolved"),
-                                      reason=reason, persistent=persistent,
-                                      suspects=kw.get("suspects", ()), silent=kw.get("silent", ()))
+        page = render_template_string(
+            ALERT_PAGE,
+            title=TITLES.get(status, "Not resolved"),
+            reason=reason,
+            persistent=persistent,
+            suspects=kw.get("suspects", ()),
+            silent=kw.get("silent", ()),
+        )
         return Response(page, status=status, content_type="text/html; charset=utf-8")
 
     @app.get("/", endpoint="home")
     def home() -> Response:
-        page = render_template_string(HOME_PAGE, base=f"http://{address}{request.script_root}",
-                                      count=len(registry.included()))
+        page = render_template_string(
+            HOME_PAGE, base=f"http://{address}{request.script_root}", count=len(registry.included())
+        )
         return Response(page, content_type="text/html; charset=utf-8")
 
     @app.get("/<path:_rest>", endpoint="persistent")
@@ -162,18 +174,30 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         def ask(question: resolvemod.Question) -> list[resolvemod.Answer]:
             return client.ask_all(registry.included(), question.params(ips, purl.filepath), via)
 
-        outcome = resolvemod.resolve(purl, ask, request.headers.get("Accept-Language"),
-                                     config.rounds)
+        outcome = resolvemod.resolve(
+            purl, ask, request.headers.get("Accept-Language"), config.rounds
+        )
         rounds = len(outcome.questions)
         if outcome.url is None:
-            log.info("%s: %d after %d round(s): %s", persistent_url, outcome.status, rounds,
-                     outcome.reason)
-            return alert(outcome.status, outcome.reason, persistent_url,
-                         suspects=outcome.suspects, silent=outcome.silent)
+            log.info(
+                "%s: %d after %d round(s): %s",
+                persistent_url,
+                outcome.status,
+                rounds,
+                outcome.reason,
+            )
+            return alert(
+                outcome.status,
+                outcome.reason,
+                persistent_url,
+                suspects=outcome.suspects,
+                silent=outcome.silent,
+            )
         chosen = outcome.reading.answer.archive
         if request.method != "HEAD":  # a link checker's HEAD is no access to thank for
-            client.acknowledge(chosen, resolvemod.acknowledgment(outcome.reading, ips,
-                                                                 persistent_url), via)
+            client.acknowledge(
+                chosen, resolvemod.acknowledgment(outcome.reading, ips, persistent_url), via
+            )
         target = outcome.url
         if purl.passthrough:  # the item's own query pairs (a web service's parameters)
             target += ("&" if "?" in target else "?") + purl.passthrough

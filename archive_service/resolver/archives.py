@@ -71,8 +71,10 @@ def loop_reason(via: str, pseudonym: str) -> str | None:
     workers each have their own pseudonym ends at the latest when it comes round again."""
     names = _via_names(via)
     if pseudonym in names:
-        return ("loop: this request was sent by this resolver itself (an Archive is "
-                "registered at the resolver's own address)")
+        return (
+            "loop: this request was sent by this resolver itself (an Archive is "
+            "registered at the resolver's own address)"
+        )
     hops = sum(name.startswith(PSEUDONYM) for name in names)
     if hops >= MAX_HOPS:
         return f"loop: this request has already passed through {hops} resolvers"
@@ -173,14 +175,19 @@ class ArchiveClient:
                 self._pid = os.getpid()
             return self._pool
 
-    def get(self, archive: ArchiveRef, params: Mapping[str, str], via: str = ""
-            ) -> list[tuple[str, str]]:
+    def get(
+        self, archive: ArchiveRef, params: Mapping[str, str], via: str = ""
+    ) -> list[tuple[str, str]]:
         """One request to an Archive service; its list of pairs, or ArchiveError.
 
         `via`: the Via header of the request being resolved, which this one continues."""
-        request = urllib.request.Request(service_url(archive, params), headers={
-            "User-Agent": f"archive-service-resolver/{__version__}",
-            "Via": ", ".join(filter(None, (via.strip(), f"1.1 {self.pseudonym}")))})
+        request = urllib.request.Request(
+            service_url(archive, params),
+            headers={
+                "User-Agent": f"archive-service-resolver/{__version__}",
+                "Via": ", ".join(filter(None, (via.strip(), f"1.1 {self.pseudonym}"))),
+            },
+        )
         try:
             with self._opener.open(request, timeout=self.timeout) as response:
                 body = response.read(MAX_ANSWER + 1)
@@ -197,14 +204,16 @@ class ArchiveClient:
         except (UnicodeDecodeError, pairsmod.PairsError) as exc:
             raise ArchiveError(f"answer is not a list of pairs ({exc})") from None
 
-    def ask_all(self, archives: Sequence[ArchiveRef], params: Mapping[str, str], via: str = ""
-                ) -> list[Answer]:
+    def ask_all(
+        self, archives: Sequence[ArchiveRef], params: Mapping[str, str], via: str = ""
+    ) -> list[Answer]:
         """The same urlRequest to every Archive at once; answers in arrival order."""
         if not archives:
             return []
         pool = self._executor()
-        futures: dict[Future, ArchiveRef] = {pool.submit(self.get, a, params, via): a
-                                             for a in archives}
+        futures: dict[Future, ArchiveRef] = {
+            pool.submit(self.get, a, params, via): a for a in archives
+        }
         answers: list[Answer] = []
         try:
             # Each request has its own timeout; this bounds the whole round even when the
@@ -221,8 +230,11 @@ class ArchiveClient:
                 if not future.done():
                     future.cancel()
                     log.warning("Archive %s: no answer within %.1f s", archive, self.timeout)
-                    answers.append(Answer(archive, {}, len(answers),
-                                          error=f"no answer within {self.timeout:g} s"))
+                    answers.append(
+                        Answer(
+                            archive, {}, len(answers), error=f"no answer within {self.timeout:g} s"
+                        )
+                    )
         return answers
 
     def confirm(self, archive: ArchiveRef) -> bool:

@@ -26,22 +26,56 @@ def _optional_hostport(value: str) -> str:
 
 _P = ENV_PREFIX
 RESOLVER_SETTINGS: tuple[Setting, ...] = (
-    Setting("state_dir", None, f"writable directory holding the registry ({REGISTRY_FILE}); "
-            "default $STATE_DIRECTORY under systemd, else ~/.local/share/archive-service",
-            settings.file_path, path=True, env_prefix=_P),
-    Setting("bind", "127.0.0.1:8090", "address the resolver listens on: HOST:PORT or unix:PATH",
-            settings.bind_address, env_prefix=_P),
-    Setting("resolveribi", DEFAULT_IBI, "IBI of the resolver's own service; inclusion and "
-            "exclusion are answered at /<resolveribi>", settings.ibi_text, env_prefix=_P),
-    Setting("address", "", "host[:port] users reach the resolver at, for url.persistent in "
-            "acknowledgments; default: the bind address", _optional_hostport, env_prefix=_P),
-    Setting("timeout", 5.0, "seconds to wait for each Archive's answer", _positive_float,
-            env_prefix=_P),
-    Setting("rounds", 10, "most urlRequest rounds for one persistent URL (next editions, "
-            "related items held elsewhere)", settings.positive_int, env_prefix=_P),
+    Setting(
+        "state_dir",
+        None,
+        f"writable directory holding the registry ({REGISTRY_FILE}); "
+        "default $STATE_DIRECTORY under systemd, else ~/.local/share/archive-service",
+        settings.file_path,
+        path=True,
+        env_prefix=_P,
+    ),
+    Setting(
+        "bind",
+        "127.0.0.1:8090",
+        "address the resolver listens on: HOST:PORT or unix:PATH",
+        settings.bind_address,
+        env_prefix=_P,
+    ),
+    Setting(
+        "resolveribi",
+        DEFAULT_IBI,
+        "IBI of the resolver's own service; inclusion and exclusion are answered at /<resolveribi>",
+        settings.ibi_text,
+        env_prefix=_P,
+    ),
+    Setting(
+        "address",
+        "",
+        "host[:port] users reach the resolver at, for url.persistent in "
+        "acknowledgments; default: the bind address",
+        _optional_hostport,
+        env_prefix=_P,
+    ),
+    Setting(
+        "timeout", 5.0, "seconds to wait for each Archive's answer", _positive_float, env_prefix=_P
+    ),
+    Setting(
+        "rounds",
+        10,
+        "most urlRequest rounds for one persistent URL (next editions, "
+        "related items held elsewhere)",
+        settings.positive_int,
+        env_prefix=_P,
+    ),
     Setting("workers", 1, "gunicorn worker processes", settings.positive_int, env_prefix=_P),
-    Setting("threads", 16, "threads per worker (a resolution waits on the Archives)",
-            settings.positive_int, env_prefix=_P),
+    Setting(
+        "threads",
+        16,
+        "threads per worker (a resolution waits on the Archives)",
+        settings.positive_int,
+        env_prefix=_P,
+    ),
 )
 BY_NAME = {s.name: s for s in RESOLVER_SETTINGS}
 

@@ -54,29 +54,37 @@ def modifier_verbs(mdf: str) -> list[str]:
     while position < len(mdf):
         token = _TOKEN.match(mdf, position)
         if not token:
-            raise PurlError(f"modifier {mdf!r}: {mdf[position:]!r} at character {position + 1} "
-                            "is not !, +, +(lang[-CC]), : or :(oai_dc)")
+            raise PurlError(
+                f"modifier {mdf!r}: {mdf[position:]!r} at character {position + 1} "
+                "is not !, +, +(lang[-CC]), : or :(oai_dc)"
+            )
         text, lang, fmt = token.group(0), token.group(1), token.group(2)
         if text == "!":
             shape += "u"
             verbs.append("GetLastEdition")
         elif text.startswith("+"):
             if lang is not None and not _LANG.fullmatch(lang):
-                raise PurlError(f"modifier {mdf!r}: translation language {lang!r} must be "
-                                "2 small letters, optionally '-' and a 2-capital-letter "
-                                "country (e.g. pt or pt-BR)")
+                raise PurlError(
+                    f"modifier {mdf!r}: translation language {lang!r} must be "
+                    "2 small letters, optionally '-' and a 2-capital-letter "
+                    "country (e.g. pt or pt-BR)"
+                )
             shape += "t"
             verbs.append(f"GetTranslation({lang})" if lang else "GetTranslation")
         else:
             if fmt is not None and fmt != "oai_dc":
-                raise PurlError(f"modifier {mdf!r}: metadata format {fmt!r} is not offered; "
-                                "the one format is oai_dc")
+                raise PurlError(
+                    f"modifier {mdf!r}: metadata format {fmt!r} is not offered; "
+                    "the one format is oai_dc"
+                )
             shape += "m"
             verbs.append(f"GetMetadata({fmt})" if fmt else "GetMetadata")
         position = token.end()
     if not _SHAPE.fullmatch(shape):
-        raise PurlError(f"modifier {mdf!r} is not one of Table 6.2: '!' and '+' may each come "
-                        "once before ':', and one '+' after it")
+        raise PurlError(
+            f"modifier {mdf!r} is not one of Table 6.2: '!' and '+' may each come "
+            "once before ':', and one '+' after it"
+        )
     return verbs
 
 
@@ -94,7 +102,7 @@ def split_ibi(path: str) -> tuple[str, str, str]:
             continue
         last = segments[size - 1]
         cut = next((i for i, c in enumerate(last) if c in _MDF_CHARS), len(last))
-        candidate = "/".join(segments[:size - 1] + [last[:cut]])
+        candidate = "/".join(segments[: size - 1] + [last[:cut]])
         try:
             parsed = ibimod.parse(candidate)
         except ibimod.IbiError as exc:
@@ -134,8 +142,9 @@ def parse(path: str, query_string: str = "") -> PersistentUrl:
     ours, passthrough = _query(query_string)
     for name in ours:
         if name not in (REQUIRED_STATUS, VERBLIST):
-            raise PurlError(f"unknown query pair {name}: Table 6.3 has {VERBLIST} and "
-                            f"{REQUIRED_STATUS}")
+            raise PurlError(
+                f"unknown query pair {name}: Table 6.3 has {VERBLIST} and {REQUIRED_STATUS}"
+            )
     status = ours.get(REQUIRED_STATUS)
     if status is not None:
         if status.lower() != "original":
@@ -157,5 +166,12 @@ def parse(path: str, query_string: str = "") -> PersistentUrl:
             answers.filepath_parts(filepath)
         except RequestError as exc:
             raise PurlError(f"path {filepath!r}: {exc}") from None
-    return PersistentUrl(ibi=ibi, modifier=mdf, filepath=filepath, verbs=tuple(verbs),
-                         parsed=parsed, requireditemstatus=status, passthrough=passthrough)
+    return PersistentUrl(
+        ibi=ibi,
+        modifier=mdf,
+        filepath=filepath,
+        verbs=tuple(verbs),
+        parsed=parsed,
+        requireditemstatus=status,
+        passthrough=passthrough,
+    )

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 _KEY_RE = re.compile(r"[0-9]{10,}(?:-[0-9]{10,})?")  # Table 5.1
 # scrypt at n=2**14, r=8: about 16 MiB and tens of milliseconds per check, paid only on
 # inclusion and exclusion.
-_SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1, "dklen": 32}
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
 INCLUSION, EXCLUSION = "inclusionRequest", "exclusionRequest"
 
 
@@ -191,24 +191,30 @@ class Registry:
         """Register (or re-key) an Archive; True if it is new. The key itself is not kept."""
         ibi = ibimod.parse(serviceibi).text
         if not _KEY_RE.fullmatch(key):
-            raise ValueError("a registration key is 10 or more digits, optionally '-' and "
-                             "10 or more digits (Table 5.1)")
+            raise ValueError(
+                "a registration key is 10 or more digits, optionally '-' and "
+                "10 or more digits (Table 5.1)"
+            )
         salt = os.urandom(16)
         with self._db() as db:
-            new = db.execute("SELECT 1 FROM archive WHERE ibikey = ?",
-                             (ibimod.key(ibi),)).fetchone() is None
+            new = (
+                db.execute("SELECT 1 FROM archive WHERE ibikey = ?", (ibimod.key(ibi),)).fetchone()
+                is None
+            )
             db.execute(
                 "INSERT INTO archive (ibikey, serviceibi, salt, keyhash, registered) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(ibikey) DO UPDATE SET "
                 "salt = excluded.salt, keyhash = excluded.keyhash, "
                 "registered = excluded.registered",
-                (ibimod.key(ibi), ibi, salt, _hash(key, salt), _now()))
+                (ibimod.key(ibi), ibi, salt, _hash(key, salt), _now()),
+            )
         return new
 
     def check_key(self, serviceibi: str, key: str) -> bool:
         with self._db() as db:
-            row = db.execute("SELECT salt, keyhash FROM archive WHERE ibikey = ?",
-                             (ibimod.key(serviceibi),)).fetchone()
+            row = db.execute(
+                "SELECT salt, keyhash FROM archive WHERE ibikey = ?", (ibimod.key(serviceibi),)
+            ).fetchone()
         if row is None:
             _hash(key, b"\0" * 16)  # the same work, so timing does not tell who is registered
             return False
@@ -216,8 +222,10 @@ class Registry:
 
     def records(self, included_only: bool = False) -> list[Record]:
         """Archives in the order they were registered (the order urlRequests are sent in)."""
-        sql = ("SELECT serviceibi, registered, included, since, address, ip, platformversion, "
-               "email, confirmation FROM archive")
+        sql = (
+            "SELECT serviceibi, registered, included, since, address, ip, platformversion, "
+            "email, confirmation FROM archive"
+        )
         if included_only:
             sql += " WHERE included = 1"
         with self._db() as db:
@@ -229,9 +237,13 @@ class Registry:
 
     # -- §5.2 messages ------------------------------------------------------------------
 
-    def handle(self, query: Mapping[str, str], confirm: Callable[[ArchiveRef], bool],
-               is_self: Callable[[str], bool] = lambda address: False,
-               source: str | None = None) -> list[tuple[str, str]]:
+    def handle(
+        self,
+        query: Mapping[str, str],
+        confirm: Callable[[ArchiveRef], bool],
+        is_self: Callable[[str], bool] = lambda address: False,
+        source: str | None = None,
+    ) -> list[tuple[str, str]]:
         """Answer an inclusionRequest or exclusionRequest (Table 5.2) with its status pairs.
 
         `is_self(archiveaddress)`: whether that address is the resolver's own; an Archive
@@ -241,8 +253,10 @@ class Registry:
         if not subject:
             raise RequestError("servicesubject is missing")
         if subject not in (INCLUSION, EXCLUSION):
-            raise RequestError(f"unknown servicesubject {subject}: this resolver answers "
-                               f"{INCLUSION} and {EXCLUSION}")
+            raise RequestError(
+                f"unknown servicesubject {subject}: this resolver answers "
+                f"{INCLUSION} and {EXCLUSION}"
+            )
         values = {}
         for name, rule in _PAIRS.items():
             raw = query.get(name)
@@ -256,36 +270,59 @@ class Registry:
                 raise RequestError(f"{name} {exc}") from None
         archive = ArchiveRef(values["archiveaddress"], values["archiveserviceibi"])
         if source is not None and (wait := self.throttle.take(source)):
-            raise Throttled(f"too many refused inclusion and exclusion requests from {source}: "
-                            f"try again in {math.ceil(wait)} s", wait)
+            raise Throttled(
+                f"too many refused inclusion and exclusion requests from {source}: "
+                f"try again in {math.ceil(wait)} s",
+                wait,
+            )
         if not self.check_key(archive.serviceibi, values["registrationkey"]):
             # Logged without the key; the same answer whether the Archive is unknown or the
             # key is wrong.
-            log.warning("%s refused for %s from %s: not registered or wrong registration key",
-                        subject, archive.serviceibi, values["archiveip"])
-            raise Refused(f"{subject} refused: {archive.serviceibi} is not registered here "
-                          "or the registration key is wrong")
+            log.warning(
+                "%s refused for %s from %s: not registered or wrong registration key",
+                subject,
+                archive.serviceibi,
+                values["archiveip"],
+            )
+            raise Refused(
+                f"{subject} refused: {archive.serviceibi} is not registered here "
+                "or the registration key is wrong"
+            )
         if source is not None:
             self.throttle.give_back(source)
         if subject == EXCLUSION:
             with self._db() as db:
-                db.execute("UPDATE archive SET included = 0, since = ? WHERE ibikey = ?",
-                           (_now(), ibimod.key(archive.serviceibi)))
+                db.execute(
+                    "UPDATE archive SET included = 0, since = ? WHERE ibikey = ?",
+                    (_now(), ibimod.key(archive.serviceibi)),
+                )
             log.info("excluded %s", archive)
             return [("status.archive", "excluded")]
         if is_self(archive.address):  # after the key: only a registered Archive costs a lookup
-            log.warning("inclusionRequest refused for %s: archiveaddress %s is the resolver's "
-                        "own address", archive.serviceibi, archive.address)
-            raise Refused(f"inclusionRequest refused: archiveaddress {archive.address} is the "
-                          "resolver's own address; give the address where the Archive's "
-                          "service answers")
+            log.warning(
+                "inclusionRequest refused for %s: archiveaddress %s is the resolver's own address",
+                archive.serviceibi,
+                archive.address,
+            )
+            raise Refused(
+                f"inclusionRequest refused: archiveaddress {archive.address} is the "
+                "resolver's own address; give the address where the Archive's "
+                "service answers"
+            )
         confirmation = "successful" if confirm(archive) else "unsuccessful"
         with self._db() as db:
             db.execute(
                 "UPDATE archive SET included = 1, since = ?, address = ?, ip = ?, "
                 "platformversion = ?, email = ?, confirmation = ? WHERE ibikey = ?",
-                (_now(), archive.address, values["archiveip"], values["archiveplatformversion"],
-                 values["archiveadmemailaddress"], confirmation,
-                 ibimod.key(archive.serviceibi)))
+                (
+                    _now(),
+                    archive.address,
+                    values["archiveip"],
+                    values["archiveplatformversion"],
+                    values["archiveadmemailaddress"],
+                    confirmation,
+                    ibimod.key(archive.serviceibi),
+                ),
+            )
         log.info("included %s (confirmation %s)", archive, confirmation)
         return [("status.archive", "included"), ("status.confirmation", confirmation)]

@@ -62,8 +62,9 @@ class Answer:
     error: str | None = None
 
     @classmethod
-    def of(cls, archive: ArchiveRef, pair_list: Sequence[tuple[str, str]], order: int = 0
-           ) -> Answer:
+    def of(
+        cls, archive: ArchiveRef, pair_list: Sequence[tuple[str, str]], order: int = 0
+    ) -> Answer:
         pairs: dict[str, str] = {}
         for name, value in pair_list:
             pairs.setdefault(name, value)
@@ -93,8 +94,11 @@ class Question:
 
     def params(self, client_ips: str, filepath: str | None) -> dict[str, str]:
         """Table 6.9: nothing else, in particular no language preference, no required status."""
-        params = {"servicesubject": "urlRequest", "clientinformation.ipaddress": client_ips,
-                  "parsedibiurl.ibi": self.ibi}
+        params = {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": client_ips,
+            "parsedibiurl.ibi": self.ibi,
+        }
         if filepath:
             params["parsedibiurl.filepath"] = filepath
         if self.verblist:
@@ -191,8 +195,12 @@ def best_match(pairs: Mapping[str, str], relation: Relation, prefs: Preferences)
         languages = found.groups()
         url, ibi = pairs.get("url" + qualifier), pairs.get("ibi" + qualifier)
         is_self = bool(ibi) and bool(forms_keys(ibi) & own)
-        score = (tuple(language_score(lang, prefs) for lang in languages), is_self,
-                 url is not None, qualifier)
+        score = (
+            tuple(language_score(lang, prefs) for lang in languages),
+            is_self,
+            url is not None,
+            qualifier,
+        )
         if best is None or score > best.score:
             best = Match(qualifier, url, ibi, languages, score)
     return best
@@ -230,8 +238,9 @@ def read(answer: Answer, question: Question, prefs: Preferences) -> Reading:
     if question.relation and question.relation[0].kind == "u" and pairs.get("ibi.nextedition"):
         target = first_form(pairs["ibi.nextedition"])
         if target:
-            return Reading(answer, FOLLOW, match,
-                           Question(target, question.relation, question.filelist))
+            return Reading(
+                answer, FOLLOW, match, Question(target, question.relation, question.filelist)
+            )
     if pairs.get("state") == "Deleted":
         return Reading(answer, DELETED)
     return Reading(answer, LACKING, match)
@@ -253,8 +262,9 @@ class Outcome:
     questions: tuple[Question, ...] = ()
 
 
-def choose(answers: Sequence[Answer], question: Question, prefs: Preferences,
-           original_required: bool) -> Reading | Outcome | None:
+def choose(
+    answers: Sequence[Answer], question: Question, prefs: Preferences, original_required: bool
+) -> Reading | Outcome | None:
     """§6.2 selection over one round's answers; None when every answer is empty."""
     readings = [read(a, question, prefs) for a in answers if a.pairs]
     if not readings:
@@ -266,17 +276,27 @@ def choose(answers: Sequence[Answer], question: Question, prefs: Preferences,
             if len(originals) == 1:
                 return originals[0]
             if originals:
-                return Outcome(409, f"{len(originals)} Archives claim to hold the Original of "
-                               f"{question.ibi}; at most one can: an investigation is needed",
-                               suspects=tuple(r.answer.archive for r in originals))
+                return Outcome(
+                    409,
+                    f"{len(originals)} Archives claim to hold the Original of "
+                    f"{question.ibi}; at most one can: an investigation is needed",
+                    suspects=tuple(r.answer.archive for r in originals),
+                )
             holders = ", ".join(str(r.answer.archive) for r in found)
-            return Outcome(404, f"no Archive claims to hold the Original of {question.ibi}; "
-                           f"copies are held by {holders}")
+            return Outcome(
+                404,
+                f"no Archive claims to hold the Original of {question.ibi}; "
+                f"copies are held by {holders}",
+            )
     return max(readings, key=lambda r: r.rank)
 
 
-def resolve(purl: PersistentUrl, ask: Callable[[Question], Sequence[Answer]],
-            accept_language: str | None = None, max_rounds: int = 10) -> Outcome:
+def resolve(
+    purl: PersistentUrl,
+    ask: Callable[[Question], Sequence[Answer]],
+    accept_language: str | None = None,
+    max_rounds: int = 10,
+) -> Outcome:
     """Figure 6.1's loop: ask, select, follow, until a URL or an alert."""
     prefs = preferences(accept_language)
     question = Question(purl.ibi, purl.parsed.relation, purl.parsed.filelist)
@@ -288,8 +308,11 @@ def resolve(purl: PersistentUrl, ask: Callable[[Question], Sequence[Answer]],
 
     while True:
         if len(asked) >= max_rounds:
-            return outcome(508, f"no URL after {max_rounds} rounds of questions starting at "
-                           f"{purl.ibi}; the chain of editions or related items is too long")
+            return outcome(
+                508,
+                f"no URL after {max_rounds} rounds of questions starting at "
+                f"{purl.ibi}; the chain of editions or related items is too long",
+            )
         mark = (ibimod.key(question.ibi), question.verblist)
         if mark in seen:
             chain = " -> ".join(q.ibi for q in asked + [question])
@@ -306,11 +329,16 @@ def resolve(purl: PersistentUrl, ask: Callable[[Question], Sequence[Answer]],
             if not answers:
                 return outcome(503, "no Archive is included in this resolver")
             if len(silent) == len(answers):
-                return outcome(502, f"none of the {len(answers)} included Archives answered",
-                               silent=silent)
+                return outcome(
+                    502, f"none of the {len(answers)} included Archives answered", silent=silent
+                )
             unheard = f"; {len(silent)} of them did not answer" if silent else ""
-            return outcome(404, f"{question.ibi}{via} is not known to any of the "
-                           f"{len(answers)} included Archives{unheard}", silent=silent)
+            return outcome(
+                404,
+                f"{question.ibi}{via} is not known to any of the "
+                f"{len(answers)} included Archives{unheard}",
+                silent=silent,
+            )
         if choice.kind == FOUND:
             return outcome(302, "found", url=choice.match.url, reading=choice, silent=silent)
         if choice.kind == FOLLOW:
@@ -318,13 +346,18 @@ def resolve(purl: PersistentUrl, ask: Callable[[Question], Sequence[Answer]],
             continue
         if choice.kind == DELETED:
             when = choice.answer.pairs.get("timestamp", "an unknown date")
-            return outcome(404, f"{question.ibi}{via} was removed on {when} (state Deleted at "
-                           f"{choice.answer.archive})", silent=silent)
+            return outcome(
+                404,
+                f"{question.ibi}{via} was removed on {when} (state Deleted at "
+                f"{choice.answer.archive})",
+                silent=silent,
+            )
         wanted = f" with verbs {question.verblist}" if question.verblist else ""
         if purl.filepath:
             wanted += f" and file {purl.filepath}"
-        return outcome(404, f"no Archive gives a URL for {question.ibi}{via}{wanted}",
-                       silent=silent)
+        return outcome(
+            404, f"no Archive gives a URL for {question.ibi}{via}{wanted}", silent=silent
+        )
 
 
 def acknowledgment(reading: Reading, client_ips: str, persistent_url: str) -> dict[str, str]:

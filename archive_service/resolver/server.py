@@ -64,7 +64,11 @@ class ResolverServer(BaseApplication):
 
 
 def run(config: settings.Config) -> int:
-    log.info("resolver listening on %s, service at /%s, registry in %s", config.bind,
-             config.resolveribi, config.state_dir)
+    log.info(
+        "resolver listening on %s, service at /%s, registry in %s",
+        config.bind,
+        config.resolveribi,
+        config.state_dir,
+    )
     ResolverServer(config).run()
     return 0

@@ -63,8 +63,15 @@ CONFIRMATION = "inclusionConfirmationRequest"
 CREDENTIAL = "registrationkey"  # systemd: LoadCredential=registrationkey:/etc/…
 SECRET = "<secret>"
 # Table 5.2, after servicesubject, in the order of the seed's Examples 5.2 and 5.3.
-PAIR_NAMES = ("archiveaddress", "archiveserviceibi", "archiveip", "archiveprotocol",
-              "archiveplatformversion", "archiveadmemailaddress", "registrationkey")
+PAIR_NAMES = (
+    "archiveaddress",
+    "archiveserviceibi",
+    "archiveip",
+    "archiveprotocol",
+    "archiveplatformversion",
+    "archiveadmemailaddress",
+    "registrationkey",
+)
 
 # §3 escapes space % & + = ?; '#' and the characters RFC 3986 forbids in a query are escaped
 # too so the request stays one URL. The rest of printable ASCII ('/', ':', '@' of IBIs, hosts
@@ -98,23 +105,38 @@ class Announcement:
     exclusion_timeout: float = 5.0
 
     @classmethod
-    def build(cls, resolver: str, *, archiveaddress: str, archiveserviceibi: str, archiveip: str,
-              archiveplatformversion: str, archiveadmemailaddress: str, registrationkey: str,
-              exclusion_timeout: float = 5.0) -> Announcement:
-        values = dict(archiveaddress=archiveaddress, archiveserviceibi=archiveserviceibi,
-                      archiveip=archiveip, archiveprotocol="HTTP",
-                      archiveplatformversion=archiveplatformversion,
-                      archiveadmemailaddress=archiveadmemailaddress,
-                      registrationkey=registrationkey)
-        return cls(resolver, tuple((name, values[name]) for name in PAIR_NAMES),
-                   float(exclusion_timeout))
+    def build(
+        cls,
+        resolver: str,
+        *,
+        archiveaddress: str,
+        archiveserviceibi: str,
+        archiveip: str,
+        archiveplatformversion: str,
+        archiveadmemailaddress: str,
+        registrationkey: str,
+        exclusion_timeout: float = 5.0,
+    ) -> Announcement:
+        values = dict(
+            archiveaddress=archiveaddress,
+            archiveserviceibi=archiveserviceibi,
+            archiveip=archiveip,
+            archiveprotocol="HTTP",
+            archiveplatformversion=archiveplatformversion,
+            archiveadmemailaddress=archiveadmemailaddress,
+            registrationkey=registrationkey,
+        )
+        return cls(
+            resolver, tuple((name, values[name]) for name in PAIR_NAMES), float(exclusion_timeout)
+        )
 
     def value(self, name: str) -> str:
         return dict(self.pairs)[name]
 
     def url(self, subject: str) -> str:
-        query = "&".join(f"{name}={encode(value)}"
-                         for name, value in (("servicesubject", subject), *self.pairs))
+        query = "&".join(
+            f"{name}={encode(value)}" for name, value in (("servicesubject", subject), *self.pairs)
+        )
         return self.resolver + ("&" if "?" in self.resolver else "?") + query
 
     def redact(self, text: str) -> str:
@@ -130,13 +152,19 @@ class Announcement:
         return f"/{service}?servicesubject={CONFIRMATION}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"resolver": self.resolver, "pairs": [list(p) for p in self.pairs],
-                "exclusion_timeout": self.exclusion_timeout}
+        return {
+            "resolver": self.resolver,
+            "pairs": [list(p) for p in self.pairs],
+            "exclusion_timeout": self.exclusion_timeout,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Announcement:
-        return cls(data["resolver"], tuple((str(n), str(v)) for n, v in data["pairs"]),
-                   float(data["exclusion_timeout"]))
+        return cls(
+            data["resolver"],
+            tuple((str(n), str(v)) for n, v in data["pairs"]),
+            float(data["exclusion_timeout"]),
+        )
 
 
 # ------------------------------------------------------------------------------- settings
@@ -154,8 +182,11 @@ def _read_key(path: Path, where: str) -> str:
     except ValueError as exc:
         raise ConfigError(f"{where}: does not hold a registration key ({exc})") from None
     if path.stat().st_mode & stat.S_IROTH:
-        warnings.warn(f"{where} can be read by every user of this machine: chmod o-r {path}",
-                      ConfigWarning, stacklevel=3)
+        warnings.warn(
+            f"{where} can be read by every user of this machine: chmod o-r {path}",
+            ConfigWarning,
+            stacklevel=3,
+        )
     return key
 
 
@@ -163,8 +194,9 @@ def registration_key(config: Mapping[str, Any], environ: Mapping[str, str] | Non
     """The key from `registrationkey`, else `registrationkey_file`, else systemd's credential."""
     environ = os.environ if environ is None else environ
     if config.get("registrationkey") and config.get("registrationkey_file"):
-        raise ConfigError("settings registrationkey and registrationkey_file are both given: "
-                          "keep one of them")
+        raise ConfigError(
+            "settings registrationkey and registrationkey_file are both given: keep one of them"
+        )
     if config.get("registrationkey"):
         return config["registrationkey"]
     if config.get("registrationkey_file"):
@@ -178,11 +210,13 @@ def registration_key(config: Mapping[str, Any], environ: Mapping[str, str] | Non
         "setting registrationkey is missing: give registrationkey_file (a file holding the key), "
         "a systemd credential named registrationkey (LoadCredential=), "
         "ARCHIVE_SERVICE_REGISTRATIONKEY or --registrationkey; it is sent to the resolver "
-        f"{config.get('resolver')} (resolver: none or --no-announce turns announcing off)")
+        f"{config.get('resolver')} (resolver: none or --no-announce turns announcing off)"
+    )
 
 
-def from_config(config: settings.Config, environ: Mapping[str, str] | None = None
-                ) -> Announcement | None:
+def from_config(
+    config: settings.Config, environ: Mapping[str, str] | None = None
+) -> Announcement | None:
     """The announcement of a validated config; None when announcing is off (resolver: none).
 
     Raises ConfigError (one line naming the setting) when a pair cannot be built.
@@ -190,18 +224,28 @@ def from_config(config: settings.Config, environ: Mapping[str, str] | None = Non
     if config.resolver == "none":
         return None
     try:
-        config.require("archiveaddress", "archiveserviceibi", "archiveip",
-                       "archiveplatformversion", "archiveadmemailaddress")
+        config.require(
+            "archiveaddress",
+            "archiveserviceibi",
+            "archiveip",
+            "archiveplatformversion",
+            "archiveadmemailaddress",
+        )
     except ConfigError as exc:
-        raise ConfigError(f"{exc}; it is sent to the resolver {config.resolver} "
-                          "(resolver: none or --no-announce turns announcing off)") from None
+        raise ConfigError(
+            f"{exc}; it is sent to the resolver {config.resolver} "
+            "(resolver: none or --no-announce turns announcing off)"
+        ) from None
     return Announcement.build(
-        config.resolver, archiveaddress=config.archiveaddress,
-        archiveserviceibi=config.archiveserviceibi, archiveip=config.archiveip,
+        config.resolver,
+        archiveaddress=config.archiveaddress,
+        archiveserviceibi=config.archiveserviceibi,
+        archiveip=config.archiveip,
         archiveplatformversion=config.archiveplatformversion,
         archiveadmemailaddress=config.archiveadmemailaddress,
         registrationkey=registration_key(config, environ),
-        exclusion_timeout=config.exclusion_timeout)
+        exclusion_timeout=config.exclusion_timeout,
+    )
 
 
 # ------------------------------------------------------------------------------- protocol
@@ -240,9 +284,11 @@ def transport_warning(announcement: Announcement) -> str | None:
         loopback = host.lower() == "localhost"
     if loopback:
         return None
-    return (f"the resolver {announcement.resolver} is plain http://: the registrationkey in "
-            f"every inclusionRequest and exclusionRequest crosses the network readable by anyone "
-            f"on the path; use its https:// URL if it has one")
+    return (
+        f"the resolver {announcement.resolver} is plain http://: the registrationkey in "
+        f"every inclusionRequest and exclusionRequest crosses the network readable by anyone "
+        f"on the path; use its https:// URL if it has one"
+    )
 
 
 def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, str]:
@@ -250,8 +296,9 @@ def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, s
 
     Redirects are not followed (see `_NoRedirect`): a 3xx is a failure naming where it led."""
     shown = announcement.redact(announcement.url(subject))
-    request = urllib.request.Request(announcement.url(subject),
-                                     headers={"User-Agent": f"archive-service/{__version__}"})
+    request = urllib.request.Request(
+        announcement.url(subject), headers={"User-Agent": f"archive-service/{__version__}"}
+    )
     try:
         try:
             with _OPENER.open(request, timeout=timeout) as response:
@@ -267,7 +314,8 @@ def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, s
                 ) from None
             detail = _snippet(exc.read(MAX_BODY)) if exc.fp else ""
             raise ResolverError(
-                f"{shown} answered HTTP {exc.code} {exc.reason} {detail}".rstrip()) from None
+                f"{shown} answered HTTP {exc.code} {exc.reason} {detail}".rstrip()
+            ) from None
         except urllib.error.URLError as exc:
             raise ResolverError(f"{shown} could not be reached: {exc.reason}") from None
         except (OSError, http.client.HTTPException, ValueError) as exc:
@@ -276,8 +324,9 @@ def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, s
             text = body.decode("ascii")
             status = pairsmod.parse(text.strip())
         except (UnicodeDecodeError, pairsmod.PairsError):
-            raise ResolverError(f"{shown} answered HTTP 200 but not a list of pairs: "
-                                f"{_snippet(body)}") from None
+            raise ResolverError(
+                f"{shown} answered HTTP 200 but not a list of pairs: {_snippet(body)}"
+            ) from None
         return dict(status)
     except ResolverError as exc:
         raise ResolverError(announcement.redact(str(exc))) from None
@@ -286,9 +335,12 @@ def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, s
 def include(announcement: Announcement, timeout: float = INCLUSION_TIMEOUT) -> dict[str, str]:
     status = ask(announcement, INCLUSION, timeout)
     if status.get("status.archive") != "included":
-        raise ResolverError(announcement.redact(
-            f"{announcement.resolver} did not include this Archive; it answered: "
-            f"{status_line(status)}"))
+        raise ResolverError(
+            announcement.redact(
+                f"{announcement.resolver} did not include this Archive; it answered: "
+                f"{status_line(status)}"
+            )
+        )
     return status
 
 
@@ -304,7 +356,14 @@ def report_inclusion(announcement: Announcement, status: Mapping[str, str]) -> N
         "http://%s/%s?servicesubject=%s did not get 'confirmation yes': check that %s is "
         "reachable from the Internet (DNS, firewall, the archiveaddress setting) and that the "
         "web server passes /%s to this service (see contrib/apache, contrib/nginx)",
-        announcement.resolver, line, address, service, CONFIRMATION, address, service)
+        announcement.resolver,
+        line,
+        address,
+        service,
+        CONFIRMATION,
+        address,
+        service,
+    )
 
 
 def exclude(announcement: Announcement, timeout: float) -> None:
@@ -315,20 +374,29 @@ def exclude(announcement: Announcement, timeout: float) -> None:
         report_exclusion(announcement, exc)
 
 
-def report_exclusion(announcement: Announcement, outcome: Mapping[str, str] | Exception | None,
-                     waited: float = 0.0) -> None:
+def report_exclusion(
+    announcement: Announcement, outcome: Mapping[str, str] | Exception | None, waited: float = 0.0
+) -> None:
     if outcome is None:
-        log.warning("the resolver was not told that this Archive left: %s did not answer the "
-                    "exclusionRequest within %g s (exclusion_timeout); stopping anyway",
-                    announcement.resolver, waited)
+        log.warning(
+            "the resolver was not told that this Archive left: %s did not answer the "
+            "exclusionRequest within %g s (exclusion_timeout); stopping anyway",
+            announcement.resolver,
+            waited,
+        )
     elif isinstance(outcome, Exception):
         log.warning("the resolver was not told that this Archive left: %s", outcome)
     elif outcome.get("status.archive") == "excluded":
-        log.info("resolver %s: %s", announcement.resolver, announcement.redact(status_line(outcome)))
+        log.info(
+            "resolver %s: %s", announcement.resolver, announcement.redact(status_line(outcome))
+        )
     else:
-        log.warning("the resolver was not told that this Archive left: %s answered %s instead "
-                    "of status.archive excluded", announcement.resolver,
-                    announcement.redact(status_line(outcome)))
+        log.warning(
+            "the resolver was not told that this Archive left: %s answered %s instead "
+            "of status.archive excluded",
+            announcement.resolver,
+            announcement.redact(status_line(outcome)),
+        )
 
 
 def exclude_within(announcement: Announcement, seconds: float) -> None:
@@ -376,7 +444,9 @@ class Local:
     def __str__(self) -> str:
         if self.path:
             return "unix:" + self.path
-        return f"[{self.host}]:{self.port}" if ":" in (self.host or "") else f"{self.host}:{self.port}"
+        return (
+            f"[{self.host}]:{self.port}" if ":" in (self.host or "") else f"{self.host}:{self.port}"
+        )
 
     def connection(self, timeout: float) -> http.client.HTTPConnection:
         if self.path:
@@ -399,9 +469,14 @@ def service_answers(announcement: Announcement, local: Local) -> bool:
     """Whether our own socket answers the confirmation as the resolver will ask it."""
     connection = local.connection(LOCAL_TIMEOUT)
     try:
-        connection.request("GET", announcement.confirmation_path(),
-                           headers={"Host": announcement.value("archiveaddress"),
-                                    "User-Agent": f"archive-service/{__version__} announcer"})
+        connection.request(
+            "GET",
+            announcement.confirmation_path(),
+            headers={
+                "Host": announcement.value("archiveaddress"),
+                "User-Agent": f"archive-service/{__version__} announcer",
+            },
+        )
         response = connection.getresponse()
         return response.status == 200 and response.read(100).strip() == b"confirmation yes"
     except (OSError, http.client.HTTPException):
@@ -427,8 +502,12 @@ def _pause(seconds: float, parent: int | None) -> bool:
     return not _parent_gone(parent)
 
 
-def join_when_answering(announcement: Announcement, local: Local, parent: int | None = None,
-                        first_retry: float = FIRST_RETRY) -> bool:
+def join_when_answering(
+    announcement: Announcement,
+    local: Local,
+    parent: int | None = None,
+    first_retry: float = FIRST_RETRY,
+) -> bool:
     """Wait until the service answers, then include it, retrying with backoff; True once done.
 
     Returns False (nothing more to do) if the master that started us goes away.
@@ -439,8 +518,11 @@ def join_when_answering(announcement: Announcement, local: Local, parent: int | 
             return False
         waited += pause
         if waited >= SLOW_START_WARNING > waited - pause:
-            log.warning("the service does not answer %s at %s yet; the inclusionRequest waits "
-                        "for it", CONFIRMATION, local)
+            log.warning(
+                "the service does not answer %s at %s yet; the inclusionRequest waits for it",
+                CONFIRMATION,
+                local,
+            )
         pause = min(pause * 2, 1.0)
     attempt = 0
     while True:
@@ -459,8 +541,11 @@ def join_when_answering(announcement: Announcement, local: Local, parent: int | 
 
 def main() -> int:
     """The announcer process: its job (JSON) on stdin, written by `Lifecycle`."""
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     # Ctrl-C reaches the whole process group; the master decides when we stop (SIGTERM).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     job = json.load(sys.stdin)
@@ -518,10 +603,14 @@ class Lifecycle:
             log.info("reload: the announced pairs are unchanged, staying included")
             return
         self.stop_announcer()
-        log.info("reload: the announced pairs changed: %s",
-                 "exclusionRequest with the old ones, then inclusionRequest with the new ones"
-                 if old and announcement else
-                 "exclusionRequest" if old else "inclusionRequest")
+        log.info(
+            "reload: the announced pairs changed: %s",
+            "exclusionRequest with the old ones, then inclusionRequest with the new ones"
+            if old and announcement
+            else "exclusionRequest"
+            if old
+            else "inclusionRequest",
+        )
         if announcement and (warning := transport_warning(announcement)):
             log.warning("%s", warning)
         self._spawn(join=announcement, leave=old)
@@ -539,13 +628,19 @@ class Lifecycle:
         exclude_within(self.announcement, self.announcement.exclusion_timeout)
 
     def _spawn(self, join: Announcement | None, leave: Announcement | None = None) -> None:
-        job = {"parent": os.getpid(), "local": vars(self.local) if self.local else None,
-               "join": join.to_json() if join else None,
-               "leave": leave.to_json() if leave else None}
+        job = {
+            "parent": os.getpid(),
+            "local": vars(self.local) if self.local else None,
+            "join": join.to_json() if join else None,
+            "leave": leave.to_json() if leave else None,
+        }
         try:
-            process = subprocess.Popen([python_executable(), "-c", ANNOUNCER],
-                                       stdin=subprocess.PIPE, env=child_environment(),
-                                       close_fds=True)
+            process = subprocess.Popen(
+                [python_executable(), "-c", ANNOUNCER],
+                stdin=subprocess.PIPE,
+                env=child_environment(),
+                close_fds=True,
+            )
             with process.stdin:
                 process.stdin.write(json.dumps(job).encode("ascii"))
         except OSError as exc:
@@ -553,8 +648,12 @@ class Lifecycle:
             return
         self.process = process
         if join:
-            log.info("announcer (pid %d) sends the inclusionRequest to %s once %s answers",
-                     process.pid, join.resolver, self.local)
+            log.info(
+                "announcer (pid %d) sends the inclusionRequest to %s once %s answers",
+                process.pid,
+                join.resolver,
+                self.local,
+            )
 
     def stop_announcer(self) -> None:
         process, self.process = self.process, None

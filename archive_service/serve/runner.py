@@ -22,8 +22,9 @@ log = logging.getLogger(__name__)
 class ArchiveServer(BaseApplication):
     """gunicorn with our settings; the app is built once in the master, before workers fork."""
 
-    def __init__(self, config: settings.Config,
-                 reload_config: Callable[[], settings.Config] | None = None):
+    def __init__(
+        self, config: settings.Config, reload_config: Callable[[], settings.Config] | None = None
+    ):
         self.config = config
         self.reload_config = reload_config
         self.announced = announce.from_config(config)
@@ -123,8 +124,14 @@ def _follow_collection(worker) -> None:
 
 
 def run(config: settings.Config, reload_config: Callable[[], settings.Config] | None = None) -> int:
-    log.info("serving %s at http://%s/%s (listening on %s, %d workers)", config.collection,
-             config.archiveaddress, config.archiveserviceibi, config.bind, config.workers)
+    log.info(
+        "serving %s at http://%s/%s (listening on %s, %d workers)",
+        config.collection,
+        config.archiveaddress,
+        config.archiveserviceibi,
+        config.bind,
+        config.workers,
+    )
     os.register_at_fork(after_in_parent=unblock_stop_signals)  # blocked by _before_fork
     ArchiveServer(config, reload_config).run()
     return 0

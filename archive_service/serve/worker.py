@@ -59,8 +59,9 @@ class _ClientSocket(socket.socket):
         try:
             super().sendall(data, flags)
         except TimeoutError:
-            raise BrokenPipeError(errno.EPIPE, f"the client took over {self.limit} s to read "
-                                  f"{len(data)} bytes") from None
+            raise BrokenPipeError(
+                errno.EPIPE, f"the client took over {self.limit} s to read {len(data)} bytes"
+            ) from None
 
 
 # The signals that stop a worker. gunicorn's forked worker keeps the master's handlers until

@@ -95,17 +95,20 @@ def _send(path: Path) -> Response:
         name = _displayable(path.name)
         # 64 KB blocks: few enough for Python's loop (100 MB over loopback: 0.10 s against
         # sendfile's 0.08 s), small enough for a slow client to take each in client_timeout.
-        response = Response(wrap_file(request.environ, stream, buffer_size=64 * 1024),
-                            direct_passthrough=True,
-                            mimetype=mimetypes.guess_type(name)[0] or "application/octet-stream")
+        response = Response(
+            wrap_file(request.environ, stream, buffer_size=64 * 1024),
+            direct_passthrough=True,
+            mimetype=mimetypes.guess_type(name)[0] or "application/octet-stream",
+        )
         response.content_length = st.st_size
         response.last_modified = st.st_mtime
         response.cache_control.no_cache = True
         response.headers.set("Content-Disposition", "inline", **_filename_options(name))
         # Werkzeug's own ETag encodes the path as UTF-8; file names here may be any bytes.
         response.set_etag(f"{st.st_mtime_ns:x}-{st.st_size:x}-{zlib.adler32(os.fsencode(path)):x}")
-        return response.make_conditional(request.environ, accept_ranges=True,
-                                         complete_length=st.st_size)
+        return response.make_conditional(
+            request.environ, accept_ranges=True, complete_length=st.st_size
+        )
     except BaseException:
         stream.close()
         raise
@@ -120,8 +123,9 @@ def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     return getattr(address, "ipv4_mapped", None) or address
 
 
-def client_address(environ: Mapping[str, Any], trusted: tuple
-                   ) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+def client_address(
+    environ: Mapping[str, Any], trusted: tuple
+) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     """The user's address: the connection's (REMOTE_ADDR), unless that is a trusted proxy;
     then X-Forwarded-For is read from the right (each proxy appends whom it heard from), and
     the first address that is not a trusted proxy is the user's. None when unknown.
@@ -133,8 +137,9 @@ def client_address(environ: Mapping[str, Any], trusted: tuple
     address = None
     for hop in hops:
         address = _address(hop)
-        if address is None or not any(address.version == net.version and address in net
-                                       for net in trusted):
+        if address is None or not any(
+            address.version == net.version and address in net for net in trusted
+        ):
             return address
     return address  # every hop a trusted proxy: the farthest one asked itself
 
@@ -158,7 +163,8 @@ def _offload(how: str, real: Path, root: Path) -> Response | None:
         response.headers["X-Sendfile"] = raw.decode("latin-1")  # WSGI: bytes as latin-1
     elif real.is_relative_to(root):
         response.headers["X-Accel-Redirect"] = OFFLOAD_LOCATION + quote(
-            os.fsencode(real.relative_to(root)), safe="/")
+            os.fsencode(real.relative_to(root)), safe="/"
+        )
     else:  # outside the real collection (index.resolve_file serves none today): serve it
         return None
     return response
@@ -166,8 +172,10 @@ def _offload(how: str, real: Path, root: Path) -> Response | None:
 
 def oai_dc_xml(dc: Mapping[str, list[str]]) -> bytes:
     """An oai_dc record (OAI-PMH 2.0 oai_dc schema) of the item's inline Dublin Core."""
-    root = ET.Element(f"{{{OAI_DC}}}dc", {
-        f"{{{XSI}}}schemaLocation": f"{OAI_DC} http://www.openarchives.org/OAI/2.0/oai_dc.xsd"})
+    root = ET.Element(
+        f"{{{OAI_DC}}}dc",
+        {f"{{{XSI}}}schemaLocation": f"{OAI_DC} http://www.openarchives.org/OAI/2.0/oai_dc.xsd"},
+    )
     for element in DC_ELEMENTS:
         for value in dc.get(element, ()):
             ET.SubElement(root, f"{{{DC}}}{element}").text = xml_text(value)
@@ -212,8 +220,9 @@ class ServiceEndpoint:
         if environ.get("PATH_INFO") != self.path or method not in ("GET", "HEAD"):
             return self.app(environ, start_response)
         status, body = self.answer(environ)
-        start_response(self.STATUS[status], [("Content-Type", TEXT),
-                                             ("Content-Length", str(len(body)))])
+        start_response(
+            self.STATUS[status], [("Content-Type", TEXT), ("Content-Length", str(len(body)))]
+        )
         return [] if method == "HEAD" else [body]
 
 
@@ -256,8 +265,13 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     # Both live in state_dir; an unusable one is logged and the service answers anyway.
     keys = urlkeys.UrlKeys.from_state_dir(config.state_dir)
     store = stats.Store(config.state_dir)
-    archive = Archive(catalog, config.archiveaddress, config.archiveserviceibi,
-                      config.platformsoftware, urlkeys=keys)
+    archive = Archive(
+        catalog,
+        config.archiveaddress,
+        config.archiveserviceibi,
+        config.platformsoftware,
+        urlkeys=keys,
+    )
     app.extensions["archive"] = archive
     app.extensions["stats"] = store
     app.extensions["archive_index"] = live
@@ -272,8 +286,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
 
     @lru_cache(maxsize=16)  # one per mount point the app is reached at
     def _links(script_root: str) -> Links:
-        return Links("http://" + config.archiveaddress + script_root, service_path,
-                     config.url_base)
+        return Links("http://" + config.archiveaddress + script_root, service_path, config.url_base)
 
     def item_or_404(directory: str) -> index.Item:
         item = catalog.item_at(directory)
@@ -322,8 +335,12 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         named = archive.item_of_url(query["url"], site)
         item, contenttype = named if named else (None, "")
         return stats.Acknowledgment(
-            urlkey=query["urlkey"], url=query["url"], contenttype=contenttype,
-            state=item.state if item else "", ibi=item.name.text if item else None)
+            urlkey=query["urlkey"],
+            url=query["url"],
+            contenttype=contenttype,
+            state=item.state if item else "",
+            ibi=item.name.text if item else None,
+        )
 
     @app.before_request
     def start_request() -> Response | None:
@@ -340,11 +357,14 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         files = None
         if item.filelist_public and licensed_to_user(item):
             site = links(request.environ)
-            files = [(_displayable(rel), site.file(item, rel), size)
-                     for rel, size in index.list_files(catalog.root, item)]
+            files = [
+                (_displayable(rel), site.file(item, rel), size)
+                for rel, size in index.list_files(catalog.root, item)
+            ]
         page = render_template_string(FILELIST_PAGE, ibi=item.name.text, files=files)
-        return Response(page, status=200 if files is not None else 403,
-                        content_type="text/html; charset=utf-8")
+        return Response(
+            page, status=200 if files is not None else 403, content_type="text/html; charset=utf-8"
+        )
 
     @app.get(service_path + "/metadata/<path:directory>", endpoint="metadata")
     def metadata(directory: str) -> Response:
@@ -357,8 +377,12 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         if fmt:
             return error_response("unknown metadata format; oai_dc is the one offered", 404)
         dc = [(e, item.dc[e]) for e in DC_ELEMENTS if e in item.dc]
-        page = render_template_string(METADATA_PAGE, ibi=item.name.text, dc=dc,
-                                      oai_dc=links(request.environ).metadata(item, "oai_dc"))
+        page = render_template_string(
+            METADATA_PAGE,
+            ibi=item.name.text,
+            dc=dc,
+            oai_dc=links(request.environ).metadata(item, "oai_dc"),
+        )
         return Response(page, content_type="text/html; charset=utf-8")
 
     @app.get("/col/<path:rest>", endpoint="col")
@@ -371,10 +395,13 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                 item = catalog.item_at("/".join(segments[:size]))
                 if item is not None and item.state != "Deleted":  # a tombstone serves nothing
                     if not licensed_to_user(item):  # before the path: no probing either
-                        abort(403, "This item is licensed: its files are served only "
-                                   "inside its networks.")
-                    real = index.resolve_file(catalog.root, item.directory,
-                                              "/".join(segments[size + 1:]))
+                        abort(
+                            403,
+                            "This item is licensed: its files are served only inside its networks.",
+                        )
+                    real = index.resolve_file(
+                        catalog.root, item.directory, "/".join(segments[size + 1 :])
+                    )
                     if real is None:
                         break
                     if config.file_offload != "none":
@@ -387,8 +414,10 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     @app.get("/", endpoint="root")
     def root() -> Response:
         site = links(request.environ)
-        text = (f"archive-service {__version__}: the Archive service of {config.archiveserviceibi}\n"
-                f"service: {site.service}\nitems: {catalog.count()}\n")
+        text = (
+            f"archive-service {__version__}: the Archive service of {config.archiveserviceibi}\n"
+            f"service: {site.service}\nitems: {catalog.count()}\n"
+        )
         return Response(text, content_type="text/plain; charset=utf-8")
 
     @app.get(service_path + "/about", endpoint="about")
@@ -396,15 +425,22 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         # The URL of the service's own item (answers.service_item): what the service is.
         site = links(request.environ)
         page = render_template(
-            "service.html", service=config.archiveserviceibi, url=site.service,
-            archiveaddress=config.archiveaddress, platform=config.platformsoftware,
-            version=__version__, contact=config.archiveadmemailaddress, items=catalog.count())
+            "service.html",
+            service=config.archiveserviceibi,
+            url=site.service,
+            archiveaddress=config.archiveaddress,
+            platform=config.platformsoftware,
+            version=__version__,
+            contact=config.archiveadmemailaddress,
+            items=catalog.count(),
+        )
         return Response(page, content_type="text/html; charset=utf-8")
 
     answer_unexpected_errors(app, log)
 
-    app.wsgi_app = ArchiveRoot(ServiceEndpoint(app.wsgi_app, service_path, answer),
-                               (service_path, "/col"))
+    app.wsgi_app = ArchiveRoot(
+        ServiceEndpoint(app.wsgi_app, service_path, answer), (service_path, "/col")
+    )
     return app
 
 

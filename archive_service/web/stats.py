@@ -157,27 +157,36 @@ class Store:
             self._note_refusal(outcome, ack.url)
         return outcome
 
-    def _record(self, ack: Acknowledgment, reason: str, verdict: Verdict, now: float,
-                lifetime: int) -> str:
+    def _record(
+        self, ack: Acknowledgment, reason: str, verdict: Verdict, now: float, lifetime: int
+    ) -> str:
         conn = self._connection()
         day = _day(now)
         purge = now - self._purged > PURGE_EVERY
         conn.execute("BEGIN IMMEDIATE")
         try:
             if purge:
-                conn.execute(f"DELETE FROM {SEEN_TABLE} WHERE issued < ?",
-                             (int(now) - lifetime - CLOCK_SKEW,))
+                conn.execute(
+                    f"DELETE FROM {SEEN_TABLE} WHERE issued < ?",
+                    (int(now) - lifetime - CLOCK_SKEW,),
+                )
             if reason == "valid":
-                fresh = conn.execute(f"INSERT INTO {SEEN_TABLE} (issued, nonce) VALUES (?, ?) "
-                                     "ON CONFLICT DO NOTHING", (verdict.issued, verdict.nonce)).rowcount
+                fresh = conn.execute(
+                    f"INSERT INTO {SEEN_TABLE} (issued, nonce) VALUES (?, ?) "
+                    "ON CONFLICT DO NOTHING",
+                    (verdict.issued, verdict.nonce),
+                ).rowcount
                 reason = "counted" if fresh else "replay"
             if reason == "counted":
                 conn.execute(
                     "INSERT INTO counts VALUES (?, ?, ?, ?, 1) ON CONFLICT DO UPDATE SET n = n + 1",
-                    (day, ack.ibi, ack.contenttype, ack.state))
+                    (day, ack.ibi, ack.contenttype, ack.state),
+                )
             else:
-                conn.execute("INSERT INTO rejected VALUES (?, ?, 1) ON CONFLICT DO UPDATE SET n = n + 1",
-                             (day, reason))
+                conn.execute(
+                    "INSERT INTO rejected VALUES (?, ?, 1) ON CONFLICT DO UPDATE SET n = n + 1",
+                    (day, reason),
+                )
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -208,8 +217,12 @@ class Store:
             self._refusals_logged = now
             last = self._last_refused
         if first:
-            log.info("acknowledgment refused (%s): url=%r; further refusals are summed up "
-                     "at most once a minute", reason, last)
+            log.info(
+                "acknowledgment refused (%s): url=%r; further refusals are summed up "
+                "at most once a minute",
+                reason,
+                last,
+            )
         else:
             log.info("%d more acknowledgments refused (%s); the last: url=%r", total, counts, last)
 
@@ -223,23 +236,39 @@ class Store:
             self._error_logged = now
             if first:
                 since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                self._problem = (f"acknowledgments are not counted since {since}: cannot "
-                                 f"record them in {self.path}: {exc}")
+                self._problem = (
+                    f"acknowledgments are not counted since {since}: cannot "
+                    f"record them in {self.path}: {exc}"
+                )
             lost = self._unrecorded
         if first:
-            log.error("cannot record acknowledgment statistics in %s: %s. Acknowledgments are "
-                      "still answered but not counted until the state directory %s can be "
-                      "written again (free space? permissions?); this is logged again at most "
-                      "once a minute", self.path, exc, self.path.parent)
+            log.error(
+                "cannot record acknowledgment statistics in %s: %s. Acknowledgments are "
+                "still answered but not counted until the state directory %s can be "
+                "written again (free space? permissions?); this is logged again at most "
+                "once a minute",
+                self.path,
+                exc,
+                self.path.parent,
+            )
         else:
-            log.error("cannot record acknowledgment statistics in %s still: %s (%d "
-                      "acknowledgments not counted so far)", self.path, exc, lost)
+            log.error(
+                "cannot record acknowledgment statistics in %s still: %s (%d "
+                "acknowledgments not counted so far)",
+                self.path,
+                exc,
+                lost,
+            )
 
     def _recovered(self) -> None:
         # Called with the lock held, after a successful write.
         if self._problem is not None:
-            log.warning("acknowledgment statistics are recorded in %s again; %d "
-                        "acknowledgments were not counted meanwhile", self.path, self._unrecorded)
+            log.warning(
+                "acknowledgment statistics are recorded in %s again; %d "
+                "acknowledgments were not counted meanwhile",
+                self.path,
+                self._unrecorded,
+            )
             self._problem, self._unrecorded, self._error_logged = None, 0, 0.0
 
     def close(self) -> None:
@@ -251,19 +280,28 @@ class Store:
 
     def report(self, since: date | None = None, top: int | None = None) -> dict[str, Any]:
         """Counts from `since` (a UTC day, inclusive) on; `top` limits the item list."""
-        empty = {"since": since.isoformat() if since else None, "total": 0, "rejected": 0,
-                 "rejected_by_reason": {}, "by_contenttype": {}, "by_state": {}, "days": [],
-                 "items": []}
+        empty = {
+            "since": since.isoformat() if since else None,
+            "total": 0,
+            "rejected": 0,
+            "rejected_by_reason": {},
+            "by_contenttype": {},
+            "by_state": {},
+            "days": [],
+            "items": [],
+        }
         if not self.path.exists():
             return empty
         first = since.isoformat() if since else ""
         try:
             conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
             try:
-                counts = conn.execute("SELECT day, ibi, contenttype, state, n FROM counts "
-                                      "WHERE day >= ?", (first,)).fetchall()
-                rejected = conn.execute("SELECT day, reason, n FROM rejected WHERE day >= ?",
-                                        (first,)).fetchall()
+                counts = conn.execute(
+                    "SELECT day, ibi, contenttype, state, n FROM counts WHERE day >= ?", (first,)
+                ).fetchall()
+                rejected = conn.execute(
+                    "SELECT day, reason, n FROM rejected WHERE day >= ?", (first,)
+                ).fetchall()
             finally:
                 conn.close()
         except sqlite3.Error as exc:
@@ -297,19 +335,29 @@ def build_report(counts, rejected, since: date | None, top: int | None) -> dict[
         "rejected_by_reason": dict(sorted(reasons.items())),
         "by_contenttype": dict(sorted(by_type.items())),
         "by_state": dict(sorted(by_state.items())),
-        "days": [{"day": d, "count": c["count"], "rejected": c["rejected"]}
-                 for d, c in sorted(days.items())],
-        "items": [{"ibi": ibi, "count": c["count"],
-                   "by_contenttype": {k: c[k] for k in ("Data", "Metadata") if c[k]},
-                   "by_state": {k: c[k] for k in ("Original", "Copy") if c[k]}}
-                  for ibi, c in ranked],
+        "days": [
+            {"day": d, "count": c["count"], "rejected": c["rejected"]}
+            for d, c in sorted(days.items())
+        ],
+        "items": [
+            {
+                "ibi": ibi,
+                "count": c["count"],
+                "by_contenttype": {k: c[k] for k in ("Data", "Metadata") if c[k]},
+                "by_state": {k: c[k] for k in ("Original", "Copy") if c[k]},
+            }
+            for ibi, c in ranked
+        ],
     }
 
 
 def rows(report: dict[str, Any]) -> list[list[Any]]:
     """The report as CSV rows: kind, key, count (a flat form spreadsheets read)."""
-    out: list[list[Any]] = [["section", "key", "count"],
-                            ["total", "", report["total"]], ["rejected", "", report["rejected"]]]
+    out: list[list[Any]] = [
+        ["section", "key", "count"],
+        ["total", "", report["total"]],
+        ["rejected", "", report["rejected"]],
+    ]
     out += [["rejected_by_reason", k, v] for k, v in report["rejected_by_reason"].items()]
     out += [["contenttype", k, v] for k, v in report["by_contenttype"].items()]
     out += [["state", k, v] for k, v in report["by_state"].items()]
@@ -320,8 +368,10 @@ def rows(report: dict[str, Any]) -> list[list[Any]]:
 
 def table(report: dict[str, Any]) -> str:
     """The report for people."""
-    lines = [f"acknowledgments counted: {report['total']}"
-             + (f" since {report['since']}" if report["since"] else "")]
+    lines = [
+        f"acknowledgments counted: {report['total']}"
+        + (f" since {report['since']}" if report["since"] else "")
+    ]
     reasons = ", ".join(f"{k} {v}" for k, v in report["rejected_by_reason"].items())
     lines.append(f"refused: {report['rejected']}" + (f" ({reasons})" if reasons else ""))
     for title, key in (("by contenttype", "by_contenttype"), ("by state", "by_state")):
@@ -334,6 +384,8 @@ def table(report: dict[str, Any]) -> str:
         lines += ["", f"{'counted':>8} {'Data':>6} {'Meta':>6} {'Orig':>6} {'Copy':>6}  item"]
         for i in report["items"]:
             t, s = i["by_contenttype"], i["by_state"]
-            lines.append(f"{i['count']:>8} {t.get('Data', 0):>6} {t.get('Metadata', 0):>6} "
-                         f"{s.get('Original', 0):>6} {s.get('Copy', 0):>6}  {i['ibi']}")
+            lines.append(
+                f"{i['count']:>8} {t.get('Data', 0):>6} {t.get('Metadata', 0):>6} "
+                f"{s.get('Original', 0):>6} {s.get('Copy', 0):>6}  {i['ibi']}"
+            )
     return "\n".join(lines)
