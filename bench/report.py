@@ -168,8 +168,8 @@ def _cell_meta(r: dict) -> str:
 
 ROWS = (
     (
-        "urlRequest throughput, full answers of up to 1,000 items in turn, 2 workers ÷ constant Flask "
-        "app",
+        "urlRequest throughput, full answers of up to 1,000 items in turn, 2 workers ÷ "
+        "constant Flask app",
         "≥ 0.8×",
         _cell_throughput,
     ),

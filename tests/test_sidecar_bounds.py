@@ -235,7 +235,8 @@ def test_deposit_refuses_to_edit_a_hostile_sidecar(tmp_path):
     path = tmp_path / "item.yaml"
     path.write_text(nested(60 * 1024))
     code = (
-        "import sys; from pathlib import Path; from archive_service.collection import sidecar_update\n"
+        "import sys; from pathlib import Path\n"
+        "from archive_service.collection import sidecar_update\n"
         "try:\n    sidecar_update.load(Path(sys.argv[1]))\n"
         "except ValueError as exc:\n    print(exc)\n"
     )

@@ -208,7 +208,7 @@ def test_concurrent_eviction_of_kept_answers_raises_nothing(generated, monkeypat
         def work(i: int) -> None:
             for n in range(1500):
                 ibi = ibis[(i * 7 + n) % len(ibis)]
-                request(catalog, lambda: archive.url_request_body(query(ibi), LINKS))
+                request(catalog, lambda ibi=ibi: archive.url_request_body(query(ibi), LINKS))
 
         _, finish = in_threads(work, 32)
         finish()

@@ -436,7 +436,8 @@ def test_an_early_walk_stops_when_serve_does(collection: Path, tmp_path: Path) -
     first.refresh()
     first.catalog.close()
     code = (
-        "import json, os, sys; from archive_service import settings; from archive_service.indexer import startup\n"
+        "import json, os, sys; from archive_service import settings\n"
+        "from archive_service.indexer import startup\n"
         "config = settings.load(options=json.loads(sys.argv[1]), environ={})\n"
         "startup.refresh_early(config)\n"
         "open(sys.argv[2], 'w').write(str(startup._early.popitem()[1][0])); os._exit(0)"

@@ -1,8 +1,8 @@
 """Minting new IBIs: repository names (ID§6, Algorithms 1-3) and the temporal distributor
 (Algorithm 4) that gives every label of one identification subsystem its own creation time.
 
-The IBIp side (Algorithms 5-7) lives in `archive_service.protocol.ibip`; `mint` draws one time from the
-distributor and builds either form, or both, from it.
+The IBIp side (Algorithms 5-7) lives in `archive_service.protocol.ibip`; `mint` draws one time
+from the distributor and builds either form, or both, from it.
 """
 
 from __future__ import annotations

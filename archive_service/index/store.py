@@ -1246,7 +1246,8 @@ def _later(key: tuple, than: tuple) -> bool:
 
 
 class StoreCatalog:
-    """The `collection.items.Catalog` interface protocol/answers.py uses, read from the store on demand.
+    """The `collection.items.Catalog` interface protocol/answers.py uses, read from the store
+    on demand.
 
     Look-ups between `begin()` and `end()` (one web request) read one snapshot, so an answer
     never mixes two states of the index; outside them each call sees the latest commit.

@@ -1,1 +1,2 @@
-"""The IBI protocol without a web framework: IBI forms, IBIp, pairs bodies, verbs and answers, urlkeys."""
+"""The IBI protocol without a web framework: IBI forms, IBIp, pairs bodies, verbs and answers,
+urlkeys."""

@@ -50,7 +50,8 @@ HOME_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>IBI resolver</title></head>
 <body><h1>IBI resolver</h1>
 <p>Resolve an IBI with
-<code>{{ base }}/&lt;ibi&gt;&lt;modifier&gt;&lt;path&gt;?&lt;query&gt;</code>, for example <code>{{ base }}/8JMKD3MGP8W/35MMLL8!:(oai_dc)</code>.</p>
+<code>{{ base }}/&lt;ibi&gt;&lt;modifier&gt;&lt;path&gt;?&lt;query&gt;</code>,
+for example <code>{{ base }}/8JMKD3MGP8W/35MMLL8!:(oai_dc)</code>.</p>
 <p>{{ count }} Archive(s) included.</p></body></html>
 """
 

@@ -21,8 +21,8 @@ and anything run in the workers would run once per worker. A fresh interpreter
 (`announce.main` in a new Python, its job read from stdin, never from argv or the environment,
 so the key shows in no `ps`) shares nothing with them, retries with bounded backoff as long as
 needed, and is started again only by a new master. The exclusion is sent from `on_exit`,
-which gunicorn runs once after the last worker has stopped: nothing forks after it, so a thread there that waits at most
-`exclusion_timeout` is safe.
+which gunicorn runs once after the last worker has stopped: nothing forks after it, so a
+thread there that waits at most `exclusion_timeout` is safe.
 """
 
 from __future__ import annotations
