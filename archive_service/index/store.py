@@ -1513,8 +1513,9 @@ class StoreCatalog:
                 language = json.loads(source[0]).get("language")
                 if language:
                     item.translations.setdefault(language, _ibi(json.loads(source[0])["name"]))
-        reader.gen.items[key] = item
-        return item
+        # Two threads that missed together both decoded it: the first one kept is everyone's
+        # (setdefault is one step under the GIL), so the worker holds one object per item.
+        return reader.gen.items.setdefault(key, item)
 
     # -- for deposit and delete: which directories to read from disk -----------------------
 
