@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from flask import Flask, Response, abort, render_template, render_template_string, request
+from flask import Flask, Response, abort, render_template, request
 from flask.logging import default_handler
 from werkzeug.wsgi import wrap_file
 
@@ -44,26 +44,6 @@ DC = "http://purl.org/dc/elements/1.1/"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 for _prefix, _uri in (("oai_dc", OAI_DC), ("dc", DC), ("xsi", XSI)):
     ET.register_namespace(_prefix, _uri)
-
-FILELIST_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Files of {{ ibi }}</title></head>
-<body><h1>Files of {{ ibi }}</h1>
-{% if files is none %}<p>The list of files of this item is not public.</p>
-{% else %}<table><thead><tr><th>File</th><th>Size (bytes)</th></tr></thead><tbody>
-{% for name, url, size in files %}<tr><td><a href="{{ url }}">{{ name }}</a></td>
-<td>{{ size }}</td></tr>
-{% endfor %}</tbody></table>{% endif %}
-</body></html>
-"""
-
-METADATA_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Metadata of {{ ibi }}</title></head>
-<body><h1>Metadata of {{ ibi }}</h1><dl>
-{% for element, values in dc %}<dt>{{ element }}</dt>
-{% for v in values %}<dd>{{ v }}</dd>{% endfor %}
-{% endfor %}</dl>
-<p><a href="{{ oai_dc }}">oai_dc</a></p></body></html>
-"""
 
 
 def _displayable(name: str) -> str:
@@ -361,7 +341,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                 (_displayable(rel), site.file(item, rel), size)
                 for rel, size in index.list_files(catalog.root, item)
             ]
-        page = render_template_string(FILELIST_PAGE, ibi=item.name.text, files=files)
+        page = render_template("filelist.html", ibi=item.name.text, files=files)
         return Response(
             page, status=200 if files is not None else 403, content_type="text/html; charset=utf-8"
         )
@@ -377,8 +357,8 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         if fmt:
             return error_response("unknown metadata format; oai_dc is the one offered", 404)
         dc = [(e, item.dc[e]) for e in DC_ELEMENTS if e in item.dc]
-        page = render_template_string(
-            METADATA_PAGE,
+        page = render_template(
+            "metadata.html",
             ibi=item.name.text,
             dc=dc,
             oai_dc=links(request.environ).metadata(item, "oai_dc"),
