@@ -45,6 +45,7 @@ import yaml
 
 from ..common import files as filesmod
 from ..common.yamlsafe import SafeLoader
+from ..index import records as recordsmod
 from ..index import store as storemod
 from ..index import walk as walkmod
 from ..protocol import ibi as ibimod
@@ -275,8 +276,8 @@ class Holdings:
             found = self._found(directory)
             item = None
             if found is not None and found.valid():
-                record = storemod.read_item(self.root, found).record
-                item = storemod.decode(directory, record) if record is not None else None
+                record = recordsmod.read_item(self.root, found).record
+                item = recordsmod.decode(directory, record) if record is not None else None
             self.read[directory] = item
         return self.read[directory]
 
@@ -296,7 +297,7 @@ class Holdings:
         ]
         if not claiming:
             return None
-        item = min(claiming, key=lambda i: storemod.claim(walkmod.sortkey(i.directory)))
+        item = min(claiming, key=lambda i: recordsmod.claim(walkmod.sortkey(i.directory)))
         keys = set(item.keys())
         for directory in sorted(
             {*self.catalog.referrers(keys), *self.pending}, key=walkmod.sortkey

@@ -10,7 +10,7 @@ interrupted build resumes where it stopped, and nothing a crash leaves behind is
 beyond what the next walk confirms.
 
 What spans items is resolved when read, not when written, so one item's change never has to
-rewrite others: which of two directories claiming one IBI is served (claim(): the directory
+rewrite others: which of two directories claiming one IBI is served (records.claim(): the directory
 named by the repository name before an IBIp directory, then the first in collection order,
 as collection.items.Catalog.add decides), and translations declared only on the other side.
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
-import ipaddress
 import json
 import logging
 import mmap
@@ -38,24 +37,29 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from ..collection import items as index
-from ..collection import sidecar as sidecarmod
 from ..collection.items import Item, Problem
 from ..common import db
 from ..common.processes import child_environment, python_executable
 from ..protocol import ibi as ibimod
-from ..protocol.ibi import Forms, Ibi
+from ..protocol.ibi import Ibi
+from .records import (
+    NO_LANGUAGE,
+    _ibi,
+    _Row,
+    claim,
+    claimant,
+    decode,
+    read_item,
+)
 from .walk import SEP, Found, Walk, cover, directory_of, estimate_items, sortkey
 
 log = logging.getLogger(__name__)
 
 # Bump when a record's shape or what index.load_item derives changes: old indexes are rebuilt.
 SCHEMA = "5"  # 5: refs also hold nextedition and metadata, prefixed (issue 17)
-NO_LANGUAGE = "-"  # the language-set row counting items that declare no language
 BATCH_ITEMS = 1000
 BATCH_SECONDS = 1.0
 PROGRESS_SECONDS = 5.0
@@ -104,68 +108,6 @@ _NEXT_GENERATION = (
 def next_generation(conn: sqlite3.Connection) -> None:
     """In a write transaction: its commit makes the index's next generation."""
     conn.execute(_NEXT_GENERATION, (str(secrets.randbits(62)),))
-
-
-def claim(key: str) -> str:
-    """The precedence of an item's claim to its IBIs: a directory named by the repository
-    name (where the standard files an item) before an IBIp directory, then collection order."""
-    return ("0" if key.count(SEP) == 3 else "1") + key
-
-
-def claimant(text: str) -> str:
-    return text[1:]
-
-
-# ------------------------------------------------------------------------------ records
-
-
-def _ibi(text: str) -> Ibi:
-    # Stored IBIs were validated when read from the sidecar: only the kind is rebuilt.
-    return Ibi("rep" if text.count("/") == 3 else "ibip", text)
-
-
-def encode(item: Item) -> str:
-    record = {
-        "name": item.name.text,
-        "rep": item.forms.rep,
-        "ibip": item.forms.ibip,
-        "state": item.state,
-        "contenttype": item.contenttype,
-        "language": item.language,
-        "timestamp": item.timestamp.isoformat(),
-        "target": item.target,
-        "nextedition": item.nextedition.text if item.nextedition else None,
-        "translations": {lang: ref.text for lang, ref in item.translations.items()},
-        "metadata": item.metadata.text if item.metadata else None,
-        "formats": item.formats,
-        "dc": item.dc,
-        "filelist_public": item.filelist_public,
-        "networks": [str(net) for net in item.networks],
-    }
-    return json.dumps(
-        {k: v for k, v in record.items() if v not in (None, {}, [])}, separators=(",", ":")
-    )  # ASCII: file names may hold surrogates
-
-
-def decode(directory: str, text: str) -> Item:
-    r = json.loads(text)
-    return Item(
-        directory=directory,
-        name=_ibi(r["name"]),
-        forms=Forms(rep=r.get("rep"), ibip=r.get("ibip")),
-        state=r["state"],
-        contenttype=r["contenttype"],
-        language=r.get("language"),
-        timestamp=datetime.fromisoformat(r["timestamp"]),
-        target=r.get("target"),
-        nextedition=_ibi(r["nextedition"]) if "nextedition" in r else None,
-        translations={lang: _ibi(ref) for lang, ref in r.get("translations", {}).items()},
-        metadata=_ibi(r["metadata"]) if "metadata" in r else None,
-        formats=r.get("formats", {}),
-        dc=r.get("dc"),
-        filelist_public=r.get("filelist_public", True),
-        networks=tuple(ipaddress.ip_network(n) for n in r.get("networks", ())),
-    )
 
 
 # ------------------------------------------------------------------------------- store
@@ -724,52 +666,6 @@ class Writer:
         for lang in row.langs:
             batch.langs[lang] = batch.langs.get(lang, 0) + 1
         batch.done()
-
-
-class _Row(NamedTuple):
-    """What reading one item directory gives the store."""
-
-    sortkey: str
-    fingerprint: str
-    record: str | None
-    problems_json: str | None
-    keys: list[str]
-    refs: list[str]
-    langs: list[str]
-    problems: list[Problem]
-
-
-def read_item(root: Path, found: Found) -> _Row:
-    directory = found.directory
-    item = None
-    try:
-        item, problems = index.load_item(
-            root, directory, found.name, found.files, found.has_sidecar
-        )
-    except sidecarmod.SidecarError as exc:
-        problems = [Problem(f"{directory}/{sidecarmod.SIDECAR}", p) for p in exc.problems]
-    except OSError as exc:
-        problems = [Problem(directory, f"cannot read: {exc.strerror}")]
-    keys = refs = langs = []
-    record = None
-    if item is not None:
-        record = encode(item)
-        keys = item.keys()
-        refs = sorted(
-            {ibimod.key(ref.text) for ref in item.translations.values()}
-            | {
-                f"{kind}:{ibimod.key(ref.text)}"
-                for kind, ref in (("n", item.nextedition), ("m", item.metadata))
-                if ref is not None
-            }
-        )
-        langs = sorted({item.language or NO_LANGUAGE, *item.translations})
-    problems_json = (
-        json.dumps([[p.where, p.message, p.severity] for p in problems]) if problems else None
-    )
-    return _Row(
-        found.sortkey, found.fingerprint, record, problems_json, keys, refs, langs, problems
-    )
 
 
 def _send(stream, message) -> None:
