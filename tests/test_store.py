@@ -20,6 +20,7 @@ import webtest
 
 from archive_service import settings
 from archive_service.collection import items as index
+from archive_service.index import catalog as catalogmod
 from archive_service.index import readers, store, walk
 from archive_service.protocol import answers
 from archive_service.testing import dump, make_collection, wait_until
@@ -350,7 +351,7 @@ def test_an_index_that_cannot_be_written_is_served_as_it_is(
     collection: Path, tmp_path: Path
 ) -> None:
     st = _clean_build(collection, tmp_path / "state")
-    reading = store.StoreCatalog(st)  # a running worker: the index's shared memory exists
+    reading = catalogmod.StoreCatalog(st)  # a running worker: the index's shared memory exists
     assert reading.count() == 15
     try:
         query = _query_on_a_full_disk(collection, tmp_path / "state")

@@ -45,6 +45,7 @@ import yaml
 
 from ..common import files as filesmod
 from ..common.yamlsafe import SafeLoader
+from ..index import catalog as catalogmod
 from ..index import records as recordsmod
 from ..index import store as storemod
 from ..index import walk as walkmod
@@ -173,7 +174,7 @@ class Holdings:
         self.pending_path = self.state_dir / PENDING_FILE
         self.read: dict[str, Item | None] = {}  # directory -> its item as on disk now
         self.scanned: index.Catalog | None = None
-        self.catalog: storemod.StoreCatalog | None = None
+        self.catalog: catalogmod.StoreCatalog | None = None
         if not self.store.is_complete() and (why := self._build()) is not None:
             log.warning(
                 "no complete index of %s in %s (%s): reading the whole collection instead",
@@ -183,7 +184,7 @@ class Holdings:
             )
             self.scanned = index.scan(self.root)
             return
-        self.catalog = storemod.StoreCatalog(self.store)
+        self.catalog = catalogmod.StoreCatalog(self.store)
         self.pending = self._read_pending()
         if self.pending:
             self._refresh(self.pending)
