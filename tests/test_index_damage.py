@@ -17,7 +17,8 @@ from urllib.parse import urlencode
 import pytest
 
 from archive_service import testing
-from archive_service.index.store import Store, StoreCatalog, Writer
+from archive_service.index.catalog import StoreCatalog
+from archive_service.index.store import Store, Writer
 from archive_service.protocol import pairs
 from serve_process import Serve
 

@@ -21,7 +21,8 @@ import pytest
 
 from archive_service.cli import main
 from archive_service.collection import sidecar
-from archive_service.index.store import Store, StoreCatalog, Writer
+from archive_service.index.catalog import StoreCatalog
+from archive_service.index.store import Store, Writer
 from serve_process import Serve
 from support import ROOT
 

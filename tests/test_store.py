@@ -20,7 +20,8 @@ import webtest
 
 from archive_service import settings
 from archive_service.collection import items as index
-from archive_service.index import store, walk
+from archive_service.index import catalog as catalogmod
+from archive_service.index import readers, store, walk
 from archive_service.protocol import answers
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
@@ -350,7 +351,7 @@ def test_an_index_that_cannot_be_written_is_served_as_it_is(
     collection: Path, tmp_path: Path
 ) -> None:
     st = _clean_build(collection, tmp_path / "state")
-    reading = store.StoreCatalog(st)  # a running worker: the index's shared memory exists
+    reading = catalogmod.StoreCatalog(st)  # a running worker: the index's shared memory exists
     assert reading.count() == 15
     try:
         query = _query_on_a_full_disk(collection, tmp_path / "state")
@@ -452,19 +453,19 @@ def _reader_kinds(monkeypatch, threaded: bool) -> None:
     process runs one thread, new Pythons where another thread runs (as under mod_wsgi)."""
     monkeypatch.setattr(store, "PARALLEL_ITEMS", 100)
     # Whatever threads earlier tests left in this process, the build sees one or two.
-    monkeypatch.setattr(store.threading, "active_count", lambda: 2 if threaded else 1)
+    monkeypatch.setattr(readers.threading, "active_count", lambda: 2 if threaded else 1)
 
 
 def _in_readers(monkeypatch, act) -> None:
     """Have every reading process (never the builder) call `act()` before reading an item."""
-    builder, read = os.getpid(), store.read_item
+    builder, read = os.getpid(), readers.read_item
 
     def read_item(root, found):
         if os.getpid() != builder:
             act()
         return read(root, found)
 
-    monkeypatch.setattr(store, "read_item", read_item)
+    monkeypatch.setattr(readers, "read_item", read_item)
 
 
 @pytest.mark.process
@@ -478,13 +479,13 @@ def test_a_first_build_read_by_other_processes_equals_one_read_here(
     serial = _clean_build(col, tmp_path / "serial")
     _reader_kinds(monkeypatch, threaded)
     kinds = []
-    made = store._Readers.__init__
+    made = readers._Readers.__init__
 
     def note(self, *args):
         made(self, *args)
         kinds.extend(type(proc).__name__ for proc in self.procs)
 
-    monkeypatch.setattr(store._Readers, "__init__", note)
+    monkeypatch.setattr(readers._Readers, "__init__", note)
     parallel = _clean_build(col, tmp_path / "parallel")
     assert kinds and set(kinds) == {"Popen" if threaded else "_ForkedReader"}
     assert dump(parallel) == dump(serial)
@@ -499,7 +500,7 @@ def test_a_forked_reader_that_dies_leaves_its_items_to_the_build(
     serial = _clean_build(col, tmp_path / "serial")
     _reader_kinds(monkeypatch, threaded=False)
     _in_readers(monkeypatch, lambda: os._exit(3))  # as if killed: its chunk comes back unread
-    with caplog.at_level(logging.WARNING, logger="archive_service.index.store"):
+    with caplog.at_level(logging.WARNING, logger="archive_service.index.readers"):
         parallel = _clean_build(col, tmp_path / "parallel")
     assert "a reading process" in caplog.text and "died" in caplog.text
     assert dump(parallel) == dump(serial)
@@ -535,9 +536,9 @@ def test_a_build_that_cannot_start_its_readers_reads_everything_itself(
     def refused(*args, **kwargs):
         raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
 
-    monkeypatch.setattr(store.os, "fork", refused)
-    monkeypatch.setattr(store.subprocess, "Popen", refused)
-    with caplog.at_level(logging.WARNING, logger="archive_service.index.store"):
+    monkeypatch.setattr(readers.os, "fork", refused)
+    monkeypatch.setattr(readers.subprocess, "Popen", refused)
+    with caplog.at_level(logging.WARNING, logger="archive_service.index.readers"):
         alone = _clean_build(col, tmp_path / "alone")
     assert "cannot start a reading process" in caplog.text
     assert dump(alone) == dump(serial)

@@ -1,4 +1,4 @@
-"""The index reader under threaded workers (store.StoreCatalog): the threads of one process
+"""The index reader under threaded workers (catalog.StoreCatalog): the threads of one process
 share one cache of decoded items and rendered answers, bounded as one worker's was, while each
 request still reads one snapshot of the index, never an item another thread read from a newer
 one; and concurrent eviction of kept answers is safe."""
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from archive_service.collection import items as index
+from archive_service.index import catalog as catalogmod
 from archive_service.index import store
 from archive_service.protocol.answers import Links
 from archive_service.testing import make_collection, rep_name
@@ -123,7 +124,7 @@ def test_threads_share_one_cache_of_items_and_answers(generated) -> None:
 def test_the_items_kept_by_all_threads_are_bounded_by_one_cache(generated, monkeypatch) -> None:
     app, made = generated
     catalog = app.extensions["archive"].catalog
-    monkeypatch.setattr(store._Reader, "CACHE", 16)
+    monkeypatch.setattr(catalogmod._Reader, "CACHE", 16)
     baseline = live_items()
     gate = threading.Barrier(THREADS)
 
@@ -135,7 +136,7 @@ def test_the_items_kept_by_all_threads_are_bounded_by_one_cache(generated, monke
 
     _, finish = in_threads(work)
     try:
-        assert live_items() - baseline <= store._Reader.CACHE
+        assert live_items() - baseline <= catalogmod._Reader.CACHE
     finally:
         finish()
 

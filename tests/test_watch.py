@@ -22,6 +22,7 @@ import pytest
 import webtest
 
 from archive_service.common.processes import child_environment
+from archive_service.index import catalog as catalogmod
 from archive_service.index import store
 from archive_service.indexer import startup, watch
 from archive_service.testing import dump, make_collection, wait_until
@@ -309,7 +310,7 @@ def test_an_overflow_rescans_everything(collection: Path, tmp_path: Path) -> Non
             indexer.proc.send_signal(signal.SIGCONT)
         indexer.wait_log("the inotify queue overflowed: ")
         st = store.Store(collection, tmp_path / "state")
-        catalog = store.StoreCatalog(st)
+        catalog = catalogmod.StoreCatalog(st)
         try:
             assert wait_until(lambda: catalog.item_at(NEW) is not None, timeout=10)
         finally:

@@ -45,6 +45,8 @@ import yaml
 
 from ..common import files as filesmod
 from ..common.yamlsafe import SafeLoader
+from ..index import catalog as catalogmod
+from ..index import records as recordsmod
 from ..index import store as storemod
 from ..index import walk as walkmod
 from ..protocol import ibi as ibimod
@@ -172,7 +174,7 @@ class Holdings:
         self.pending_path = self.state_dir / PENDING_FILE
         self.read: dict[str, Item | None] = {}  # directory -> its item as on disk now
         self.scanned: index.Catalog | None = None
-        self.catalog: storemod.StoreCatalog | None = None
+        self.catalog: catalogmod.StoreCatalog | None = None
         if not self.store.is_complete() and (why := self._build()) is not None:
             log.warning(
                 "no complete index of %s in %s (%s): reading the whole collection instead",
@@ -182,7 +184,7 @@ class Holdings:
             )
             self.scanned = index.scan(self.root)
             return
-        self.catalog = storemod.StoreCatalog(self.store)
+        self.catalog = catalogmod.StoreCatalog(self.store)
         self.pending = self._read_pending()
         if self.pending:
             self._refresh(self.pending)
@@ -275,8 +277,8 @@ class Holdings:
             found = self._found(directory)
             item = None
             if found is not None and found.valid():
-                record = storemod.read_item(self.root, found).record
-                item = storemod.decode(directory, record) if record is not None else None
+                record = recordsmod.read_item(self.root, found).record
+                item = recordsmod.decode(directory, record) if record is not None else None
             self.read[directory] = item
         return self.read[directory]
 
@@ -296,7 +298,7 @@ class Holdings:
         ]
         if not claiming:
             return None
-        item = min(claiming, key=lambda i: storemod.claim(walkmod.sortkey(i.directory)))
+        item = min(claiming, key=lambda i: recordsmod.claim(walkmod.sortkey(i.directory)))
         keys = set(item.keys())
         for directory in sorted(
             {*self.catalog.referrers(keys), *self.pending}, key=walkmod.sortkey

@@ -1,6 +1,6 @@
 """Starting a Python process of ours: which interpreter, and this package importable in it.
 Used for the indexer (indexer/follower.py), the announcer (serve/announce.py) and the
-index's reading processes (index/store.py)."""
+index's reading processes (index/readers.py)."""
 
 from __future__ import annotations
 

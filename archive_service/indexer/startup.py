@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from .. import settings
 from ..collection import items as index
-from ..index.store import Store, StoreCatalog, Writer
+from ..index.catalog import StoreCatalog
+from ..index.store import Store, Writer
 from .follower import Follower
 
 log = logging.getLogger(__name__)

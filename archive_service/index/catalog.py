@@ -1,0 +1,475 @@
+"""The reader side of the index: `StoreCatalog` answers the questions of
+`collection.items.Catalog` from the SQLite index with indexed look-ups, each request reading
+one snapshot; the threads of a worker share what was read from one state of the index
+(`_Generation`), and a damaged index is reported for the indexer to rebuild
+(`Store.report_damage`)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+
+from ..collection.items import Item, Problem
+from ..protocol import ibi as ibimod
+from ..protocol.ibi import Ibi
+from .records import NO_LANGUAGE, _ibi, claim, claimant, decode
+from .store import Store, is_damage
+from .walk import directory_of, sortkey
+
+log = logging.getLogger(__name__)
+
+
+# ------------------------------------------------------------------------------ reader
+
+
+_INHERITED: list = []
+
+
+def _storable(text: str) -> bool:
+    return text.isascii() and "\x00" not in text
+
+
+class _Generation:
+    """What was read from one state of the index (one file at one generation), shared by the
+    threads of a process whose snapshots read that state. Its dicts are only read and written
+    one key at a time (atomic under the GIL): threads that miss the same key at once both read
+    it, from the same state, and one of the equal results stays."""
+
+    def __init__(self, key: tuple):
+        self.key = key
+        self.answers: dict = {}
+        self.forget_items()
+
+    def forget_items(self) -> None:
+        # New dicts, not cleared ones: a thread still reading the old ones is not disturbed.
+        self.items: dict[str, Item | None] = {}
+        self.rows: dict[str, tuple[str, str] | None] = {}
+        self.served: dict[str, bool] = {}
+        self.found: dict[str, str | None] = {}
+        self.summary: tuple[set[str], bool] | None = None
+        self.count: int | None = None
+
+    def oversized(self, limit: int) -> bool:
+        return max(len(self.items), len(self.rows), len(self.served), len(self.found)) > limit
+
+
+_UNKNOWN = object()
+
+
+class _Reader:
+    """One process's and thread's connection, and which state of the index it last read."""
+
+    # Decoded items kept per worker, whatever its threads (about 2 KB each): a full answer
+    # reads about 12, and a busy Archive answers for thousands of items in turn (bench: 1,000
+    # answers ≈ 12,000).
+    CACHE = 16384
+
+    # Without news from the changes counter, the generation is still read this often (a
+    # writer killed between its commit and the counter, a counter that cannot be written).
+    READ_EVERY = 1.0
+
+    def __init__(self, store: Store):
+        self.pid = os.getpid()
+        self.store = store
+        self.inode = store.inode()  # a rebuilt index is another file at the same path
+        self.conn = store.connect(readonly=True)
+        self.changes = store.map_changes()
+        self.seen = b""  # the counter when the generation was last read
+        self.read_at = 0.0
+        self.key: tuple | None = None  # the state of the index last read (see state())
+        self.gen: _Generation | None = None  # its cache, during a request
+        self.private: _Generation | None = None  # see state()
+        self.visiting: set[str] = set()  # the items _served is deciding in this thread
+        self.in_request = False  # between begin() and end()
+        self.snapshot = False  # a read transaction is open
+
+    def state(self) -> tuple:
+        """The key of the index's state this connection reads now: its file and generation.
+        An index no writer of this version has committed to yet has no generation: then
+        this connection's own data_version, and a cache of its own."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        if row is not None:
+            return (self.inode, row[0])
+        return (self.inode, None, id(self), self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def check(self) -> None:
+        """Read the state of the index again if the indexer committed since (the changes
+        counter moved) or every READ_EVERY seconds."""
+        if self.changes is not None:
+            seen, now = self.changes[:8], time.monotonic()
+            if self.key is not None and seen == self.seen and now - self.read_at < self.READ_EVERY:
+                return
+            # Noted before the generation is read: a commit in between is seen next time.
+            self.seen, self.read_at = seen, now
+        if not self.conn.in_transaction and self.store.inode() != self.inode:
+            self.conn.close()  # a damaged index was rebuilt: read the new file
+            self.inode = self.store.inode()
+            self.conn = self.store.connect(readonly=True)
+        self.key = self.state()
+
+    def start_snapshot(self) -> None:
+        self.conn.execute("BEGIN")
+        self.key = self.state()  # the snapshot starts here
+        self.snapshot = True
+
+
+def _reading(on_damage=None, *, snapshot: bool = False):
+    """A StoreCatalog method that reports a damaged index (see Store.report_damage) and drops
+    this thread's connection, then raises (the request fails until the index is rebuilt) or,
+    given `on_damage`, returns on_damage(self, error). With `snapshot`, a call outside a
+    request is a request of its own: what it caches for other threads is of one state."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def read(self, *args, **kwargs):
+            try:
+                if snapshot and not self._in_request():
+                    self.begin()
+                    try:
+                        return method(self, *args, **kwargs)
+                    finally:
+                        self.end()
+                return method(self, *args, **kwargs)
+            except sqlite3.DatabaseError as exc:
+                if not is_damage(exc):
+                    raise
+                self._damaged(exc)
+                if on_damage is None:
+                    raise
+                return on_damage(self, exc)
+
+        return read
+
+    return wrap
+
+
+def _later(key: tuple, than: tuple) -> bool:
+    """Whether the state `key` follows `than`, unless it is an earlier generation of the
+    same file (readers only move on to a rebuilt file; a file that reuses the inode of
+    the one it replaced starts from a random generation, far from its)."""
+    try:
+        return key[0] != than[0] or not 0 < int(than[1]) - int(key[1]) < 2**32
+    except ValueError:
+        return True
+
+
+class StoreCatalog:
+    """The `collection.items.Catalog` interface protocol/answers.py uses, read from the store
+    on demand.
+
+    Look-ups between `begin()` and `end()` (one web request) read one snapshot, so an answer
+    never mixes two states of the index; outside them each call sees the latest commit.
+    Each thread has its own connection; what they read is kept once per process, for the
+    current state of the index only (see _Generation)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.root = store.root
+        self._local = threading.local()
+        self._kept: _Generation | None = None  # the cache of the latest state read
+
+    def _reader(self, check: bool = True) -> _Reader:
+        reader = getattr(self._local, "reader", None)
+        if reader is None or reader.pid != os.getpid():
+            if reader is not None:
+                # A connection must not cross fork(): this process opens its own and leaves
+                # the parent's alone (not even closed, which would act on the parent's files).
+                _INHERITED.append(reader)
+            reader = self._local.reader = _Reader(self.store)
+        if check and not reader.snapshot and reader.in_request:
+            reader.start_snapshot()
+            if reader.gen is None or reader.gen.key != reader.key:
+                reader.gen = self._cache(reader)  # committed since begin(): a newer state
+        return reader
+
+    def _in_request(self) -> bool:
+        reader = getattr(self._local, "reader", None)
+        return reader is not None and reader.pid == os.getpid() and reader.in_request
+
+    def _cache(self, reader: _Reader) -> _Generation:
+        """The cache of the state `reader` reads: the process's, unless the state is older
+        than the one kept (a request that began before a commit: then one of its own)."""
+        key = reader.key
+        if key[1] is None:
+            if reader.private is None or reader.private.key != key:
+                reader.private = _Generation(key)
+            return reader.private
+        kept = self._kept
+        if kept is not None and kept.key == key:
+            return kept
+        cache = _Generation(key)
+        if kept is None or kept.key[1] is None or _later(key, kept.key):
+            self._kept = cache  # the previous one lives on only in the requests reading it
+        return cache
+
+    @_reading()
+    def begin(self) -> None:
+        """A request starts: its reads will share one snapshot of the index. The snapshot
+        (a read transaction) is opened by the first read, so a request answered from
+        `answer_cache()` costs no statement while the changes counter stays."""
+        reader = self._reader(check=False)
+        if reader.in_request:
+            return
+        reader.check()
+        reader.gen = self._cache(reader)
+        if reader.gen.oversized(reader.CACHE):
+            reader.gen.forget_items()
+        reader.in_request = True
+
+    @_reading()
+    def end(self) -> None:
+        reader = getattr(self._local, "reader", None)
+        if reader is not None and reader.pid == os.getpid() and reader.in_request:
+            reader.in_request = False
+            reader.gen = None  # an idle thread keeps no state of the index alive
+            if reader.snapshot:
+                reader.snapshot = False
+                reader.conn.execute("COMMIT")
+
+    @_reading()
+    def answer_cache(self) -> dict:
+        """A dict for answers computed from the index as it is now (in a request: as its
+        snapshot reads it), shared by this process's threads; a new, empty one once the
+        indexer commits. Callers bound its size and serialize their writes."""
+        reader = self._reader(check=False)
+        if not reader.in_request:
+            reader.check()
+            return self._cache(reader).answers
+        return reader.gen.answers
+
+    def _damaged(self, exc: sqlite3.DatabaseError) -> None:
+        reader = getattr(self._local, "reader", None)
+        inode = reader.inode if reader is not None else self.store.inode()
+        if not os.path.exists(self.store.damage_path):
+            log.error(
+                "the index %s is damaged (%s): asking for it to be rebuilt from the "
+                "collection; what reads a damaged page fails until then",
+                self.store.path,
+                exc,
+            )
+        self.store.report_damage(inode, str(exc))
+        if reader is not None and reader.pid == os.getpid():
+            try:
+                reader.conn.close()
+            except sqlite3.Error:
+                pass
+            self._local.reader = None
+
+    def close(self) -> None:
+        """Close this thread's connection (before a fork, or when done)."""
+        reader = getattr(self._local, "reader", None)
+        if reader is not None and reader.pid == os.getpid():
+            reader.conn.close()
+        self._local.reader = None
+
+    # -- the Catalog interface ---------------------------------------------------------
+
+    @_reading(snapshot=True)
+    def lookup(self, text: str | Ibi) -> Item | None:
+        k = ibimod.key(str(text))
+        if not _storable(k):
+            return None
+        reader = self._reader()
+        key = reader.gen.found.get(k, _UNKNOWN)
+        if key is _UNKNOWN:
+            key = reader.gen.found[k] = next(
+                (
+                    claimant(c)
+                    for (c,) in reader.conn.execute(
+                        "SELECT claim FROM keys WHERE key = ? ORDER BY claim", (k,)
+                    )
+                    if self._served(reader, claimant(c))
+                ),
+                None,
+            )
+        return self._item(reader, key) if key is not None else None
+
+    @_reading(snapshot=True)
+    def item_at(self, directory: str) -> Item | None:
+        if not _storable(directory):
+            return None  # from a URL, say; item directories are IBIs: ASCII, no NUL
+        reader = self._reader()
+        key = sortkey(directory)
+        return self._item(reader, key) if self._served(reader, key) else None
+
+    @property
+    def languages(self) -> set[str]:
+        return self._summary()[0]
+
+    @property
+    def has_unlanguaged(self) -> bool:
+        return self._summary()[1]
+
+    @property
+    @_reading(
+        lambda self, exc: [
+            Problem(
+                str(self.store.path),
+                f"the index is damaged ({exc}); it is being rebuilt from the collection",
+            )
+        ],
+        snapshot=True,
+    )
+    def problems(self) -> list[Problem]:
+        """Every item's problems, then the IBIs claimed by more than one directory."""
+        reader = self._reader()
+        found = []
+        for (text,) in reader.conn.execute(
+            "SELECT problems FROM items WHERE problems IS NOT NULL ORDER BY sortkey"
+        ):
+            found += [Problem(*p) for p in json.loads(text)]
+        for k, claimants in reader.conn.execute(
+            "SELECT key, group_concat(claim, ' ') FROM keys GROUP BY key HAVING count(*) > 1"
+        ):
+            served = self.lookup(k)
+            if served is None:
+                continue
+            for key in sorted(map(claimant, claimants.split(" "))):
+                if key != sortkey(served.directory):
+                    found.append(
+                        Problem(
+                            directory_of(key),
+                            f"IBI {k} is also claimed by "
+                            f"{served.directory}; {served.directory} is served",
+                        )
+                    )
+        return found
+
+    @_reading(lambda self, exc: 0, snapshot=True)
+    def count(self) -> int:
+        """How many items are served (read once per state of the index)."""
+        reader = self._reader()
+        count = reader.gen.count
+        if count is None:
+            readable = reader.conn.execute(
+                "SELECT count(*) FROM items WHERE record IS NOT NULL"
+            ).fetchone()[0]
+            # Items that lose every claim to an earlier directory are not served.
+            later = reader.conn.execute(
+                "SELECT DISTINCT k2.claim FROM keys k1 JOIN keys k2 ON k1.key = k2.key "
+                "AND k1.claim < k2.claim"
+            ).fetchall()
+            count = reader.gen.count = readable - sum(
+                1 for (c,) in later if not self._served(reader, claimant(c))
+            )
+        return count
+
+    # -- resolution --------------------------------------------------------------------
+
+    @_reading(snapshot=True)
+    def _summary(self) -> tuple[set[str], bool]:
+        reader = self._reader()
+        summary = reader.gen.summary
+        if summary is None:
+            langs = {lang for (lang,) in reader.conn.execute("SELECT lang FROM langs WHERE n > 0")}
+            summary = reader.gen.summary = (langs - {NO_LANGUAGE}, NO_LANGUAGE in langs)
+        return summary
+
+    def _row(self, reader: _Reader, key: str) -> tuple[str, str] | None:
+        # _served and _item both need an item's row: read it once per state of the index.
+        row = reader.gen.rows.get(key, _UNKNOWN)
+        if row is _UNKNOWN:
+            row = reader.gen.rows[key] = reader.conn.execute(
+                "SELECT record, keys FROM items WHERE sortkey = ? AND record IS NOT NULL", (key,)
+            ).fetchone()
+        return row
+
+    def _served(self, reader: _Reader, key: str) -> bool:
+        """Whether the item at `key` is served: as `index.Catalog.add` decides, an item is
+        served unless a served item with an earlier claim (see claim()) claims one of its IBIs."""
+        served = reader.gen.served.get(key)
+        if served is not None:
+            return served
+        if key in reader.visiting:
+            return False  # a claim cycle cannot be served
+        # Marked in this thread only: another one must not take "being decided" for "not served".
+        reader.visiting.add(key)
+        try:
+            row = self._row(reader, key)
+            served = row is not None and not any(
+                self._served(reader, other)
+                for k in row[1].split(" ")
+                if k
+                for (other,) in reader.conn.execute(
+                    "SELECT substr(claim, 2) FROM keys WHERE key = ? AND claim < ? ORDER BY claim",
+                    (k, claim(key)),
+                )
+            )
+        finally:
+            reader.visiting.discard(key)
+        reader.gen.served[key] = served
+        return served
+
+    def _item(self, reader: _Reader, key: str) -> Item | None:
+        item = reader.gen.items.get(key, _UNKNOWN)
+        if item is not _UNKNOWN:
+            return item
+        row = self._row(reader, key)
+        item = decode(directory_of(key), row[0]) if row else None
+        if item is not None:
+            # A translation declared on one side is a translation on both sides (Catalog.finish).
+            keys = item.keys()
+            declared = reader.conn.execute(
+                f"SELECT DISTINCT sortkey FROM refs WHERE ref IN ({','.join('?' * len(keys))}) "
+                "ORDER BY sortkey",
+                keys,
+            ).fetchall()
+            for (other,) in declared:
+                if other == key or not self._served(reader, other):
+                    continue
+                source = self._row(reader, other)
+                language = json.loads(source[0]).get("language")
+                if language:
+                    item.translations.setdefault(language, _ibi(json.loads(source[0])["name"]))
+        # Two threads that missed together both decoded it: the first one kept is everyone's
+        # (setdefault is one step under the GIL), so the worker holds one object per item.
+        return reader.gen.items.setdefault(key, item)
+
+    # -- for deposit and delete: which directories to read from disk -----------------------
+
+    @_reading()
+    def claimants(self, text: str | Ibi) -> list[str]:
+        """The directories that claim the IBI `text` (served or not), in claim order."""
+        k = ibimod.key(str(text))
+        if not _storable(k):
+            return []
+        return [
+            directory_of(claimant(c))
+            for (c,) in self._reader().conn.execute(
+                "SELECT claim FROM keys WHERE key = ? ORDER BY claim", (k,)
+            )
+        ]
+
+    @_reading()
+    def referrers(self, keys: Iterable[str]) -> list[str]:
+        """The directories whose item names one of `keys` (IBI keys) in its translations,
+        nextedition or metadata, in key order."""
+        refs = [r for k in keys if _storable(k) for r in (k, f"n:{k}", f"m:{k}")]
+        if not refs:
+            return []
+        return [
+            directory_of(key)
+            for (key,) in self._reader().conn.execute(
+                f"SELECT DISTINCT sortkey FROM refs WHERE ref IN ({','.join('?' * len(refs))}) "
+                "ORDER BY sortkey",
+                refs,
+            )
+        ]
+
+    @_reading()
+    def fingerprint(self, directory: str) -> str | None:
+        """The fingerprint the index holds for `directory` (see Walk.found), or None."""
+        if not _storable(directory):
+            return None
+        row = (
+            self._reader()
+            .conn.execute("SELECT fingerprint FROM items WHERE sortkey = ?", (sortkey(directory),))
+            .fetchone()
+        )
+        return row[0] if row else None
