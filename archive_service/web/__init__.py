@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 from flask import Flask, Response, abort, render_template, request
 from flask.logging import default_handler
+from jinja2 import DictLoader
 from werkzeug.wsgi import wrap_file
 
 from .. import __version__, settings
@@ -44,6 +45,16 @@ DC = "http://purl.org/dc/elements/1.1/"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 for _prefix, _uri in (("oai_dc", OAI_DC), ("dc", DC), ("xsi", XSI)):
     ET.register_namespace(_prefix, _uri)
+
+
+PAGES = ("filelist.html", "metadata.html", "service.html")  # web/templates/
+# Read with the module's code, as the inline strings they replace were: an app made later by a
+# process that can no longer read the package's files (privileges dropped, a tree only its
+# installer reads) still has its pages.
+PAGE_SOURCES = {
+    page: (Path(__file__).with_name("templates") / page).read_text(encoding="utf-8")
+    for page in PAGES
+}
 
 
 def _displayable(name: str) -> str:
@@ -257,6 +268,13 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     app.extensions["archive_index"] = live
     # Each request reads one snapshot of the index: never half of an indexer's commit.
     app.teardown_request(lambda exc: catalog.end())
+    # The pages are compiled here, once, and Jinja keeps them (no auto_reload outside debug):
+    # under gunicorn the workers inherit them from the master, no request reads a template
+    # file (a worker whose user cannot read the package's files still answers), and a
+    # missing template stops the start instead of failing a request.
+    app.jinja_loader = DictLoader(PAGE_SOURCES)
+    for page in PAGES:
+        app.jinja_env.get_template(page)
     service_path = "/" + config.archiveserviceibi
 
     def links(environ) -> Links:
