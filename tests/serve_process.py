@@ -276,3 +276,17 @@ class Dribbler(threading.Thread):
             self.closed_after = time.monotonic() - self.opened
         finally:
             self.sock.close()
+
+
+def serve_collection(tmp_path: Path, collection: Path, state: Path) -> Serve:
+    """`serve` of `collection` with its own state directory, two workers, announcing nothing."""
+    return Serve(
+        tmp_path,
+        "--collection",
+        str(collection),
+        "--state-dir",
+        str(state),
+        "--no-announce",
+        "--workers",
+        "2",
+    )

@@ -20,7 +20,7 @@ from archive_service import testing
 from archive_service.index.catalog import StoreCatalog
 from archive_service.index.store import Store, Writer
 from archive_service.protocol import pairs
-from serve_process import Serve
+from serve_process import Serve, serve_collection
 
 pytestmark = pytest.mark.process
 
@@ -83,19 +83,6 @@ def answers(serve: Serve, ibis: list[str]) -> dict[str, dict[str, str]]:
         )
         found[ibi] = {k: v for k, v in pairs.parse(body) if k != "urlkey"}
     return found
-
-
-def serve_collection(tmp_path: Path, collection: Path, state: Path) -> Serve:
-    return Serve(
-        tmp_path,
-        "--collection",
-        str(collection),
-        "--state-dir",
-        str(state),
-        "--no-announce",
-        "--workers",
-        "2",
-    )
 
 
 def index_file(collection: Path, state: Path) -> Path:

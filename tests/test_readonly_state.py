@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from archive_service.indexer import follower as followermod
-from serve_process import Serve
+from serve_process import serve_collection
 
 
 def mount(*args: str) -> subprocess.CompletedProcess:
@@ -46,16 +46,7 @@ def test_a_read_only_state_is_said_once_by_the_standby_worker(
     collection: Path, tmp_path, read_only
 ):
     state = tmp_path / "state"
-    serve = Serve(
-        tmp_path,
-        "--collection",
-        str(collection),
-        "--state-dir",
-        str(state),
-        "--no-announce",
-        "--workers",
-        "2",
-    )
+    serve = serve_collection(tmp_path, collection, state)
     try:
         serve.wait_answering(timeout=60)
         serve.wait_log("consistency rescan at start")
