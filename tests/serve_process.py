@@ -290,3 +290,14 @@ def serve_collection(tmp_path: Path, collection: Path, state: Path) -> Serve:
         "--workers",
         "2",
     )
+
+
+def command(args: list[str], env: dict[str, str] | None = None, **popen) -> subprocess.Popen:
+    """`python -m archive_service.cli ARGS` with the pipes a test asks for (`popen`), for a
+    command whose output the test reads itself (a pipe closed early, stderr's exact lines)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "archive_service.cli", *args],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})),
+        **popen,
+    )
