@@ -5,14 +5,13 @@ without a registration key nothing is announced (said once, recorded as not-join
 from __future__ import annotations
 
 import shutil
-import subprocess
 import urllib.request
 
 import pytest
 
 from archive_service.protocol import ibi as ibimod
 from archive_service.serve import inclusion
-from serve_process import SAMPLE, Process, command, free_port
+from serve_process import SAMPLE, Process, free_port, run_command
 
 pytestmark = pytest.mark.process
 
@@ -96,21 +95,9 @@ def test_a_domain_name_gives_a_repository_name(alone, tmp_path):
     process.stop()
 
 
-def run(args: list[str], env: dict) -> subprocess.CompletedProcess:
-    child = command(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = child.communicate(timeout=60)
-    return subprocess.CompletedProcess(args, child.returncode, out, err)
-
-
-@pytest.mark.parametrize(
-    "more, complaint",
-    [
-        ((), "archiveaddress is not set"),  # the bind address is for this machine only
-        (("--archiveaddress", "127.0.0.1:8080"), "archiveaddress 127.0.0.1:8080 is a loopback"),
-    ],
-)
-def test_an_address_the_resolver_cannot_reach_is_never_announced(tmp_path, more, complaint):
-    done = run(
+def refused(tmp_path, *more: str) -> list[str]:
+    """serve with a key and a resolver elsewhere, which stops: the lines of its stderr."""
+    done = run_command(
         [
             "serve",
             "--collection",
@@ -121,15 +108,30 @@ def test_an_address_the_resolver_cannot_reach_is_never_announced(tmp_path, more,
             f"127.0.0.1:{free_port()}",
             "--resolver",
             "https://resolver.example.org/J8LNKB5R7W/3FUQHC5",
-            "--archiveip",
-            "192.0.2.7",
-            "--archiveadmemailaddress",
-            "admin@example.org",
             *more,
         ],
         env={"ARCHIVE_SERVICE_REGISTRATIONKEY": KEY},
     )
-    assert done.returncode == 2
-    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and KEY not in done.stderr, done.stderr
+    return done.stderr.strip().splitlines()
+
+
+@pytest.mark.parametrize(
+    "more, complaint",
+    [
+        ((), "archiveaddress is not set"),  # the bind address is for this machine only
+        (("--archiveaddress", "127.0.0.1:8080"), "archiveaddress 127.0.0.1:8080 is a loopback"),
+    ],
+)
+def test_an_address_the_resolver_cannot_reach_is_never_announced(tmp_path, more, complaint):
+    lines = refused(
+        tmp_path, "--archiveip", "192.0.2.7", "--archiveadmemailaddress", "admin@example.org", *more
+    )
     assert len(lines) == 1 and complaint in lines[0] and "archiveaddress" in lines[0], lines
-    assert KEY not in done.stderr
+
+
+def test_missing_announcing_settings_are_listed_together(tmp_path):
+    lines = refused(tmp_path, "--archiveaddress", "archive.example.org")
+    assert "2 settings" in lines[0], lines
+    assert [line for line in lines if "archiveip is missing" in line]
+    assert [line for line in lines if "archiveadmemailaddress is missing" in line]

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from resolver_double import ResolverDouble
-from serve_process import Serve
+from serve_process import ANNOUNCING, Serve
 
 pytestmark = pytest.mark.process
 
@@ -39,12 +39,7 @@ def test_every_process_logs_in_one_format(tmp_path, journal):
         str(tmp_path / "state"),
         "--resolver",
         resolver.url,
-        "--archiveip",
-        "127.0.0.1",
-        "--archiveadmemailaddress",
-        "admin@example.org",
-        "--exclusion-timeout",
-        "2",
+        *ANNOUNCING,
         env=env,
     )
     try:

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import signal
 import socket
-import subprocess
-import sys
 import threading
 
 import pytest
 
 from archive_service.serve import inclusion
-from serve_process import ROOT, SERVICE, Process, Serve, free_port
+from serve_process import ANNOUNCING, SERVICE, Process, Serve, free_port, run_command
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -60,12 +58,9 @@ class Forwarder:
 
 def test_sighup_after_an_unconfirmed_inclusion_sends_it_again(tmp_path):
     resolver_state = tmp_path / "resolver"
-    registered = subprocess.run(
-        [sys.executable, "-m", "archive_service.cli", "resolver", "register"]
-        + ["--state-dir", str(resolver_state), "--serviceibi", SERVICE, "--key", KEY],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    registered = run_command(
+        ["resolver", "register", "--state-dir", str(resolver_state)]
+        + ["--serviceibi", SERVICE, "--key", KEY]
     )
     assert registered.returncode == 0, registered.stderr
     port = free_port()
@@ -88,12 +83,7 @@ def test_sighup_after_an_unconfirmed_inclusion_sends_it_again(tmp_path):
             f"http://127.0.0.1:{port}/{RESOLVER_IBI}",
             "--archiveaddress",
             f"127.0.0.1:{front_port}",
-            "--archiveip",
-            "127.0.0.1",
-            "--archiveadmemailaddress",
-            "admin@example.org",
-            "--exclusion-timeout",
-            "2",
+            *ANNOUNCING,
             env={"ARCHIVE_SERVICE_REGISTRATIONKEY": KEY},
         )
         serve.wait_log("status.confirmation unsuccessful")
