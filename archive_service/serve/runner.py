@@ -8,15 +8,13 @@ import os
 import signal
 from collections.abc import Callable
 
-from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
 
 from .. import settings
-from ..common import logs
 from ..indexer import startup
 from ..web import limits
 from . import announce, identity
-from .worker import STOP_SIGNALS, ClientTimeoutWorker, unblock_stop_signals
+from .worker import STOP_SIGNALS, ClientTimeoutWorker, Logger, unblock_stop_signals
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +54,7 @@ class ArchiveServer(BaseApplication):
         self.cfg.set("proc_name", "archive-service")
         self.cfg.set("accesslog", "-")
         self.cfg.set("errorlog", "-")
-        self.cfg.set("logger_class", _Logger)
+        self.cfg.set("logger_class", Logger)
         # Each Archive is its own service: no shared gunicorn control socket to fight over.
         self.cfg.set("control_socket_disable", True)
         # Join the resolution system once per start and leave it on exit (announce.py: why here).
@@ -110,17 +108,6 @@ class ArchiveServer(BaseApplication):
 
     def _on_exit(self, arbiter) -> None:
         self.lifecycle.leave(handing_over=bool(arbiter.reexec_pid))
-
-
-class _Logger(glogging.Logger):
-    """gunicorn's error log in the format of every other process of ours (common/logs.py);
-    its access log keeps the access format."""
-
-    datefmt = None  # logging's default, as in logs.configure()
-
-    def setup(self, cfg) -> None:
-        self.error_fmt = logs.line_format()
-        super().setup(cfg)
 
 
 def _freeze_heap(arbiter, worker) -> None:
