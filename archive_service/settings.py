@@ -2,16 +2,19 @@
 and the README check.
 
 Precedence: command line > ARCHIVE_SERVICE_<KEY> environment > YAML file (--config) > default.
-Unknown keys in the file warn; a file that cannot be used, or a value that breaks its rule,
-stops start-up with one line naming the key.
+Unknown keys in the file warn (one line, with the nearest known key); a file that cannot be
+used stops start-up with one line, and values that break their rules or required settings
+that are missing stop it with one message listing every one of them.
 """
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 import re
 import stat
+import textwrap
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,7 +33,19 @@ DEFAULT_RESOLVER = "http://urlib.net/J8LNKB5R7W/3FUQHC5"
 
 
 class ConfigError(ValueError):
-    """A setting or config file that cannot be used; the message is one line."""
+    """Settings or a config file that cannot be used. Each problem is one line naming the key,
+    the rule it breaks and how to fix it; several are listed in one message, so that an admin
+    fixes them all in one go rather than one per run."""
+
+    def __init__(self, *problems: str):
+        self.problems = tuple(problems)
+        if len(problems) == 1:
+            super().__init__(problems[0])
+        else:
+            super().__init__(
+                f"{len(problems)} settings need fixing:\n"
+                + "\n".join(f"  - {problem}" for problem in problems)
+            )
 
 
 class ConfigWarning(UserWarning):
@@ -120,7 +135,10 @@ def bind_address(value: str) -> str:
 
 
 def positive_int(value: Any) -> int:
-    number = int(value)
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError("must be a whole number, 1 or more") from None
     if number < 1:
         raise ValueError("must be 1 or more")
     return number
@@ -162,14 +180,20 @@ def file_path(value: str) -> str:
     return str(value)
 
 
+SYSTEM_STATE_DIR = "/var/lib/archive-service"  # contrib/systemd's StateDirectory=
+
+
 def default_state_dir() -> str:
-    """systemd's StateDirectory when run as a service, else the per-user data directory."""
+    """systemd's StateDirectory when run as a service; else the per-user data directory
+    ($XDG_DATA_HOME, or for root the service's own /var/lib/archive-service, so that a command
+    an admin runs with sudo reads what the systemd service wrote, not /root/.local/share)."""
     if os.environ.get("STATE_DIRECTORY"):
         return os.environ["STATE_DIRECTORY"].split(":")[0]
-    data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "share"
-    )
-    return os.path.join(data_home, "archive-service")
+    if os.environ.get("XDG_DATA_HOME"):
+        return os.path.join(os.environ["XDG_DATA_HOME"], "archive-service")
+    if os.geteuid() == 0:
+        return SYSTEM_STATE_DIR
+    return os.path.join(os.path.expanduser("~"), ".local", "share", "archive-service")
 
 
 @dataclass(frozen=True)
@@ -196,13 +220,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "archiveaddress",
         None,
-        "host[:port] where this Archive is reached from the Internet (required)",
+        "host[:port] where this Archive is reached from the Internet; default: the bind "
+        "address, for trying the Archive out (never announced to a resolver)",
         hostport,
     ),
     Setting(
         "archiveserviceibi",
         None,
-        "IBI of this Archive's service; the service answers at /<archiveserviceibi> (required)",
+        "IBI of this Archive's service; the service answers at /<archiveserviceibi>; "
+        "default: one minted at the first start (from archiveaddress, or an IBIp from the IP) "
+        "and kept in state_dir/archiveserviceibi",
         ibi_text,
     ),
     Setting("platformsoftware", "", "IBI of the platform software, or empty", _optional_ibi),
@@ -222,7 +249,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "registrationkey",
         None,
-        "registration key shared with the resolver (secret)",
+        "registration key shared with the resolver (secret); without one, nothing is "
+        "announced and the Archive joins no resolver",
         registration_key,
         secret=True,
     ),
@@ -266,7 +294,8 @@ SETTINGS: tuple[Setting, ...] = (
         "state_dir",
         None,
         "writable directory for the service's own data; default $STATE_DIRECTORY under "
-        "systemd, else ~/.local/share/archive-service",
+        "systemd, else $XDG_DATA_HOME/archive-service, else for root /var/lib/archive-service, "
+        "else ~/.local/share/archive-service",
         file_path,
         path=True,
     ),
@@ -348,13 +377,25 @@ class Config(Mapping):
         return len(self._values)
 
     def require(self, *names: str) -> None:
+        """ConfigError listing every one of `names` that is not set."""
+        if problems := self.missing(*names):
+            raise ConfigError(*problems)
+
+    def missing(self, *names: str) -> list[str]:
+        """A line for each of `names` that is not set: what it is and how to give it."""
+        problems = []
         for name in names:
             if self._values.get(name) in (None, ""):
                 setting = self._table[name]
-                raise ConfigError(
+                problems.append(
                     f"setting {name} is missing: give {setting.option}, {setting.env}, "
                     f"or '{name}:' in the --config file ({setting.help})"
                 )
+        return problems
+
+    def replace(self, values: Mapping[str, Any], sources: Mapping[str, str]) -> Config:
+        """This config with `values` set (defaults filled in later), each from its source."""
+        return Config({**self._values, **values}, {**self.sources, **sources}, self._table)
 
     def redacted(self) -> dict[str, Any]:
         return {
@@ -398,8 +439,12 @@ def read_file(
     values = {}
     for key, value in data.items():
         if key not in table:
+            near = difflib.get_close_matches(str(key), list(table), n=1)
             warnings.warn(
-                f"config file {path}: unknown setting {key!r} ignored", ConfigWarning, stacklevel=2
+                f"config file {path}: unknown setting {key!r} ignored"
+                + (f" (did you mean {near[0]}?)" if near else ""),
+                ConfigWarning,
+                stacklevel=2,
             )
             continue
         if value is not None and table[key].path:
@@ -452,12 +497,31 @@ def load(
     options: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
     table: tuple[Setting, ...] = SETTINGS,
+    required: tuple[str, ...] = (),
 ) -> Config:
-    """Merge the four sources in order of precedence and validate every value.
+    """Merge the four sources in order of precedence and validate every value; ConfigError
+    listing every bad value and every missing one of `required`.
 
     `table` is the Archive's SETTINGS unless another program of the kit (the resolver) loads
     its own table through the same rules."""
+    config, problems = collect(config_file, options, environ, table, required)
+    if problems:
+        raise ConfigError(*problems)
+    return config
+
+
+def collect(
+    config_file: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    table: tuple[Setting, ...] = SETTINGS,
+    required: tuple[str, ...] = (),
+) -> tuple[Config, list[str]]:
+    """`load`, but the problems are returned rather than raised, each bad value left at its
+    default: a caller with rules of its own (serve's announcing) adds its problems to these
+    and reports them all at once. A config file that cannot be read still raises."""
     environ = os.environ if environ is None else environ
+    problems: list[str] = []
     by_name = {s.name: s for s in table}
     options = {k: v for k, v in (options or {}).items() if v is not None}
     from_file = read_file(config_file, by_name) if config_file else {}
@@ -480,11 +544,50 @@ def load(
                 values[setting.name] = setting.parse(str(raw))
             except (ValueError, TypeError) as exc:
                 shown = "<secret>" if setting.secret else repr(raw)
-                raise ConfigError(f"setting {setting.name} = {shown} ({source}): {exc}") from None
+                problems.append(f"setting {setting.name} = {shown} ({source}): {exc}")
+                values[setting.name], sources[setting.name] = setting.default, "default"
+                continue
         sources[setting.name] = source
     if "state_dir" in values and values["state_dir"] is None:
         values["state_dir"] = default_state_dir()
     for setting in table:
         if setting.path and values[setting.name]:
             values[setting.name] = os.path.abspath(values[setting.name])
-    return Config(values, sources, by_name)
+    config = Config(values, sources, by_name)
+    return config, problems + config.missing(*required)
+
+
+def example_file(values: Mapping[str, Any], table: tuple[Setting, ...] = SETTINGS) -> str:
+    """A commented YAML settings file listing every setting of `table` with its meaning:
+    those in `values` set, every other one commented out at its default, and a secret never
+    written (its `*_file` setting holds the path of a file holding it)."""
+    lines = [
+        f"# archive-service {__version__} settings, written by `archive-service init`.",
+        "# Every setting is listed; a commented one keeps its default. Precedence: the command",
+        f"# line, then {ENV_PREFIX}<NAME> in the environment, then this file, then the default.",
+        "# Relative paths are relative to this file. `archive-service serve --help` says more.",
+    ]
+    for setting in table:
+        lines.append("")
+        lines += textwrap.wrap(setting.help, 92, initial_indent="# ", subsequent_indent="# ")
+        if setting.secret:
+            lines.append(
+                f"# {setting.name}: never here, this file is read by more than the service: "
+                f"give {setting.name}_file"
+            )
+            continue
+        if setting.name in values:
+            lines.append(_yaml_line(setting.name, values[setting.name]))
+            continue
+        default = setting.default
+        if setting.name == "state_dir":  # named explicitly, so every command reads the same
+            default = default_state_dir()
+        lines.append(
+            "# " + (f"{setting.name}:" if default is None else _yaml_line(setting.name, default))
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _yaml_line(name: str, value: Any) -> str:
+    value = list(value) if isinstance(value, tuple) else value
+    return yaml.safe_dump({name: value}, default_flow_style=True, width=200)[1:-2].strip()

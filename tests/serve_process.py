@@ -18,6 +18,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_collection"
 SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
+# serve's settings for announcing, but the resolver and the key (the tests' own)
+ANNOUNCING = (
+    "--archiveip",
+    "127.0.0.1",
+    "--archiveadmemailaddress",
+    "admin@example.org",
+    "--exclusion-timeout",
+    "2",
+)
 
 
 def free_port() -> int:
@@ -290,3 +299,21 @@ def serve_collection(tmp_path: Path, collection: Path, state: Path) -> Serve:
         "--workers",
         "2",
     )
+
+
+def command(args: list[str], env: dict[str, str] | None = None, **popen) -> subprocess.Popen:
+    """`python -m archive_service.cli ARGS` with the pipes a test asks for (`popen`), for a
+    command whose output the test reads itself (a pipe closed early, stderr's exact lines)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "archive_service.cli", *args],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})),
+        **popen,
+    )
+
+
+def run_command(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`command` run to its end, its stdout and stderr as text."""
+    child = command(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = child.communicate(timeout=60)
+    return subprocess.CompletedProcess(args, child.returncode, out, err)

@@ -161,7 +161,13 @@ def test_resolver_none_needs_no_announcing_settings():
     assert announce.from_config(plain, environ={}) is None
 
 
-@pytest.mark.parametrize("missing", ["archiveip", "archiveadmemailaddress", "registrationkey"])
+def test_without_a_registration_key_nothing_is_announced():
+    # Issue 18: the Archive serves, joined to no resolver; Lifecycle says so once.
+    assert announce.from_config(config(registrationkey=None), environ={}) is None
+    assert "registrationkey_file" in announce.silence(config(registrationkey=None))
+
+
+@pytest.mark.parametrize("missing", ["archiveip", "archiveadmemailaddress"])
 def test_a_missing_announcing_setting_is_one_line_naming_it(missing):
     with pytest.raises(settings.ConfigError) as error:
         announce.from_config(config(**{missing: None}), environ={})

@@ -78,9 +78,11 @@ def test_query_reports_bad_input_and_unknown_ibis(capsys):
 
 
 def test_missing_setting_stops_with_one_line(tmp_path, capsys):
-    assert main(["query", "LK47B6W/362SFKH", "--collection", str(SAMPLE)]) == 2
+    # archiveaddress and archiveserviceibi have defaults since issue 18; the collection not.
+    assert main(["query", "LK47B6W/362SFKH", "--state-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "setting archiveaddress is missing" in err[0]
+    assert len(err) == 1 and "setting collection is missing" in err[0]
+    assert not list(tmp_path.iterdir())  # nothing minted for a command that stopped
 
 
 def _get(url: str) -> tuple[int, bytes]:

@@ -10,19 +10,11 @@ import time
 import pytest
 
 from resolver_double import ResolverDouble
-from serve_process import SAMPLE, SERVICE, Serve, free_port
+from serve_process import ANNOUNCING, SAMPLE, SERVICE, Serve, free_port
 
 pytestmark = pytest.mark.process
 
 KEY = "5550001234-9990004321"
-ANNOUNCING = (
-    "--archiveip",
-    "127.0.0.1",
-    "--archiveadmemailaddress",
-    "admin@example.org",
-    "--exclusion-timeout",
-    "2",
-)
 STOP_WITHIN = 15  # seconds: idle sync workers stop at once, plus exclusion_timeout and margin
 
 

@@ -14,16 +14,33 @@ from urllib.parse import quote, urlencode
 
 from .. import __version__, settings
 from ..collection import items as index
+from ..common import logs
 from . import resolver as resolver_cli
 from . import toolkit
-from .options import add_settings, load_config
+from .options import add_settings, collect_config, load_config, say_state_dir
 
 log = logging.getLogger("archive_service")
 
 
+def load_archive(
+    args: argparse.Namespace, environ=None, announcing: bool = False
+) -> settings.Config:
+    """The settings of one Archive, its address and service IBI filled in when not given
+    (serve/identity.py); every problem, and with `announcing` those of the announcement
+    too, in one ConfigError."""
+    from ..serve import announce, identity
+
+    config, problems = collect_config(args, "collection", environ=environ)
+    config = identity.complete(config, problems)
+    if announcing:
+        announce.from_config(config, problems=problems)
+    if problems:
+        raise settings.ConfigError(*problems)
+    return config
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from ..indexer.startup import refresh_early
-    from ..serve import announce
 
     if args.no_announce:
         args.resolver = "none"
@@ -32,15 +49,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     secrets = settings.withdraw_secrets()
 
     def configure() -> settings.Config:  # again on SIGHUP
-        config = load_config(
-            args,
-            "collection",
-            "archiveaddress",
-            "archiveserviceibi",
-            environ={**os.environ, **secrets},
-        )
-        announce.from_config(config)  # settings for announcing: one line naming what is missing
-        return config
+        return load_archive(args, environ={**os.environ, **secrets}, announcing=True)
 
     config = configure()
     refresh_early(config)  # the index's walk runs while the server's modules load
@@ -52,7 +61,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     from ..web import create_app
 
-    config = load_config(args, "collection", "archiveaddress", "archiveserviceibi")
+    config = load_archive(args)
+    say_state_dir(config, "query")  # its urlkeys are the service's only with the same one
     params = {
         "servicesubject": "urlRequest",
         "clientinformation.ipaddress": args.client_ip,
@@ -113,6 +123,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from ..web import stats
 
     config = load_config(args)
+    say_state_dir(config, "stats")
     try:
         report = stats.Store(config.state_dir).report(args.since, args.top or None)
     except stats.StatsError as exc:
@@ -180,7 +191,17 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument(
         "--client-ip", default="127.0.0.1", help="the user's IP address (default: 127.0.0.1)"
     )
-    add_settings(query)
+    add_settings(
+        query,
+        names=(
+            "collection",
+            "archiveaddress",
+            "archiveserviceibi",
+            "platformsoftware",
+            "url_base",
+            "state_dir",
+        ),
+    )
     query.set_defaults(func=cmd_query)
 
     check = sub.add_parser(
@@ -241,21 +262,73 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings(report, names=("state_dir",))
     report.set_defaults(func=cmd_stats)
 
+    init = sub.add_parser(
+        "init",
+        help="write a commented archive-service.yaml with every setting, to edit",
+        description="Write DIR/archive-service.yaml (default: the current directory): every "
+        "setting with its meaning, the state dir named, secrets as *_file references; mode "
+        "0600; an existing file is never overwritten.",
+    )
+    init.add_argument("directory", nargs="?", default=".", metavar="DIR")
+    init.add_argument(
+        "--collection", metavar="DIR", help="the collection to write in the file (else left out)"
+    )
+    init.set_defaults(func=cmd_init)
+
     resolver_cli.add_parser(sub)
     return parser
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    path = os.path.join(args.directory, "archive-service.yaml")
+    values = {"state_dir": settings.default_state_dir()}
+    if args.collection:
+        values["collection"] = os.path.abspath(args.collection)
+    text = settings.example_file(values)
+    try:
+        os.makedirs(args.directory, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        print(f"archive-service init: {path} already exists; not overwritten", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"archive-service init: {path}: {exc.strerror}", file=sys.stderr)
+        return 2
+    os.fchmod(fd, 0o600)  # whatever the umask: the file will name the key's file
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    print(f"wrote {path}: edit it, then archive-service serve --config {path}")
+    return 0
+
+
+def _show_warning(show):
+    """Settings warnings as one plain log line (no file, line number or source line of ours);
+    other warnings as Python shows them."""
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, settings.ConfigWarning):
+            logging.getLogger("archive_service.settings").warning("%s", message)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return showwarning
+
+
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure()
     warnings.simplefilter("default", settings.ConfigWarning)
     logging.captureWarnings(True)
+    warnings.showwarning = _show_warning(warnings.showwarning)
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # here, where a reader gone away is still ours to handle
+        return code
+    except BrokenPipeError:
+        # `archive-service stats | head`: the reader has what it wanted; no traceback, and
+        # no second error when Python flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except settings.ConfigError as exc:
         print(f"archive-service: {exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,8 @@ Both the Archive's commands and `archive-service resolver` build their options h
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from .. import settings
 
@@ -37,6 +39,23 @@ def load_config(
     """The settings of `table` from the options, the environment and the --config file;
     those named in `required` must be set."""
     options = {s.name: getattr(args, s.name, None) for s in table}
-    config = settings.load(args.config, options, environ, table=table)
-    config.require(*required)
-    return config
+    return settings.load(args.config, options, environ, table=table, required=required)
+
+
+def collect_config(
+    args: argparse.Namespace, *required: str, environ=None
+) -> tuple[settings.Config, list[str]]:
+    """`load_config`, the problems returned rather than raised (see settings.collect)."""
+    options = {s.name: getattr(args, s.name, None) for s in settings.SETTINGS}
+    return settings.collect(args.config, options, environ, required=required)
+
+
+def say_state_dir(config: settings.Config, command: str) -> None:
+    """One line on stderr: the state dir a command reads, and where that came from, so that
+    an admin sees whether it is the service's."""
+    source = config.sources.get("state_dir", "default")
+    if source == "default":
+        source = "default: " + (
+            "$STATE_DIRECTORY" if os.environ.get("STATE_DIRECTORY") else "no setting"
+        )
+    print(f"archive-service {command}: state dir {config.state_dir} ({source})", file=sys.stderr)

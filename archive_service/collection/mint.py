@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation, localcontext
 from pathlib import Path
 
+from archive_service import settings
 from archive_service.common import files
 from archive_service.protocol import ibi, ibip
 from archive_service.protocol.ibi import IbiError
@@ -222,12 +223,8 @@ class Minted:
 
 
 def default_state_dir() -> Path:
-    """$STATE_DIRECTORY (systemd; its first entry) or the per-user data directory."""
-    systemd = os.environ.get("STATE_DIRECTORY")
-    if systemd:
-        return Path(systemd.split(":")[0])
-    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(data_home) / "archive-service"
+    """The state_dir setting's default (settings.default_state_dir)."""
+    return Path(settings.default_state_dir())
 
 
 FORMS = ("rep", "ibip", "both")

@@ -7,10 +7,9 @@ import logging
 import re
 
 from gunicorn.app.base import BaseApplication
-from gunicorn.glogging import Logger
 
 from .. import settings
-from ..serve.worker import ClientTimeoutWorker
+from ..serve.worker import ClientTimeoutWorker, Logger
 
 log = logging.getLogger(__name__)
 

@@ -51,9 +51,11 @@ from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 from .. import __version__, settings
+from ..common import logs
 from ..common.processes import child_environment, python_executable
 from ..protocol import pairs as pairsmod
 from ..settings import ConfigError, ConfigWarning
+from . import identity, inclusion
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +193,8 @@ def _read_key(path: Path, where: str) -> str:
 
 
 def registration_key(config: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str:
-    """The key from `registrationkey`, else `registrationkey_file`, else systemd's credential."""
+    """The key from `registrationkey`, else `registrationkey_file`, else systemd's credential;
+    "" when none is given (the Archive then joins no resolver)."""
     environ = os.environ if environ is None else environ
     if config.get("registrationkey") and config.get("registrationkey_file"):
         raise ConfigError(
@@ -206,36 +209,84 @@ def registration_key(config: Mapping[str, Any], environ: Mapping[str, str] | Non
     if credentials and (Path(credentials) / CREDENTIAL).exists():
         path = Path(credentials) / CREDENTIAL
         return _read_key(path, f"systemd credential {path}")
-    raise ConfigError(
-        "setting registrationkey is missing: give registrationkey_file (a file holding the key), "
-        "a systemd credential named registrationkey (LoadCredential=), "
-        "ARCHIVE_SERVICE_REGISTRATIONKEY or --registrationkey; it is sent to the resolver "
-        f"{config.get('resolver')} (resolver: none or --no-announce turns announcing off)"
+    return ""
+
+
+def silence(config: settings.Config) -> str:
+    """Why nothing is announced (the line logged once at start), when from_config gives None."""
+    if config.resolver == "none":
+        return "not announcing to any resolver (resolver: none)"
+    return (
+        "this Archive is not joined to any resolver (no registration key): it answers, but "
+        f"persistent URLs do not reach it. To join {config.resolver}, set registrationkey_file "
+        "(a file holding the key the resolver's operator gave you) and archiveaddress (the "
+        "host[:port] where the resolver reaches this Archive)"
     )
 
 
-def from_config(
-    config: settings.Config, environ: Mapping[str, str] | None = None
-) -> Announcement | None:
-    """The announcement of a validated config; None when announcing is off (resolver: none).
-
-    Raises ConfigError (one line naming the setting) when a pair cannot be built.
-    """
-    if config.resolver == "none":
-        return None
+def _local(host: str) -> bool:
     try:
-        config.require(
-            "archiveaddress",
-            "archiveserviceibi",
-            "archiveip",
-            "archiveplatformversion",
-            "archiveadmemailaddress",
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host.lower() == "localhost" or host.lower().endswith(".localhost")
+
+
+def _unreachable(config: settings.Config) -> str | None:
+    """Why the resolver could not reach archiveaddress, or None: an address the admin did not
+    give (the bind address), or a loopback one sent to a resolver on another machine."""
+    if identity.address_defaulted(config):
+        return (
+            f"setting archiveaddress is not set, and the bind address {config.archiveaddress} "
+            f"it defaults to is not announced: give archiveaddress, the host[:port] where the "
+            f"resolver {config.resolver} reaches this Archive"
         )
-    except ConfigError as exc:
-        raise ConfigError(
-            f"{exc}; it is sent to the resolver {config.resolver} "
-            "(resolver: none or --no-announce turns announcing off)"
-        ) from None
+    host = urlsplit("//" + config.archiveaddress).hostname or ""
+    if _local(host) and not _local(urlsplit(config.resolver).hostname or ""):
+        return (
+            f"setting archiveaddress {config.archiveaddress} is a loopback address, which the "
+            f"resolver {config.resolver} on another machine cannot reach: give archiveaddress, "
+            "the host[:port] where it reaches this Archive"
+        )
+    return None
+
+
+def from_config(
+    config: settings.Config,
+    environ: Mapping[str, str] | None = None,
+    problems: list[str] | None = None,
+) -> Announcement | None:
+    """The announcement of a validated config; None when nothing is announced (resolver:
+    none, or no registration key: `silence` says which).
+
+    When a pair cannot be built, each reason is a line added to `problems`, or, without that
+    list, ConfigError listing them all."""
+    found: list[str] = []
+    key = ""
+    if config.resolver != "none":
+        try:
+            key = registration_key(config, environ)
+        except ConfigError as exc:
+            found.append(str(exc))
+    if key:
+        needed = ["archiveip", "archiveplatformversion", "archiveadmemailaddress"]
+        if not problems:  # else it was not minted, as the start stops anyway
+            needed.insert(0, "archiveserviceibi")
+        suffix = (
+            f"; it is sent to the resolver {config.resolver} (without a registration key, "
+            "or with resolver: none or --no-announce, nothing is announced)"
+        )
+        found += [line + suffix for line in config.missing(*needed)]
+        if config.archiveaddress and (reason := _unreachable(config)):
+            found.append(reason)
+        elif not config.archiveaddress:
+            found += config.missing("archiveaddress")
+    if found:
+        if problems is None:
+            raise ConfigError(*found)
+        problems += found
+        return None
+    if not key:
+        return None
     return Announcement.build(
         config.resolver,
         archiveaddress=config.archiveaddress,
@@ -332,10 +383,14 @@ def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, s
         raise ResolverError(announcement.redact(str(exc))) from None
 
 
+class NotIncluded(ResolverError):
+    """The resolver answered, and not `status.archive included`."""
+
+
 def include(announcement: Announcement, timeout: float = INCLUSION_TIMEOUT) -> dict[str, str]:
     status = ask(announcement, INCLUSION, timeout)
     if status.get("status.archive") != "included":
-        raise ResolverError(
+        raise NotIncluded(
             announcement.redact(
                 f"{announcement.resolver} did not include this Archive; it answered: "
                 f"{status_line(status)}"
@@ -344,11 +399,16 @@ def include(announcement: Announcement, timeout: float = INCLUSION_TIMEOUT) -> d
     return status
 
 
-def report_inclusion(announcement: Announcement, status: Mapping[str, str]) -> None:
+def report_inclusion(
+    announcement: Announcement, status: Mapping[str, str], state_dir: str | None = None
+) -> bool:
+    """Log (and record in `state_dir`) what the resolver answered; whether it confirmed."""
     line = announcement.redact(status_line(status))
     if status.get("status.confirmation") == "successful":
+        _record(state_dir, "included", announcement, line)
         log.info("resolver %s: %s", announcement.resolver, line)
-        return
+        return True
+    _record(state_dir, "unconfirmed", announcement, line)
     address = announcement.value("archiveaddress")
     service = announcement.value("archiveserviceibi")
     log.warning(
@@ -364,6 +424,12 @@ def report_inclusion(announcement: Announcement, status: Mapping[str, str]) -> N
         address,
         service,
     )
+    return False
+
+
+def _record(state_dir: str | None, state: str, announcement: Announcement, detail: str) -> None:
+    if state_dir:
+        inclusion.record(state_dir, state, announcement.resolver, detail)
 
 
 def exclude(announcement: Announcement, timeout: float) -> None:
@@ -507,15 +573,18 @@ def join_when_answering(
     local: Local,
     parent: int | None = None,
     first_retry: float = FIRST_RETRY,
-) -> bool:
-    """Wait until the service answers, then include it, retrying with backoff; True once done.
+    state_dir: str | None = None,
+) -> bool | None:
+    """Wait until the service answers, then include it, retrying with backoff; once included,
+    whether the resolver confirmed it. Each outcome is recorded in `state_dir`.
 
-    Returns False (nothing more to do) if the master that started us goes away.
+    Returns None (nothing more to do) if the master that started us goes away.
     """
+    _record(state_dir, "announcing", announcement, f"waiting for the service at {local}")
     waited, pause = 0.0, 0.05
     while not service_answers(announcement, local):
         if not _pause(pause, parent):
-            return False
+            return None
         waited += pause
         if waited >= SLOW_START_WARNING > waited - pause:
             log.warning(
@@ -530,22 +599,23 @@ def join_when_answering(
             status = include(announcement)
         except ResolverError as exc:
             delay = backoff(attempt, first_retry)
+            state = "excluded" if isinstance(exc, NotIncluded) else "failed"
+            _record(state_dir, state, announcement, str(exc))
             log.warning("inclusion not done, next try in %.1f s: %s", delay, exc)
             attempt += 1
             if not _pause(delay, parent):
-                return False
+                return None
             continue
-        report_inclusion(announcement, status)
-        return True
+        return report_inclusion(announcement, status, state_dir)
+
+
+UNCONFIRMED = 3  # the announcer's exit status when included without confirmation
 
 
 def main() -> int:
-    """The announcer process: its job (JSON) on stdin, written by `Lifecycle`."""
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    """The announcer process: its job (JSON) on stdin, written by `Lifecycle`. Exit status 0
+    when it has nothing more to do, UNCONFIRMED when the resolver could not confirm."""
+    logs.configure()
     # Ctrl-C reaches the whole process group; the master decides when we stop (SIGTERM).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     job = json.load(sys.stdin)
@@ -554,7 +624,13 @@ def main() -> int:
         old = Announcement.from_json(job["leave"])
         exclude(old, old.exclusion_timeout)
     if job.get("join"):
-        join_when_answering(Announcement.from_json(job["join"]), Local(**job["local"]), parent)
+        confirmed = join_when_answering(
+            Announcement.from_json(job["join"]),
+            Local(**job["local"]),
+            parent,
+            state_dir=job.get("state_dir"),
+        )
+        return UNCONFIRMED if confirmed is False else 0
     return 0
 
 
@@ -576,10 +652,16 @@ def _never_raises(method: Callable[..., None]) -> Callable[..., None]:
 
 
 class Lifecycle:
-    """The master's side: start the announcer once per start, exclude on exit."""
+    """The master's side: start the announcer once per start, exclude on exit. The inclusion's
+    state is recorded in `state_dir` (serve/inclusion.py); `silence` is why nothing is
+    announced when `announcement` is None."""
 
-    def __init__(self, announcement: Announcement | None):
+    def __init__(
+        self, announcement: Announcement | None, state_dir: str | None = None, silence: str = ""
+    ):
         self.announcement = announcement
+        self.state_dir = state_dir
+        self.silence = silence
         self.local: Local | None = None
         self.process: subprocess.Popen | None = None
 
@@ -587,20 +669,46 @@ class Lifecycle:
     def start(self, local: Local) -> None:
         self.local = local
         if self.announcement is None:
-            log.info("not announcing to any resolver (resolver: none)")
+            self._not_joined()
             return
         if warning := transport_warning(self.announcement):
             log.warning("%s", warning)
         self._spawn(join=self.announcement)
 
+    def _not_joined(self) -> None:
+        log.info("%s", self.silence or "not announcing to any resolver")
+        if self.state_dir:
+            inclusion.record(self.state_dir, "not-joined", "", self.silence)
+
     @_never_raises
-    def reload(self, announcement: Announcement | None, local: Local) -> None:
-        """SIGHUP: leave and join again only if what we tell the resolver changed."""
+    def reload(
+        self,
+        announcement: Announcement | None,
+        local: Local,
+        state_dir: str | None = None,
+        silence: str = "",
+    ) -> None:
+        """SIGHUP: leave and join again if what we tell the resolver changed; join again if
+        the last inclusion was not confirmed (the admin may have fixed what the resolver's
+        call-back met: the proxy, DNS, the firewall) or never happened."""
         old, self.announcement, self.local = self.announcement, announcement, local
+        self.state_dir, self.silence = state_dir or self.state_dir, silence or self.silence
         if announcement is None and old is None:
             return
         if announcement is not None and announcement.same_message(old):
-            log.info("reload: the announced pairs are unchanged, staying included")
+            if (outcome := self._outcome()) in ("included", "announcing"):
+                log.info(
+                    "reload: the announced pairs are unchanged, staying included%s",
+                    " (the inclusionRequest is under way)" if outcome == "announcing" else "",
+                )
+                return
+            log.info(
+                "reload: the announced pairs are unchanged but the last inclusion was %s: "
+                "inclusionRequest again",
+                outcome,
+            )
+            self.stop_announcer()
+            self._spawn(join=announcement)
             return
         self.stop_announcer()
         log.info(
@@ -614,6 +722,30 @@ class Lifecycle:
         if announcement and (warning := transport_warning(announcement)):
             log.warning("%s", warning)
         self._spawn(join=announcement, leave=old)
+        if announcement is None:
+            self._not_joined()
+
+    def _outcome(self) -> str:
+        """What came of the last inclusion, as the announcer recorded it in the state dir
+        (it records before it logs). Its exit status is only a fallback: gunicorn's master
+        reaps every child it has, so Popen may never see the status (it then says 0)."""
+        if self.process is None:
+            return "not done"
+        recorded = inclusion.read(self.state_dir) if self.state_dir else None
+        ended = self.process.poll() is not None
+        if recorded is not None and recorded.state == "announcing":
+            return "not done" if ended else "announcing"  # ended: it died on the way
+        if recorded is not None and recorded.state in (
+            "included",
+            "unconfirmed",
+            "failed",
+            "excluded",
+        ):
+            return recorded.state
+        code = self.process.returncode
+        if not ended:
+            return "announcing"
+        return "included" if code == 0 else "unconfirmed" if code == UNCONFIRMED else "failed"
 
     @_never_raises
     def leave(self, handing_over: bool = False) -> None:
@@ -626,13 +758,17 @@ class Lifecycle:
             log.info("a new master took over: no exclusionRequest")
             return
         exclude_within(self.announcement, self.announcement.exclusion_timeout)
+        _record(self.state_dir, "left", self.announcement, "the service stopped")
 
     def _spawn(self, join: Announcement | None, leave: Announcement | None = None) -> None:
+        if join:  # before the announcer runs: no earlier outcome stands for this one
+            _record(self.state_dir, "announcing", join, "starting the announcer")
         job = {
             "parent": os.getpid(),
             "local": vars(self.local) if self.local else None,
             "join": join.to_json() if join else None,
             "leave": leave.to_json() if leave else None,
+            "state_dir": self.state_dir,
         }
         try:
             process = subprocess.Popen(

@@ -13,8 +13,8 @@ from gunicorn.app.base import BaseApplication
 from .. import settings
 from ..indexer import startup
 from ..web import limits
-from . import announce
-from .worker import STOP_SIGNALS, ClientTimeoutWorker, unblock_stop_signals
+from . import announce, identity
+from .worker import STOP_SIGNALS, ClientTimeoutWorker, Logger, unblock_stop_signals
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,9 @@ class ArchiveServer(BaseApplication):
         self.config = config
         self.reload_config = reload_config
         self.announced = announce.from_config(config)
-        self.lifecycle = announce.Lifecycle(self.announced)
+        self.lifecycle = announce.Lifecycle(
+            self.announced, config.state_dir, announce.silence(config)
+        )
         super().__init__()
 
     def load_config(self) -> None:
@@ -52,6 +54,7 @@ class ArchiveServer(BaseApplication):
         self.cfg.set("proc_name", "archive-service")
         self.cfg.set("accesslog", "-")
         self.cfg.set("errorlog", "-")
+        self.cfg.set("logger_class", Logger)
         # Each Archive is its own service: no shared gunicorn control socket to fight over.
         self.cfg.set("control_socket_disable", True)
         # Join the resolution system once per start and leave it on exit (announce.py: why here).
@@ -96,7 +99,12 @@ class ArchiveServer(BaseApplication):
         self.lifecycle.start(announce.Local.of_socket(arbiter.LISTENERS[0].sock))
 
     def _on_reload(self, arbiter) -> None:
-        self.lifecycle.reload(self.announced, announce.Local.of_socket(arbiter.LISTENERS[0].sock))
+        self.lifecycle.reload(
+            self.announced,
+            announce.Local.of_socket(arbiter.LISTENERS[0].sock),
+            self.config.state_dir,
+            announce.silence(self.config),
+        )
 
     def _on_exit(self, arbiter) -> None:
         self.lifecycle.leave(handing_over=bool(arbiter.reexec_pid))
@@ -124,6 +132,8 @@ def _follow_collection(worker) -> None:
 
 
 def run(config: settings.Config, reload_config: Callable[[], settings.Config] | None = None) -> int:
+    for line in identity.describe(config):
+        log.info("%s", line)
     log.info(
         "serving %s at http://%s/%s (listening on %s, %d workers)",
         config.collection,

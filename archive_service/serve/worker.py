@@ -1,5 +1,5 @@
 """The gunicorn worker of both servers (the Archive's and the resolver's): gthread whose
-client connections time out."""
+client connections time out; and their error log's format."""
 
 from __future__ import annotations
 
@@ -8,7 +8,21 @@ import signal
 import socket
 import time
 
+from gunicorn import glogging
 from gunicorn.workers.gthread import ThreadWorker
+
+from ..common import logs
+
+
+class Logger(glogging.Logger):
+    """gunicorn's error log in the format of every other process of ours (common/logs.py);
+    the access log keeps its own."""
+
+    datefmt = None  # logging's default, as in logs.configure()
+
+    def setup(self, cfg) -> None:
+        self.error_fmt = logs.line_format()
+        super().setup(cfg)
 
 
 class _ClientSocket(socket.socket):
