@@ -3,15 +3,19 @@ ports, in front of the real `serve`, and what a resolver and a browser check thr
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -75,12 +79,12 @@ def public_copy() -> Iterator[Path]:
     shutil.rmtree(top, ignore_errors=True)
 
 
-def write_config(public: Path, address: str) -> Path:
+def write_config(public: Path, address: str, state_dir: Path | None = None) -> Path:
     config = public / "archive-service.yaml"
     config.write_text(
         f"collection: {public / 'collection'}\narchiveaddress: {address}\n"
         f"archiveserviceibi: {SERVICE}\nplatformsoftware: dpi.inpe.br/banon/1998/08.02.08.56\n"
-        "resolver: none\n"
+        "resolver: none\n" + (f"state_dir: {state_dir}\n" if state_dir else "")
     )
     config.chmod(0o644)
     return config
@@ -259,3 +263,206 @@ http {{
 }}
 """)
     return Front([NGINX, "-c", str(run / "nginx.conf"), "-p", str(run)], port, run / "server.log")
+
+
+def debian_python_site(public: Path) -> tuple[str, Path]:
+    """Debian's python3 (the one mod_wsgi is built for) and a world-readable copy of our package
+    and its dependencies, since this machine's own Python may be private to root."""
+    python = "/usr/bin/python3"
+    if not os.access(python, os.X_OK):
+        pytest.skip("no /usr/bin/python3 (Debian's Python) for CGI and mod_wsgi")
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+    ).stdout.strip()
+    if version != str(sys.version_info[:2]):
+        pytest.skip(
+            f"Debian's python3 is {version}, the tests run {sys.version_info[:2]}: "
+            "the dependencies cannot be shared"
+        )
+    site = public / "site"
+    shutil.copytree(
+        ROOT / "archive_service",
+        site / "archive_service",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    for name in (
+        "flask",
+        "werkzeug",
+        "jinja2",
+        "markupsafe",
+        "itsdangerous",
+        "click",
+        "blinker",
+        "yaml",
+        "_yaml",
+        "watchdog",
+    ):
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:
+            shutil.copytree(
+                list(spec.submodule_search_locations)[0],
+                site / name,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
+        else:
+            shutil.copy(spec.origin, site)
+    # As pip would: the unprivileged user cannot write __pycache__, and CGI imports every time.
+    subprocess.run([python, "-m", "compileall", "-q", str(site)], check=True)
+    for directory, dirs, files in os.walk(site):
+        for name in dirs:
+            os.chmod(os.path.join(directory, name), 0o755)
+        for name in files:
+            os.chmod(os.path.join(directory, name), 0o644)
+    check = subprocess.run(
+        [python, "-c", "import archive_service.web"],
+        user="www-data",
+        env={"PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+    )
+    if check.returncode:
+        pytest.skip(f"Debian's python3 cannot import the app: {check.stderr.strip()[-200:]}")
+    return python, site
+
+
+APACHE2CTL = executable("apache2ctl")
+DEBIAN_APACHE = Path("/etc/apache2")
+needs_debian_apache = pytest.mark.skipif(
+    APACHE2CTL is None or not (DEBIAN_APACHE / "envvars").is_file(),
+    reason="Debian's apache2 layout is not installed (apache2ctl, /etc/apache2/envvars)",
+)
+# The environment systemd gives apache2.service (Environment=APACHE_STARTED_BY_SYSTEMD=true)
+# on a box whose locale is UTF-8: envvars then sets LANG=C, as it does there.
+SYSTEMD_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+    "APACHE_STARTED_BY_SYSTEMD": "true",
+}
+
+
+class DebianApache(Front):
+    """apache2 started as Debian starts it: `apache2ctl start` sources envvars (LANG=C,
+    www-data) and daemonizes, reading a private copy of /etc/apache2 (APACHE_CONFDIR) whose
+    sites and modules are enabled with a2ensite / a2enmod, as contrib's steps say. Only the
+    copy's envvars paths (run, lock and log directories) and ports.conf are changed."""
+
+    def __init__(self, public: Path, port: int):
+        self.port = port
+        self.confdir = public / "apache2"
+        shutil.copytree(DEBIAN_APACHE, self.confdir, symlinks=True)
+        self.run = public / "apache2-run"
+        for sub in ("run", "lock", "log", "state"):
+            (self.run / sub).mkdir(parents=True)
+        self.run.chmod(0o755)
+        envvars = self.confdir / "envvars"
+        text = rewrite(
+            envvars.read_text(),
+            ("/var/run/apache2$SUFFIX/apache2.pid", f"{self.run}/run/apache2.pid"),
+            ("/var/run/apache2$SUFFIX", f"{self.run}/run"),
+            ("/var/lock/apache2$SUFFIX", f"{self.run}/lock"),
+            ("/var/log/apache2$SUFFIX", f"{self.run}/log"),
+        )
+        assert "\nexport LANG=C\n" in text, "Debian's envvars no longer sets LANG=C"
+        envvars.write_text(text)
+        (self.confdir / "ports.conf").write_text(f"Listen 127.0.0.1:{port}\n")
+        # mod_wsgi's sockets go to /var/run/apache2 by default: here, the private run dir.
+        (self.confdir / "conf-available" / "test-run-dir.conf").write_text(
+            "<IfModule mod_wsgi.c>\n    WSGISocketPrefix ${APACHE_RUN_DIR}/wsgi\n</IfModule>\n"
+        )
+        self.env = {
+            **SYSTEMD_ENV,
+            "APACHE_CONFDIR": str(self.confdir),
+            "APACHE_STATE_DIRECTORY": str(self.run / "state"),
+        }
+        self.log = self.run / "log" / "error.log"
+        self.a2("a2enconf", "test-run-dir")
+        self.a2("a2dissite", "000-default")
+
+    def a2(self, *command: str) -> None:
+        """An a2enmod / a2ensite / ... step, on the private copy."""
+        done = subprocess.run(command, env=self.env, capture_output=True, text=True)
+        assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
+
+    def install_site(self, name: str, text: str) -> None:
+        """contrib's steps: copy the file into sites-available, then a2ensite."""
+        (self.confdir / "sites-available" / f"{name}.conf").write_text(text)
+        self.a2("a2ensite", name)
+
+    def start(self) -> DebianApache:
+        done = subprocess.run(
+            [APACHE2CTL, "start"], env=self.env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, f"apache2ctl start: {done.stdout}{done.stderr}\n{self.logs()}"
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError(f"apache2 did not listen:\n{self.logs()}")
+
+    def logs(self) -> str:
+        return "\n".join(
+            p.read_text(errors="replace") for p in sorted((self.run / "log").glob("*.log"))
+        )
+
+    def pid(self) -> int | None:
+        try:
+            return int((self.run / "run" / "apache2.pid").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def stop(self) -> None:
+        pid = self.pid()
+        if pid is None:
+            return
+        subprocess.run([APACHE2CTL, "stop"], env=self.env, capture_output=True, timeout=60)
+        end = time.monotonic() + 15
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < end:
+            time.sleep(0.05)
+        if os.path.exists(f"/proc/{pid}"):
+            os.killpg(pid, signal.SIGKILL)  # apache2 -k start made it a session leader
+
+    @contextmanager
+    def explained(self) -> Iterator[None]:
+        """A failed check says what apache2's logs (and mod_wsgi's) said."""
+        try:
+            yield
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- apache2 logs:\n{self.logs()[-6000:]}") from exc
+
+
+def acknowledge(front: str, answer: dict[str, str]) -> None:
+    """What a resolver sends back after handing a user `answer`'s URL (SPEC: acknowledgment)."""
+    query = urllib.parse.urlencode(
+        {
+            "servicesubject": "acknowledgment",
+            "clientinformation.ipaddress": "150.163.2.175",
+            "contenttype": answer["contenttype"],
+            "ibi": answer["ibi"].strip("{}"),
+            "state": answer["state"],
+            "url": answer["url"],
+            "url.persistent": f"http://urlib.net/{TARGET_IBI}",
+            "urlkey": answer["urlkey"],
+        },
+        quote_via=urllib.parse.quote,
+    )
+    assert fetch(f"{front}/{SERVICE}?{query}") == (200, b"notice {acknowledgment received}")
+
+
+def stats_as(user: str, python: str, site: Path, config: Path) -> dict:
+    """`archive-service stats --format json` as `user` (the web server's), with the config the
+    web server reads: what an admin runs by hand to read what the service counted."""
+    done = subprocess.run(
+        ["runuser", "-u", user, "--", python, "-m", "archive_service.cli", "stats"]
+        + ["--config", str(config), "--format", "json"],
+        env={"PATH": SYSTEMD_ENV["PATH"], "PYTHONPATH": str(site), "LANG": "C.UTF-8"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)

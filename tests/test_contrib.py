@@ -35,6 +35,7 @@ from fronts import (
     TARGET_FILE,
     TARGET_IBI,
     check_front,
+    debian_python_site,
     executable,
     needs_apache,
     needs_nginx,
@@ -372,67 +373,6 @@ def test_apache_vhost_in_front_of_serve(public, tmp_path, fronts, col):
     fronts.append(front := start_apache(public, site, port, ["proxy", "proxy_http", "headers"]))
     check_front(front.url, public / "collection")
     assert ('"GET /col/' in serve.log()) == (col == "proxy")
-
-
-def debian_python_site(public: Path) -> tuple[str, Path]:
-    """Debian's python3 (the one mod_wsgi is built for) and a world-readable copy of our package
-    and its dependencies, since this machine's own Python may be private to root."""
-    python = "/usr/bin/python3"
-    if not os.access(python, os.X_OK):
-        pytest.skip("no /usr/bin/python3 (Debian's Python) for CGI and mod_wsgi")
-    version = subprocess.run(
-        [python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
-    ).stdout.strip()
-    if version != str(sys.version_info[:2]):
-        pytest.skip(
-            f"Debian's python3 is {version}, the tests run {sys.version_info[:2]}: "
-            "the dependencies cannot be shared"
-        )
-    site = public / "site"
-    shutil.copytree(
-        ROOT / "archive_service",
-        site / "archive_service",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
-    for name in (
-        "flask",
-        "werkzeug",
-        "jinja2",
-        "markupsafe",
-        "itsdangerous",
-        "click",
-        "blinker",
-        "yaml",
-        "_yaml",
-    ):
-        spec = importlib.util.find_spec(name)
-        if spec is None:
-            continue
-        if spec.submodule_search_locations:
-            shutil.copytree(
-                list(spec.submodule_search_locations)[0],
-                site / name,
-                ignore=shutil.ignore_patterns("__pycache__"),
-            )
-        else:
-            shutil.copy(spec.origin, site)
-    # As pip would: the unprivileged user cannot write __pycache__, and CGI imports every time.
-    subprocess.run([python, "-m", "compileall", "-q", str(site)], check=True)
-    for directory, dirs, files in os.walk(site):
-        for name in dirs:
-            os.chmod(os.path.join(directory, name), 0o755)
-        for name in files:
-            os.chmod(os.path.join(directory, name), 0o644)
-    check = subprocess.run(
-        [python, "-c", "import archive_service.web"],
-        user="www-data",
-        env={"PYTHONPATH": str(site)},
-        capture_output=True,
-        text=True,
-    )
-    if check.returncode:
-        pytest.skip(f"Debian's python3 cannot import the app: {check.stderr.strip()[-200:]}")
-    return python, site
 
 
 @pytest.mark.process

@@ -1,0 +1,89 @@
+"""contrib/'s Apache variants in Debian's own apache2, started as Debian starts it
+(apache2ctl sourcing /etc/apache2/envvars: LANG=C, www-data; sites copied into
+sites-available and enabled with a2ensite), with non-ASCII file names and acknowledgments
+counted in the statistics."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fronts import (
+    APACHE_MODULES,
+    CONTRIB,
+    TARGET_IBI,
+    DebianApache,
+    acknowledge,
+    check_front,
+    debian_python_site,
+    needs_debian_apache,
+    rewrite,
+    stats_as,
+    url_request,
+    write_config,
+)
+from serve_process import free_port
+
+APACHE_WSGI = CONTRIB / "apache" / "archive-service-wsgi.conf"
+WSGI_FILE = CONTRIB / "apache" / "archive-service.wsgi"
+needs_mod_wsgi = pytest.mark.skipif(
+    not (APACHE_MODULES / "mod_wsgi.so").exists(),
+    reason="mod_wsgi is not installed (Debian: apt-get install libapache2-mod-wsgi-py3)",
+)
+WEB_USER = "www-data"
+
+
+def state_dir_of(public: Path, user: str = WEB_USER) -> Path:
+    """The state directory contrib's steps make for the web server's user."""
+    state = public / "state"
+    state.mkdir(mode=0o700)
+    shutil.chown(state, user, user)
+    return state
+
+
+def mod_wsgi_site(public: Path, apache: DebianApache, config: Path, site: Path) -> None:
+    wsgi = public / "wsgi" / "archive-service.wsgi"
+    wsgi.parent.mkdir(mode=0o755)
+    wsgi.write_text(
+        rewrite(WSGI_FILE.read_text(), ("/etc/archive-service/archive-service.yaml", str(config)))
+    )
+    wsgi.chmod(0o644)
+    apache.a2("a2enmod", "wsgi")
+    apache.install_site(
+        "archive-service-wsgi",
+        rewrite(
+            APACHE_WSGI.read_text(),
+            ("*:80", f"*:{apache.port}"),
+            ("user=archive-service group=archive-service", f"user={WEB_USER} group={WEB_USER}"),
+            ("python-home=/opt/archive-service/venv", f"python-path={site}"),
+            ("/opt/archive-service/archive-service.wsgi", str(wsgi)),
+            ('<Directory "/opt/archive-service">', f'<Directory "{wsgi.parent}">'),
+        ),
+    )
+
+
+def assert_counted(front: str, python: str, site: Path, config: Path) -> None:
+    """An acknowledgment of the non-ASCII target's URL, sent through the front, is counted
+    where `archive-service stats` with the same config (as the web server's user) reads."""
+    answer = url_request(front, TARGET_IBI)
+    acknowledge(front, answer)
+    report = stats_as(WEB_USER, python, site, config)
+    assert report["total"] == 1 and report["rejected"] == 0, report
+
+
+@pytest.mark.process
+@needs_debian_apache
+@needs_mod_wsgi
+def test_mod_wsgi_as_debian_runs_it(public, fronts):
+    python, site = debian_python_site(public)
+    port = free_port()
+    config = write_config(public, f"127.0.0.1:{port}", state_dir_of(public))
+    fronts.append(apache := DebianApache(public, port))
+    mod_wsgi_site(public, apache, config, site)
+    apache.start()
+    with apache.explained():
+        check_front(apache.url, public / "collection")
+        assert_counted(apache.url, python, site, config)
+    assert "Traceback" not in apache.logs() and "rror" not in apache.logs(), apache.logs()
