@@ -25,7 +25,6 @@ from archive_service.protocol import pairs
 from archive_service.protocol.answers import Links
 from archive_service.serve import announce
 from fronts import (
-    APACHE_MODULES,
     APACHE_VHOST,
     BACKEND,
     COLLECTION,
@@ -404,38 +403,6 @@ def test_apache_cgi_variant(public, fronts):
         )
     )
     check_front(front.url, public / "collection", light=True)
-
-
-@pytest.mark.process
-@needs_apache
-@pytest.mark.skipif(
-    not (APACHE_MODULES / "mod_wsgi.so").exists(),
-    reason="mod_wsgi is not installed (Debian: libapache2-mod-wsgi-py3)",
-)
-def test_apache_mod_wsgi_variant(public, fronts):
-    python, site = debian_python_site(public)
-    port = free_port()
-    config = write_config(public, f"127.0.0.1:{port}")
-    wsgi = public / "wsgi" / "archive-service.wsgi"
-    wsgi.parent.mkdir(mode=0o755)
-    wsgi.write_text(
-        rewrite(WSGI_FILE.read_text(), ("/etc/archive-service/archive-service.yaml", str(config)))
-    )
-    wsgi.chmod(0o644)
-    site_conf = rewrite(
-        APACHE_WSGI.read_text(),
-        ("*:80", f"*:{port}"),
-        ("user=archive-service group=archive-service", "user=www-data group=www-data"),
-        ("python-home=/opt/archive-service/venv", f"python-path={site}"),
-        ("/opt/archive-service/archive-service.wsgi", str(wsgi)),
-        ('<Directory "/opt/archive-service">', f'<Directory "{wsgi.parent}">'),
-    )
-    fronts.append(
-        front := start_apache(
-            public, site_conf, port, ["wsgi"], extra=(f"WSGISocketPrefix {public}/apache/wsgi")
-        )
-    )
-    check_front(front.url, public / "collection")
 
 
 @pytest.mark.process

@@ -6,6 +6,7 @@ counted in the statistics."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,13 @@ def state_dir_of(public: Path, user: str = WEB_USER) -> Path:
     return state
 
 
-def mod_wsgi_site(public: Path, apache: DebianApache, config: Path, site: Path) -> None:
+def mod_wsgi_site(
+    public: Path,
+    apache: DebianApache,
+    config: Path,
+    site: Path,
+    user: tuple[str, str] = (WEB_USER, WEB_USER),
+) -> None:
     wsgi = public / "wsgi" / "archive-service.wsgi"
     wsgi.parent.mkdir(mode=0o755)
     wsgi.write_text(
@@ -56,8 +63,9 @@ def mod_wsgi_site(public: Path, apache: DebianApache, config: Path, site: Path) 
         rewrite(
             APACHE_WSGI.read_text(),
             ("*:80", f"*:{apache.port}"),
-            ("user=archive-service group=archive-service", f"user={WEB_USER} group={WEB_USER}"),
+            ("user=archive-service group=archive-service", "user={} group={}".format(*user)),
             ("python-home=/opt/archive-service/venv", f"python-path={site}"),
+            (" home=/opt/archive-service ", f" home={wsgi.parent} "),
             ("/opt/archive-service/archive-service.wsgi", str(wsgi)),
             ('<Directory "/opt/archive-service">', f'<Directory "{wsgi.parent}">'),
         ),
@@ -87,3 +95,29 @@ def test_mod_wsgi_as_debian_runs_it(public, fronts):
         check_front(apache.url, public / "collection")
         assert_counted(apache.url, python, site, config)
     assert "Traceback" not in apache.logs() and "rror" not in apache.logs(), apache.logs()
+
+
+@pytest.mark.process
+@needs_debian_apache
+@needs_mod_wsgi
+def test_mod_wsgi_without_the_systemd_unit_answers_at_once(public, fronts):
+    """No systemd unit made /var/lib/archive-service, the home of the user the daemon runs
+    as (here `nobody`, whose home /nonexistent is missing too) and the state_dir the settings
+    name. Every request answered at once, not after Apache's Timeout (300 s) with a 504; the
+    error log says what is wrong with the state_dir once per daemon process."""
+    python, site = debian_python_site(public)
+    port = free_port()
+    missing = public / "root-only" / "archive-service"
+    missing.parent.mkdir(mode=0o755)
+    config = write_config(public, f"127.0.0.1:{port}", missing)
+    fronts.append(apache := DebianApache(public, port))
+    mod_wsgi_site(public, apache, config, site, user=("nobody", "nogroup"))
+    apache.start()
+    with apache.explained():
+        started = time.monotonic()
+        check_front(apache.url, public / "collection")
+        acknowledge(apache.url, url_request(apache.url, TARGET_IBI))
+        assert time.monotonic() - started < 20
+    assert not missing.exists()
+    lines = apache.logs().count(f"state_dir {missing} cannot be used")
+    assert 1 <= lines <= 2, apache.logs()  # processes=2
