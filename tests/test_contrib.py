@@ -34,7 +34,6 @@ from fronts import (
     TARGET_FILE,
     TARGET_IBI,
     check_front,
-    debian_python_site,
     executable,
     needs_apache,
     needs_nginx,
@@ -42,7 +41,6 @@ from fronts import (
     serve_behind,
     start_apache,
     start_nginx,
-    write_config,
 )
 from resolver_double import ResolverDouble
 from serve_process import ROOT, SAMPLE, SERVICE, Serve, free_port
@@ -372,37 +370,6 @@ def test_apache_vhost_in_front_of_serve(public, tmp_path, fronts, col):
     fronts.append(front := start_apache(public, site, port, ["proxy", "proxy_http", "headers"]))
     check_front(front.url, public / "collection")
     assert ('"GET /col/' in serve.log()) == (col == "proxy")
-
-
-@pytest.mark.process
-@pytest.mark.slow
-@needs_apache
-def test_apache_cgi_variant(public, fronts):
-    python, site = debian_python_site(public)
-    port = free_port()
-    config = write_config(public, f"127.0.0.1:{port}")
-    program = public / "cgi-bin" / "archive-service.cgi"
-    program.parent.mkdir(mode=0o755)
-    program.write_text(
-        rewrite(CGI_FILE.read_text(), ("#!/opt/archive-service/venv/bin/python3", f"#!{python}"))
-    )
-    program.chmod(0o755)
-    site_conf = rewrite(
-        APACHE_CGI.read_text(),
-        ("*:80", f"*:{port}"),
-        ("/usr/lib/cgi-bin", str(program.parent)),
-        ("/etc/archive-service/archive-service.yaml", str(config)),
-    )
-    fronts.append(
-        front := start_apache(
-            public,
-            site_conf,
-            port,
-            ["cgid"],
-            extra=(f"ScriptSock {public}/apache/cgid.sock\nSetEnv PYTHONPATH {site}"),
-        )
-    )
-    check_front(front.url, public / "collection", light=True)
 
 
 @pytest.mark.process

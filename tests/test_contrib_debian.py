@@ -29,6 +29,8 @@ from serve_process import free_port
 
 APACHE_WSGI = CONTRIB / "apache" / "archive-service-wsgi.conf"
 WSGI_FILE = CONTRIB / "apache" / "archive-service.wsgi"
+APACHE_CGI = CONTRIB / "apache" / "archive-service-cgi.conf"
+CGI_FILE = CONTRIB / "apache" / "archive-service.cgi"
 needs_mod_wsgi = pytest.mark.skipif(
     not (APACHE_MODULES / "mod_wsgi.so").exists(),
     reason="mod_wsgi is not installed (Debian: apt-get install libapache2-mod-wsgi-py3)",
@@ -121,3 +123,43 @@ def test_mod_wsgi_without_the_systemd_unit_answers_at_once(public, fronts):
     assert not missing.exists()
     lines = apache.logs().count(f"state_dir {missing} cannot be used")
     assert 1 <= lines <= 2, apache.logs()  # processes=2
+
+
+@pytest.mark.process
+@pytest.mark.slow
+@needs_debian_apache
+def test_cgi_as_debian_runs_it(public, fronts):
+    """mod_cgid runs the program as www-data: with the settings and the state_dir of the
+    file's steps, it reads its config and acknowledgments are verified and counted."""
+    python, site = debian_python_site(public)
+    port = free_port()
+    config = write_config(public, f"127.0.0.1:{port}", state_dir_of(public))
+    config.chmod(0o640)  # install -m 0640 -g www-data
+    shutil.chown(config, "root", WEB_USER)
+    program = public / "cgi-bin" / "archive-service.cgi"
+    program.parent.mkdir(mode=0o755)
+    program.write_text(
+        rewrite(CGI_FILE.read_text(), ("#!/opt/archive-service/venv/bin/python3", f"#!{python}"))
+    )
+    program.chmod(0o755)
+    config_line = f"SetEnv ARCHIVE_SERVICE_CONFIG {config}"
+    fronts.append(apache := DebianApache(public, port))
+    apache.a2("a2enmod", "cgid")
+    apache.install_site(
+        "archive-service-cgi",
+        rewrite(
+            APACHE_CGI.read_text(),
+            ("*:80", f"*:{port}"),
+            ("/usr/lib/cgi-bin", str(program.parent)),
+            (
+                "SetEnv ARCHIVE_SERVICE_CONFIG /etc/archive-service/archive-service.yaml",
+                config_line,
+            ),
+            # The venv's Python finds the package itself; Debian's needs the copied site.
+            (config_line, f"{config_line}\n    SetEnv PYTHONPATH {site}"),
+        ),
+    )
+    apache.start()
+    with apache.explained():
+        check_front(apache.url, public / "collection", light=True)
+        assert_counted(apache.url, python, site, config)
