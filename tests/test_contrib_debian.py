@@ -5,14 +5,19 @@ counted in the statistics."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from pathlib import Path
 
 import pytest
 
+from archive_service.web import stats
 from fronts import (
     APACHE_MODULES,
+    APACHE_VHOST,
+    BACKEND,
+    COLLECTION,
     CONTRIB,
     TARGET_IBI,
     DebianApache,
@@ -21,6 +26,7 @@ from fronts import (
     debian_python_site,
     needs_debian_apache,
     rewrite,
+    serve_behind,
     stats_as,
     url_request,
     write_config,
@@ -163,3 +169,41 @@ def test_cgi_as_debian_runs_it(public, fronts):
     with apache.explained():
         check_front(apache.url, public / "collection", light=True)
         assert_counted(apache.url, python, site, config)
+
+
+@pytest.mark.process
+@needs_debian_apache
+@pytest.mark.parametrize("col", ["proxy", "alias"])
+def test_proxy_as_debian_runs_it(public, tmp_path, fronts, col):
+    """`serve` behind contrib's proxy vhost: non-ASCII names through `nocanon` byte for byte,
+    acknowledgments counted, and no warning in the error log per request (AH01136)."""
+    port = free_port()
+    state = tmp_path / "state"
+    serve = serve_behind(public, tmp_path, port, fronts, "--state-dir", str(state))
+    site = rewrite(
+        APACHE_VHOST.read_text(),
+        ("*:80", f"*:{port}"),
+        (BACKEND, serve.address),
+        (COLLECTION, str(public / "collection")),
+    )
+    if col == "alias":  # the alternative the file names: files straight from disk
+        lines = re.findall(r"^    #   (.*)$", site, re.MULTILINE)
+        assert lines, "the commented AliasMatch block is gone"
+        site = rewrite(
+            site,
+            (
+                f'    ProxyPass "/col/" "http://{serve.address}/col/" nocanon\n',
+                "".join(f"    {line}\n" for line in lines),
+            ),
+        )
+    fronts.append(apache := DebianApache(public, port))
+    apache.a2("a2enmod", "proxy", "proxy_http", "headers")
+    apache.install_site("archive-service", site)
+    apache.start()
+    with apache.explained():
+        check_front(apache.url, public / "collection")
+        acknowledge(apache.url, url_request(apache.url, TARGET_IBI))
+        assert stats.Store(state).report()["total"] == 1
+    assert ('"GET /col/' in serve.log()) == (col == "proxy")
+    errors = (apache.run / "log" / "archive-service-error.log").read_text()
+    assert "AH01136" not in errors and "[proxy:warn]" not in errors, errors
