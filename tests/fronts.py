@@ -182,6 +182,14 @@ class Front:
     def logs(self) -> str:
         return "\n".join(p.read_text(errors="replace") for p in self.log.parent.glob("*.log"))
 
+    @contextmanager
+    def explained(self) -> Iterator[None]:
+        """A failed check says what the server's logs said."""
+        try:
+            yield
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- server logs:\n{self.logs()[-6000:]}") from exc
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -426,14 +434,6 @@ class DebianApache(Front):
         if os.path.exists(f"/proc/{pid}"):
             os.killpg(pid, signal.SIGKILL)  # apache2 -k start made it a session leader
 
-    @contextmanager
-    def explained(self) -> Iterator[None]:
-        """A failed check says what apache2's logs (and mod_wsgi's) said."""
-        try:
-            yield
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n--- apache2 logs:\n{self.logs()[-6000:]}") from exc
-
 
 def acknowledge(front: str, answer: dict[str, str]) -> None:
     """What a resolver sends back after handing a user `answer`'s URL (SPEC: acknowledgment)."""
@@ -466,3 +466,73 @@ def stats_as(user: str, python: str, site: Path, config: Path) -> dict:
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+DEBIAN_NGINX = Path("/etc/nginx")
+needs_debian_nginx = pytest.mark.skipif(
+    NGINX is None or not (DEBIAN_NGINX / "nginx.conf").is_file(),
+    reason="Debian's nginx layout is not installed (nginx, /etc/nginx/nginx.conf)",
+)
+
+
+class DebianNginx(Front):
+    """nginx started as Debian's nginx.service starts it (`nginx -g 'daemon on; master_process
+    on;'`, Debian's nginx.conf: www-data, sites-enabled), on a private copy of /etc/nginx
+    whose pid, log and temporary paths are private and whose default site is removed."""
+
+    def __init__(self, public: Path, port: int):
+        self.port = port
+        self.etc = public / "nginx-etc"
+        shutil.copytree(DEBIAN_NGINX, self.etc, symlinks=True)
+        self.run = public / "nginx-run"
+        self.run.mkdir(mode=0o755)
+        self.log = self.run / "error.log"
+        conf = self.etc / "nginx.conf"
+        conf.write_text(
+            rewrite(
+                conf.read_text(),
+                ("pid /run/nginx.pid;", f"pid {self.run}/nginx.pid;"),
+                ("/var/log/nginx/", f"{self.run}/"),
+                ("include /etc/nginx/", f"include {self.etc}/"),
+            )
+        )
+        (self.etc / "conf.d" / "test-temp.conf").write_text(
+            "".join(
+                f"{kind}_temp_path {self.run}/{kind};\n"
+                for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+            )
+        )
+        (self.etc / "sites-enabled" / "default").unlink(missing_ok=True)
+
+    def install_site(self, name: str, text: str) -> None:
+        """contrib's steps: copy into sites-available, link from sites-enabled."""
+        (self.etc / "sites-available" / name).write_text(text)
+        (self.etc / "sites-enabled" / name).symlink_to(f"../sites-available/{name}")
+
+    def start(self) -> DebianNginx:
+        command = [NGINX, "-c", str(self.etc / "nginx.conf"), "-g", "daemon on; master_process on;"]
+        done = subprocess.run(command, env=SYSTEMD_ENV, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"nginx: {done.stdout}{done.stderr}"
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError(f"nginx did not listen:\n{self.logs()}")
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in sorted(self.run.glob("*.log")))
+
+    def stop(self) -> None:
+        try:
+            pid = int((self.run / "nginx.pid").read_text())
+        except (OSError, ValueError):
+            return
+        os.kill(pid, signal.SIGQUIT)  # as nginx.service's ExecStop
+        end = time.monotonic() + 15
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < end:
+            time.sleep(0.05)
+        if os.path.exists(f"/proc/{pid}"):
+            os.kill(pid, signal.SIGKILL)

@@ -33,15 +33,11 @@ from fronts import (
     NGINX_SITE,
     TARGET_FILE,
     TARGET_IBI,
-    check_front,
     executable,
-    needs_nginx,
     rewrite,
-    serve_behind,
-    start_nginx,
 )
 from resolver_double import ResolverDouble
-from serve_process import ROOT, SAMPLE, SERVICE, Serve, free_port
+from serve_process import ROOT, SAMPLE, SERVICE, Serve
 
 UNIT = CONTRIB / "systemd" / "archive-service.service"
 APACHE_WSGI = CONTRIB / "apache" / "archive-service-wsgi.conf"
@@ -343,31 +339,3 @@ def test_cgi_file_runs_the_app_through_wsgiref():
 
 
 # ---------------------------------------------------------------------------- real servers
-
-
-@pytest.mark.process
-@needs_nginx
-@pytest.mark.parametrize("col", ["proxy", "alias"])
-def test_nginx_in_front_of_serve(public, tmp_path, fronts, col):
-    port = free_port()
-    serve = serve_behind(public, tmp_path, port, fronts)
-    site = rewrite(
-        NGINX_SITE.read_text(),
-        ("listen 80;", f"listen 127.0.0.1:{port};"),
-        (f"server {BACKEND};", f"server {serve.address};"),
-    )
-    if col == "alias":  # the alternative the file names: files straight from disk
-        proxied = site[site.index("    location ^~ /col/ {") :]
-        proxied = proxied[: proxied.index("}\n") + 2]
-        site = site.replace(proxied, "")
-        commented = re.findall(r"^    #   (.*)$", site, re.MULTILINE)
-        assert commented, "the commented alias block is gone"
-        block = "\n".join("    " + line for line in commented)
-        site = (
-            site[: site.rindex("}")]
-            + rewrite(block, (COLLECTION, str(public / "collection")))
-            + "\n}\n"
-        )
-    fronts.append(front := start_nginx(public, site, port))
-    check_front(front.url, public / "collection")
-    assert ('"GET /col/' in serve.log()) == (col == "proxy")

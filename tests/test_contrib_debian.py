@@ -1,6 +1,7 @@
-"""contrib/'s Apache variants in Debian's own apache2, started as Debian starts it
-(apache2ctl sourcing /etc/apache2/envvars: LANG=C, www-data; sites copied into
-sites-available and enabled with a2ensite), with non-ASCII file names and acknowledgments
+"""contrib/'s variants (Apache proxy, mod_wsgi, CGI; nginx) in Debian's own apache2 and
+nginx, started as Debian starts them (apache2ctl sourcing /etc/apache2/envvars: LANG=C,
+www-data; `nginx -g 'daemon on; master_process on;'`), each site copied into
+sites-available and enabled as its steps say, with non-ASCII file names and acknowledgments
 counted in the statistics."""
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from fronts import (
     BACKEND,
     COLLECTION,
     CONTRIB,
+    NGINX_SITE,
     TARGET_IBI,
     DebianApache,
+    DebianNginx,
     acknowledge,
     check_front,
     debian_python_site,
     needs_debian_apache,
+    needs_debian_nginx,
     rewrite,
     serve_behind,
     stats_as,
@@ -42,6 +46,22 @@ needs_mod_wsgi = pytest.mark.skipif(
     reason="mod_wsgi is not installed (Debian: apt-get install libapache2-mod-wsgi-py3)",
 )
 WEB_USER = "www-data"
+
+
+@pytest.mark.parametrize("conf", sorted((CONTRIB / "apache").glob("*.conf")), ids=lambda p: p.name)
+def test_apache_steps_copy_the_file_into_sites_available_before_a2ensite(conf):
+    steps = [line.strip("# ") for line in conf.read_text().splitlines() if line.startswith("#")]
+    text = "\n".join(steps)
+    copy = text.find(f"cp {conf.name} /etc/apache2/sites-available/")
+    enable = text.find(f"a2ensite {conf.stem}")
+    assert 0 <= copy < enable, f"{conf.name}: copy it into sites-available, then a2ensite"
+
+
+def test_nginx_steps_copy_the_file_into_sites_available_before_linking_it():
+    text = NGINX_SITE.read_text()
+    copy = text.find(f"cp {NGINX_SITE.name} /etc/nginx/sites-available/")
+    link = text.find(f"ln -s ../sites-available/{NGINX_SITE.name} /etc/nginx/sites-enabled/")
+    assert 0 <= copy < link
 
 
 def state_dir_of(public: Path, user: str = WEB_USER) -> Path:
@@ -207,3 +227,38 @@ def test_proxy_as_debian_runs_it(public, tmp_path, fronts, col):
     assert ('"GET /col/' in serve.log()) == (col == "proxy")
     errors = (apache.run / "log" / "archive-service-error.log").read_text()
     assert "AH01136" not in errors and "[proxy:warn]" not in errors, errors
+
+
+@pytest.mark.process
+@needs_debian_nginx
+@pytest.mark.parametrize("col", ["proxy", "alias"])
+def test_nginx_as_debian_runs_it(public, tmp_path, fronts, col):
+    """`serve` behind contrib's nginx site, in nginx as nginx.service starts it."""
+    port = free_port()
+    state = tmp_path / "state"
+    serve = serve_behind(public, tmp_path, port, fronts, "--state-dir", str(state))
+    site = rewrite(
+        NGINX_SITE.read_text(),
+        ("listen 80;", f"listen 127.0.0.1:{port};"),
+        (f"server {BACKEND};", f"server {serve.address};"),
+    )
+    if col == "alias":  # the alternative the file names: files straight from disk
+        proxied = site[site.index("    location ^~ /col/ {") :]
+        proxied = proxied[: proxied.index("}\n") + 2]
+        site = site.replace(proxied, "")
+        commented = re.findall(r"^    #   (.*)$", site, re.MULTILINE)
+        assert commented, "the commented alias block is gone"
+        block = "\n".join("    " + line for line in commented)
+        site = (
+            site[: site.rindex("}")]
+            + rewrite(block, (COLLECTION, str(public / "collection")))
+            + "\n}\n"
+        )
+    fronts.append(nginx := DebianNginx(public, port))
+    nginx.install_site("archive-service.conf", site)
+    nginx.start()
+    with nginx.explained():
+        check_front(nginx.url, public / "collection")
+        acknowledge(nginx.url, url_request(nginx.url, TARGET_IBI))
+        assert stats.Store(state).report()["total"] == 1
+    assert ('"GET /col/' in serve.log()) == (col == "proxy")
