@@ -1,5 +1,6 @@
-"""The real front web servers of contrib/ (apache2, nginx) in the foreground on free loopback
-ports, in front of the real `serve`, and what a resolver and a browser check through them."""
+"""The real front web servers of contrib/ (Debian's apache2 and nginx), started as Debian
+starts them on private copies of their configuration and on free loopback ports, in front of
+the real `serve`, and what a resolver and a browser check through them."""
 
 from __future__ import annotations
 
@@ -46,13 +47,6 @@ def executable(name: str) -> str | None:
 APACHE = executable("apache2")
 NGINX = executable("nginx")
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
-needs_apache = pytest.mark.skipif(
-    APACHE is None,
-    reason="apache2 is not installed (Debian: apt-get install apache2 libapache2-mod-wsgi-py3)",
-)
-needs_nginx = pytest.mark.skipif(
-    NGINX is None, reason="nginx is not installed (Debian: apt-get install nginx)"
-)
 
 
 def rewrite(text: str, *replacements: tuple[str, str]) -> str:
@@ -156,31 +150,19 @@ def check_front(front: str, collection: Path, light: bool = False) -> None:
 
 
 class Front:
-    """A real web server (apache2 or nginx) in the foreground on a free loopback port."""
+    """A real web server (apache2 or nginx) on a free loopback port, started as a daemon the
+    way Debian starts it; `run` holds its pid file and logs."""
 
-    def __init__(self, command: list[str], port: int, log: Path):
-        self.port, self.log = port, log
-        with open(log, "wb") as out:
-            self.process = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-        end = time.monotonic() + 20
-        while time.monotonic() < end:
-            if self.process.poll() is not None:
-                raise AssertionError(f"{command[0]} exited:\n{self.logs()}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError(f"{command[0]} did not listen:\n{self.logs()}")
+    port: int
+    run: Path
+    pid_file: Path
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def logs(self) -> str:
-        return "\n".join(p.read_text(errors="replace") for p in self.log.parent.glob("*.log"))
+        return "\n".join(p.read_text(errors="replace") for p in sorted(self.run.rglob("*.log")))
 
     @contextmanager
     def explained(self) -> Iterator[None]:
@@ -190,52 +172,44 @@ class Front:
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n--- server logs:\n{self.logs()[-6000:]}") from exc
 
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+    def _daemon(self, command: list[str], env: dict[str, str]) -> None:
+        """Run the command that starts the daemon, then wait until it listens."""
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}\n{self.logs()}"
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
             try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError(f"{command[0]} did not listen:\n{self.logs()}")
 
+    def pid(self) -> int | None:
+        try:
+            return int(self.pid_file.read_text())
+        except (OSError, ValueError):
+            return None
 
-def start_apache(public: Path, site: str, port: int, modules: list[str], extra: str = "") -> Front:
-    run = public / "apache"
-    run.mkdir()
-    run.chmod(0o755)
-    (run / "site.conf").write_text(site)
-    loads = "\n".join(
-        f"LoadModule {m}_module {APACHE_MODULES}/mod_{m}.so"
-        for m in ["mpm_event", "authz_core", "mime", "alias", "env", *modules]
-    )
-    (run / "httpd.conf").write_text(f"""
-ServerRoot {run}
-ServerName 127.0.0.1
-Listen 127.0.0.1:{port}
-PidFile {run}/httpd.pid
-DefaultRuntimeDir {run}
-Mutex file:{run} default
-ErrorLog {run}/error.log
-LogLevel warn
-LogFormat "%h %l %u %t \\"%r\\" %>s %b" combined
-User www-data
-Group www-data
-TypesConfig /etc/mime.types
-{loads}
-Define APACHE_LOG_DIR {run}
-{extra}
-Include {run}/site.conf
-""")
-    return Front([APACHE, "-f", str(run / "httpd.conf"), "-DFOREGROUND"], port, run / "server.log")
+    def _stopped(self, pid: int) -> None:
+        """Wait for the daemon `pid` to be gone (it is no child of ours), killing it late."""
+        end = time.monotonic() + 15
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < end:
+            time.sleep(0.05)
+        if os.path.exists(f"/proc/{pid}"):
+            os.killpg(pid, signal.SIGKILL)  # a daemon leads its own session and group
+
+    def stop(self) -> None:
+        raise NotImplementedError
 
 
 @contextmanager
 def started_fronts() -> Iterator[list]:
-    """A list to append started Fronts and Serves to; each is stopped at the end."""
+    """A list to append started Fronts and Serves to; each is stopped at the end, the last
+    started first (a front before the serve behind it)."""
     started: list = []
     yield started
-    for thing in started:
+    for thing in reversed(started):
         thing.stop() if isinstance(thing, Front) else thing.kill()
 
 
@@ -246,31 +220,6 @@ def serve_behind(public: Path, tmp_path: Path, front_port: int, fronts: list, *a
     fronts.append(serve)
     serve.wait_answering()
     return serve
-
-
-def start_nginx(public: Path, site: str, port: int) -> Front:
-    run = public / "nginx"
-    run.mkdir()
-    run.chmod(0o777)
-    (run / "nginx.conf").write_text(f"""
-daemon off;
-user www-data;
-worker_processes 1;
-pid {run}/nginx.pid;
-error_log {run}/error.log warn;
-events {{ worker_connections 64; }}
-http {{
-    include /etc/nginx/mime.types;
-    access_log {run}/access.log;
-    client_body_temp_path {run}/body;
-    proxy_temp_path {run}/proxy;
-    fastcgi_temp_path {run}/fastcgi;
-    uwsgi_temp_path {run}/uwsgi;
-    scgi_temp_path {run}/scgi;
-{site}
-}}
-""")
-    return Front([NGINX, "-c", str(run / "nginx.conf"), "-p", str(run)], port, run / "server.log")
 
 
 def debian_python_site(public: Path) -> tuple[str, Path]:
@@ -384,7 +333,7 @@ class DebianApache(Front):
             "APACHE_CONFDIR": str(self.confdir),
             "APACHE_STATE_DIRECTORY": str(self.run / "state"),
         }
-        self.log = self.run / "log" / "error.log"
+        self.pid_file = self.run / "run" / "apache2.pid"
         self.a2("a2enconf", "test-run-dir")
         self.a2("a2dissite", "000-default")
 
@@ -399,40 +348,14 @@ class DebianApache(Front):
         self.a2("a2ensite", name)
 
     def start(self) -> DebianApache:
-        done = subprocess.run(
-            [APACHE2CTL, "start"], env=self.env, capture_output=True, text=True, timeout=60
-        )
-        assert done.returncode == 0, f"apache2ctl start: {done.stdout}{done.stderr}\n{self.logs()}"
-        end = time.monotonic() + 20
-        while time.monotonic() < end:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError(f"apache2 did not listen:\n{self.logs()}")
-
-    def logs(self) -> str:
-        return "\n".join(
-            p.read_text(errors="replace") for p in sorted((self.run / "log").glob("*.log"))
-        )
-
-    def pid(self) -> int | None:
-        try:
-            return int((self.run / "run" / "apache2.pid").read_text())
-        except (OSError, ValueError):
-            return None
+        self._daemon([APACHE2CTL, "start"], self.env)
+        return self
 
     def stop(self) -> None:
         pid = self.pid()
-        if pid is None:
-            return
-        subprocess.run([APACHE2CTL, "stop"], env=self.env, capture_output=True, timeout=60)
-        end = time.monotonic() + 15
-        while os.path.exists(f"/proc/{pid}") and time.monotonic() < end:
-            time.sleep(0.05)
-        if os.path.exists(f"/proc/{pid}"):
-            os.killpg(pid, signal.SIGKILL)  # apache2 -k start made it a session leader
+        if pid is not None:
+            subprocess.run([APACHE2CTL, "stop"], env=self.env, capture_output=True, timeout=60)
+            self._stopped(pid)
 
 
 def acknowledge(front: str, answer: dict[str, str]) -> None:
@@ -486,12 +409,12 @@ class DebianNginx(Front):
         shutil.copytree(DEBIAN_NGINX, self.etc, symlinks=True)
         self.run = public / "nginx-run"
         self.run.mkdir(mode=0o755)
-        self.log = self.run / "error.log"
+        self.pid_file = self.run / "nginx.pid"
         conf = self.etc / "nginx.conf"
         conf.write_text(
             rewrite(
                 conf.read_text(),
-                ("pid /run/nginx.pid;", f"pid {self.run}/nginx.pid;"),
+                ("pid /run/nginx.pid;", f"pid {self.pid_file};"),
                 ("/var/log/nginx/", f"{self.run}/"),
                 ("include /etc/nginx/", f"include {self.etc}/"),
             )
@@ -510,29 +433,30 @@ class DebianNginx(Front):
         (self.etc / "sites-enabled" / name).symlink_to(f"../sites-available/{name}")
 
     def start(self) -> DebianNginx:
-        command = [NGINX, "-c", str(self.etc / "nginx.conf"), "-g", "daemon on; master_process on;"]
-        done = subprocess.run(command, env=SYSTEMD_ENV, capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, f"nginx: {done.stdout}{done.stderr}"
-        end = time.monotonic() + 20
-        while time.monotonic() < end:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError(f"nginx did not listen:\n{self.logs()}")
-
-    def logs(self) -> str:
-        return "\n".join(p.read_text(errors="replace") for p in sorted(self.run.glob("*.log")))
+        conf = str(self.etc / "nginx.conf")
+        self._daemon([NGINX, "-c", conf, "-g", "daemon on; master_process on;"], SYSTEMD_ENV)
+        return self
 
     def stop(self) -> None:
-        try:
-            pid = int((self.run / "nginx.pid").read_text())
-        except (OSError, ValueError):
-            return
-        os.kill(pid, signal.SIGQUIT)  # as nginx.service's ExecStop
-        end = time.monotonic() + 15
-        while os.path.exists(f"/proc/{pid}") and time.monotonic() < end:
-            time.sleep(0.05)
-        if os.path.exists(f"/proc/{pid}"):
-            os.kill(pid, signal.SIGKILL)
+        pid = self.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGQUIT)  # as nginx.service's ExecStop
+            self._stopped(pid)
+
+
+def start_debian_apache(
+    fronts: list, public: Path, port: int, site: str, *modules: str, name: str = "archive-service"
+) -> DebianApache:
+    """Debian's apache2 with `modules` and the site `name` enabled, started (in `fronts`)."""
+    fronts.append(apache := DebianApache(public, port))
+    if modules:
+        apache.a2("a2enmod", *modules)
+    apache.install_site(name, site)
+    return apache.start()
+
+
+def start_debian_nginx(fronts: list, public: Path, port: int, site: str) -> DebianNginx:
+    """Debian's nginx with the site enabled, started (in `fronts`)."""
+    fronts.append(nginx := DebianNginx(public, port))
+    nginx.install_site("archive-service.conf", site)
+    return nginx.start()

@@ -23,7 +23,6 @@ from fronts import (
     NGINX_SITE,
     TARGET_IBI,
     DebianApache,
-    DebianNginx,
     acknowledge,
     check_front,
     debian_python_site,
@@ -31,6 +30,8 @@ from fronts import (
     needs_debian_nginx,
     rewrite,
     serve_behind,
+    start_debian_apache,
+    start_debian_nginx,
     stats_as,
     url_request,
     write_config,
@@ -64,6 +65,16 @@ def test_nginx_steps_copy_the_file_into_sites_available_before_linking_it():
     assert 0 <= copy < link
 
 
+class Leftover:
+    """A directory the servers of a test make outside it, removed with them (`fronts`)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def kill(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
 def state_dir_of(public: Path, user: str = WEB_USER) -> Path:
     """The state directory contrib's steps make for the web server's user."""
     state = public / "state"
@@ -72,32 +83,31 @@ def state_dir_of(public: Path, user: str = WEB_USER) -> Path:
     return state
 
 
-def mod_wsgi_site(
+def start_mod_wsgi(
+    fronts: list,
     public: Path,
-    apache: DebianApache,
+    port: int,
     config: Path,
     site: Path,
     user: tuple[str, str] = (WEB_USER, WEB_USER),
-) -> None:
+) -> DebianApache:
+    """contrib's mod_wsgi site and .wsgi file in Debian's apache2, started."""
     wsgi = public / "wsgi" / "archive-service.wsgi"
     wsgi.parent.mkdir(mode=0o755)
     wsgi.write_text(
         rewrite(WSGI_FILE.read_text(), ("/etc/archive-service/archive-service.yaml", str(config)))
     )
     wsgi.chmod(0o644)
-    apache.a2("a2enmod", "wsgi")
-    apache.install_site(
-        "archive-service-wsgi",
-        rewrite(
-            APACHE_WSGI.read_text(),
-            ("*:80", f"*:{apache.port}"),
-            ("user=archive-service group=archive-service", "user={} group={}".format(*user)),
-            ("python-home=/opt/archive-service/venv", f"python-path={site}"),
-            (" home=/opt/archive-service ", f" home={wsgi.parent} "),
-            ("/opt/archive-service/archive-service.wsgi", str(wsgi)),
-            ('<Directory "/opt/archive-service">', f'<Directory "{wsgi.parent}">'),
-        ),
+    conf = rewrite(
+        APACHE_WSGI.read_text(),
+        ("*:80", f"*:{port}"),
+        ("user=archive-service group=archive-service", "user={} group={}".format(*user)),
+        ("python-home=/opt/archive-service/venv", f"python-path={site}"),
+        (" home=/opt/archive-service ", f" home={wsgi.parent} "),
+        ("/opt/archive-service/archive-service.wsgi", str(wsgi)),
+        ('<Directory "/opt/archive-service">', f'<Directory "{wsgi.parent}">'),
     )
+    return start_debian_apache(fronts, public, port, conf, "wsgi", name="archive-service-wsgi")
 
 
 def assert_counted(front: str, python: str, site: Path, config: Path) -> None:
@@ -116,9 +126,7 @@ def test_mod_wsgi_as_debian_runs_it(public, fronts):
     python, site = debian_python_site(public)
     port = free_port()
     config = write_config(public, f"127.0.0.1:{port}", state_dir_of(public))
-    fronts.append(apache := DebianApache(public, port))
-    mod_wsgi_site(public, apache, config, site)
-    apache.start()
+    apache = start_mod_wsgi(fronts, public, port, config, site)
     with apache.explained():
         check_front(apache.url, public / "collection")
         assert_counted(apache.url, python, site, config)
@@ -137,10 +145,11 @@ def test_mod_wsgi_without_the_systemd_unit_answers_at_once(public, fronts):
     port = free_port()
     missing = public / "root-only" / "archive-service"
     missing.parent.mkdir(mode=0o755)
+    fallback = Path("/tmp/archive-service-65534")  # where nobody's processes fall back to
+    if not fallback.exists():
+        fronts.append(Leftover(fallback))
     config = write_config(public, f"127.0.0.1:{port}", missing)
-    fronts.append(apache := DebianApache(public, port))
-    mod_wsgi_site(public, apache, config, site, user=("nobody", "nogroup"))
-    apache.start()
+    apache = start_mod_wsgi(fronts, public, port, config, site, user=("nobody", "nogroup"))
     with apache.explained():
         started = time.monotonic()
         check_front(apache.url, public / "collection")
@@ -169,10 +178,10 @@ def test_cgi_as_debian_runs_it(public, fronts):
     )
     program.chmod(0o755)
     config_line = f"SetEnv ARCHIVE_SERVICE_CONFIG {config}"
-    fronts.append(apache := DebianApache(public, port))
-    apache.a2("a2enmod", "cgid")
-    apache.install_site(
-        "archive-service-cgi",
+    apache = start_debian_apache(
+        fronts,
+        public,
+        port,
         rewrite(
             APACHE_CGI.read_text(),
             ("*:80", f"*:{port}"),
@@ -184,8 +193,9 @@ def test_cgi_as_debian_runs_it(public, fronts):
             # The venv's Python finds the package itself; Debian's needs the copied site.
             (config_line, f"{config_line}\n    SetEnv PYTHONPATH {site}"),
         ),
+        "cgid",
+        name="archive-service-cgi",
     )
-    apache.start()
     with apache.explained():
         check_front(apache.url, public / "collection", light=True)
         assert_counted(apache.url, python, site, config)
@@ -216,10 +226,7 @@ def test_proxy_as_debian_runs_it(public, tmp_path, fronts, col):
                 "".join(f"    {line}\n" for line in lines),
             ),
         )
-    fronts.append(apache := DebianApache(public, port))
-    apache.a2("a2enmod", "proxy", "proxy_http", "headers")
-    apache.install_site("archive-service", site)
-    apache.start()
+    apache = start_debian_apache(fronts, public, port, site, "proxy", "proxy_http", "headers")
     with apache.explained():
         check_front(apache.url, public / "collection")
         acknowledge(apache.url, url_request(apache.url, TARGET_IBI))
@@ -254,9 +261,7 @@ def test_nginx_as_debian_runs_it(public, tmp_path, fronts, col):
             + rewrite(block, (COLLECTION, str(public / "collection")))
             + "\n}\n"
         )
-    fronts.append(nginx := DebianNginx(public, port))
-    nginx.install_site("archive-service.conf", site)
-    nginx.start()
+    nginx = start_debian_nginx(fronts, public, port, site)
     with nginx.explained():
         check_front(nginx.url, public / "collection")
         acknowledge(nginx.url, url_request(nginx.url, TARGET_IBI))
