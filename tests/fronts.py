@@ -30,6 +30,10 @@ from serve_process import ROOT, SAMPLE, SERVICE, Serve
 CONTRIB = ROOT / "contrib"
 APACHE_VHOST = CONTRIB / "apache" / "archive-service.conf"
 NGINX_SITE = CONTRIB / "nginx" / "archive-service.conf"
+APACHE_WSGI = CONTRIB / "apache" / "archive-service-wsgi.conf"
+WSGI_FILE = CONTRIB / "apache" / "archive-service.wsgi"
+APACHE_CGI = CONTRIB / "apache" / "archive-service-cgi.conf"
+CGI_FILE = CONTRIB / "apache" / "archive-service.cgi"
 BACKEND = "127.0.0.1:8080"  # what the contrib files proxy to: serve's default bind
 COLLECTION = "/srv/archive-service/collection"
 TARGET_IBI = "8JMKD3MGP7W/3EPGUE5"  # target file "Relatório Final.pdf" (UTF-8, with a space)

@@ -25,14 +25,17 @@ from archive_service.protocol import pairs
 from archive_service.protocol.answers import Links
 from archive_service.serve import announce
 from fronts import (
+    APACHE_CGI,
     APACHE_VHOST,
     BACKEND,
+    CGI_FILE,
     COLLECTION,
     CONTRIB,
     FILES_DIR,
     NGINX_SITE,
     TARGET_FILE,
     TARGET_IBI,
+    WSGI_FILE,
     executable,
     rewrite,
 )
@@ -40,10 +43,6 @@ from resolver_double import ResolverDouble
 from serve_process import ROOT, SAMPLE, SERVICE, Serve
 
 UNIT = CONTRIB / "systemd" / "archive-service.service"
-APACHE_WSGI = CONTRIB / "apache" / "archive-service-wsgi.conf"
-APACHE_CGI = CONTRIB / "apache" / "archive-service-cgi.conf"
-WSGI_FILE = CONTRIB / "apache" / "archive-service.wsgi"
-CGI_FILE = CONTRIB / "apache" / "archive-service.cgi"
 SYSCTL = CONTRIB / "sysctl" / "60-archive-service.conf"
 KEY = "4445556667-7778889990"
 

@@ -15,14 +15,19 @@ import pytest
 
 from archive_service.web import stats
 from fronts import (
+    APACHE_CGI,
     APACHE_MODULES,
     APACHE_VHOST,
+    APACHE_WSGI,
     BACKEND,
+    CGI_FILE,
     COLLECTION,
     CONTRIB,
     NGINX_SITE,
     TARGET_IBI,
+    WSGI_FILE,
     DebianApache,
+    Front,
     acknowledge,
     check_front,
     debian_python_site,
@@ -38,10 +43,6 @@ from fronts import (
 )
 from serve_process import free_port
 
-APACHE_WSGI = CONTRIB / "apache" / "archive-service-wsgi.conf"
-WSGI_FILE = CONTRIB / "apache" / "archive-service.wsgi"
-APACHE_CGI = CONTRIB / "apache" / "archive-service-cgi.conf"
-CGI_FILE = CONTRIB / "apache" / "archive-service.cgi"
 needs_mod_wsgi = pytest.mark.skipif(
     not (APACHE_MODULES / "mod_wsgi.so").exists(),
     reason="mod_wsgi is not installed (Debian: apt-get install libapache2-mod-wsgi-py3)",
@@ -201,6 +202,15 @@ def test_cgi_as_debian_runs_it(public, fronts):
         assert_counted(apache.url, python, site, config)
 
 
+def check_counted_behind(front: Front, public: Path, state: Path) -> None:
+    """check_front through a proxy in front of `serve`, and an acknowledgment of the
+    non-ASCII target counted in serve's state_dir."""
+    with front.explained():
+        check_front(front.url, public / "collection")
+        acknowledge(front.url, url_request(front.url, TARGET_IBI))
+        assert stats.Store(state).report()["total"] == 1
+
+
 @pytest.mark.process
 @needs_debian_apache
 @pytest.mark.parametrize("col", ["proxy", "alias"])
@@ -208,8 +218,7 @@ def test_proxy_as_debian_runs_it(public, tmp_path, fronts, col):
     """`serve` behind contrib's proxy vhost: non-ASCII names through `nocanon` byte for byte,
     acknowledgments counted, and no warning in the error log per request (AH01136)."""
     port = free_port()
-    state = tmp_path / "state"
-    serve = serve_behind(public, tmp_path, port, fronts, "--state-dir", str(state))
+    serve = serve_behind(public, tmp_path, port, fronts, "--state-dir", str(tmp_path / "state"))
     site = rewrite(
         APACHE_VHOST.read_text(),
         ("*:80", f"*:{port}"),
@@ -227,10 +236,7 @@ def test_proxy_as_debian_runs_it(public, tmp_path, fronts, col):
             ),
         )
     apache = start_debian_apache(fronts, public, port, site, "proxy", "proxy_http", "headers")
-    with apache.explained():
-        check_front(apache.url, public / "collection")
-        acknowledge(apache.url, url_request(apache.url, TARGET_IBI))
-        assert stats.Store(state).report()["total"] == 1
+    check_counted_behind(apache, public, tmp_path / "state")
     assert ('"GET /col/' in serve.log()) == (col == "proxy")
     errors = (apache.run / "log" / "archive-service-error.log").read_text()
     assert "AH01136" not in errors and "[proxy:warn]" not in errors, errors
@@ -242,8 +248,7 @@ def test_proxy_as_debian_runs_it(public, tmp_path, fronts, col):
 def test_nginx_as_debian_runs_it(public, tmp_path, fronts, col):
     """`serve` behind contrib's nginx site, in nginx as nginx.service starts it."""
     port = free_port()
-    state = tmp_path / "state"
-    serve = serve_behind(public, tmp_path, port, fronts, "--state-dir", str(state))
+    serve = serve_behind(public, tmp_path, port, fronts, "--state-dir", str(tmp_path / "state"))
     site = rewrite(
         NGINX_SITE.read_text(),
         ("listen 80;", f"listen 127.0.0.1:{port};"),
@@ -262,8 +267,5 @@ def test_nginx_as_debian_runs_it(public, tmp_path, fronts, col):
             + "\n}\n"
         )
     nginx = start_debian_nginx(fronts, public, port, site)
-    with nginx.explained():
-        check_front(nginx.url, public / "collection")
-        acknowledge(nginx.url, url_request(nginx.url, TARGET_IBI))
-        assert stats.Store(state).report()["total"] == 1
+    check_counted_behind(nginx, public, tmp_path / "state")
     assert ('"GET /col/' in serve.log()) == (col == "proxy")
