@@ -300,7 +300,13 @@ def test_wsgi_file_builds_the_app_mounted_at_root(monkeypatch):
     assert urlsplit(answer["url"]).path.startswith("/archive/col/")
 
 
-def run_cgi(path_info: str | bytes, query: str = "") -> tuple[str, bytes]:
+def run_cgi(
+    path_info: str | bytes,
+    query: str = "",
+    config: Path = SAMPLE / "archive-service.yaml",
+    errors: list[str] | None = None,
+) -> tuple[str, bytes]:
+    """The CGI program's head and body for one request; its stderr lines go to `errors`."""
     environ = {
         "REQUEST_METHOD": "GET",
         "SCRIPT_NAME": "",
@@ -310,7 +316,7 @@ def run_cgi(path_info: str | bytes, query: str = "") -> tuple[str, bytes]:
         "SERVER_PORT": "80",
         "SERVER_PROTOCOL": "HTTP/1.1",
         "GATEWAY_INTERFACE": "CGI/1.1",
-        "ARCHIVE_SERVICE_CONFIG": str(SAMPLE / "archive-service.yaml"),
+        "ARCHIVE_SERVICE_CONFIG": str(config),
         "PYTHONPATH": str(ROOT),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
     }
@@ -318,6 +324,8 @@ def run_cgi(path_info: str | bytes, query: str = "") -> tuple[str, bytes]:
         [sys.executable, str(CGI_FILE)], env=environ, capture_output=True, timeout=60
     )
     assert done.returncode == 0, done.stderr.decode()
+    if errors is not None:
+        errors += done.stderr.decode().splitlines()
     head, _, body = done.stdout.partition(b"\r\n\r\n")
     return head.decode("latin-1"), body
 
@@ -335,6 +343,17 @@ def test_cgi_file_runs_the_app_through_wsgiref():
     assert head.startswith("Status: 404")
     head, body = run_cgi(f"/{SERVICE}", "servicesubject=nonsense")
     assert head.startswith("Status: 400") and body.startswith(b"error {")
+
+
+@pytest.mark.process
+def test_cgi_file_with_unreadable_settings_says_so_in_one_line(tmp_path):
+    """A CGI program whose settings cannot be read (the web server's user may not read them)
+    answers 500 and leaves one line in Apache's error log, not a traceback per request."""
+    errors: list[str] = []
+    missing = tmp_path / "archive-service.yaml"
+    head, body = run_cgi(f"/{SERVICE}", "servicesubject=urlRequest", missing, errors)
+    assert head.startswith("Status: 500"), head
+    assert errors == [f"archive-service.cgi: config file {missing}: No such file or directory"]
 
 
 # ---------------------------------------------------------------------------- real servers
