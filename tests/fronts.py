@@ -1,17 +1,22 @@
-"""The real front web servers of contrib/ (apache2, nginx) in the foreground on free loopback
-ports, in front of the real `serve`, and what a resolver and a browser check through them."""
+"""The real front web servers of contrib/ (Debian's apache2 and nginx), started as Debian
+starts them on private copies of their configuration and on free loopback ports, in front of
+the real `serve`, and what a resolver and a browser check through them."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +30,10 @@ from serve_process import ROOT, SAMPLE, SERVICE, Serve
 CONTRIB = ROOT / "contrib"
 APACHE_VHOST = CONTRIB / "apache" / "archive-service.conf"
 NGINX_SITE = CONTRIB / "nginx" / "archive-service.conf"
+APACHE_WSGI = CONTRIB / "apache" / "archive-service-wsgi.conf"
+WSGI_FILE = CONTRIB / "apache" / "archive-service.wsgi"
+APACHE_CGI = CONTRIB / "apache" / "archive-service-cgi.conf"
+CGI_FILE = CONTRIB / "apache" / "archive-service.cgi"
 BACKEND = "127.0.0.1:8080"  # what the contrib files proxy to: serve's default bind
 COLLECTION = "/srv/archive-service/collection"
 TARGET_IBI = "8JMKD3MGP7W/3EPGUE5"  # target file "Relatório Final.pdf" (UTF-8, with a space)
@@ -42,13 +51,6 @@ def executable(name: str) -> str | None:
 APACHE = executable("apache2")
 NGINX = executable("nginx")
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
-needs_apache = pytest.mark.skipif(
-    APACHE is None,
-    reason="apache2 is not installed (Debian: apt-get install apache2 libapache2-mod-wsgi-py3)",
-)
-needs_nginx = pytest.mark.skipif(
-    NGINX is None, reason="nginx is not installed (Debian: apt-get install nginx)"
-)
 
 
 def rewrite(text: str, *replacements: tuple[str, str]) -> str:
@@ -75,12 +77,12 @@ def public_copy() -> Iterator[Path]:
     shutil.rmtree(top, ignore_errors=True)
 
 
-def write_config(public: Path, address: str) -> Path:
+def write_config(public: Path, address: str, state_dir: Path | None = None) -> Path:
     config = public / "archive-service.yaml"
     config.write_text(
         f"collection: {public / 'collection'}\narchiveaddress: {address}\n"
         f"archiveserviceibi: {SERVICE}\nplatformsoftware: dpi.inpe.br/banon/1998/08.02.08.56\n"
-        "resolver: none\n"
+        "resolver: none\n" + (f"state_dir: {state_dir}\n" if state_dir else "")
     )
     config.chmod(0o644)
     return config
@@ -152,78 +154,66 @@ def check_front(front: str, collection: Path, light: bool = False) -> None:
 
 
 class Front:
-    """A real web server (apache2 or nginx) in the foreground on a free loopback port."""
+    """A real web server (apache2 or nginx) on a free loopback port, started as a daemon the
+    way Debian starts it; `run` holds its pid file and logs."""
 
-    def __init__(self, command: list[str], port: int, log: Path):
-        self.port, self.log = port, log
-        with open(log, "wb") as out:
-            self.process = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-            )
-        end = time.monotonic() + 20
-        while time.monotonic() < end:
-            if self.process.poll() is not None:
-                raise AssertionError(f"{command[0]} exited:\n{self.logs()}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError(f"{command[0]} did not listen:\n{self.logs()}")
+    port: int
+    run: Path
+    pid_file: Path
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def logs(self) -> str:
-        return "\n".join(p.read_text(errors="replace") for p in self.log.parent.glob("*.log"))
+        return "\n".join(p.read_text(errors="replace") for p in sorted(self.run.rglob("*.log")))
+
+    @contextmanager
+    def explained(self) -> Iterator[None]:
+        """A failed check says what the server's logs said."""
+        try:
+            yield
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n--- server logs:\n{self.logs()[-6000:]}") from exc
+
+    def _daemon(self, command: list[str], env: dict[str, str]) -> None:
+        """Run the command that starts the daemon, then wait until it listens."""
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}\n{self.logs()}"
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError(f"{command[0]} did not listen:\n{self.logs()}")
+
+    def pid(self) -> int | None:
+        try:
+            return int(self.pid_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _stopped(self, pid: int) -> None:
+        """Wait for the daemon `pid` to be gone (it is no child of ours), killing it late."""
+        end = time.monotonic() + 15
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < end:
+            time.sleep(0.05)
+        if os.path.exists(f"/proc/{pid}"):
+            os.killpg(pid, signal.SIGKILL)  # a daemon leads its own session and group
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-def start_apache(public: Path, site: str, port: int, modules: list[str], extra: str = "") -> Front:
-    run = public / "apache"
-    run.mkdir()
-    run.chmod(0o755)
-    (run / "site.conf").write_text(site)
-    loads = "\n".join(
-        f"LoadModule {m}_module {APACHE_MODULES}/mod_{m}.so"
-        for m in ["mpm_event", "authz_core", "mime", "alias", "env", *modules]
-    )
-    (run / "httpd.conf").write_text(f"""
-ServerRoot {run}
-ServerName 127.0.0.1
-Listen 127.0.0.1:{port}
-PidFile {run}/httpd.pid
-DefaultRuntimeDir {run}
-Mutex file:{run} default
-ErrorLog {run}/error.log
-LogLevel warn
-LogFormat "%h %l %u %t \\"%r\\" %>s %b" combined
-User www-data
-Group www-data
-TypesConfig /etc/mime.types
-{loads}
-Define APACHE_LOG_DIR {run}
-{extra}
-Include {run}/site.conf
-""")
-    return Front([APACHE, "-f", str(run / "httpd.conf"), "-DFOREGROUND"], port, run / "server.log")
+        raise NotImplementedError
 
 
 @contextmanager
 def started_fronts() -> Iterator[list]:
-    """A list to append started Fronts and Serves to; each is stopped at the end."""
+    """A list to append started Fronts and Serves to; each is stopped at the end, the last
+    started first (a front before the serve behind it)."""
     started: list = []
     yield started
-    for thing in started:
+    for thing in reversed(started):
         thing.stop() if isinstance(thing, Front) else thing.kill()
 
 
@@ -236,26 +226,241 @@ def serve_behind(public: Path, tmp_path: Path, front_port: int, fronts: list, *a
     return serve
 
 
-def start_nginx(public: Path, site: str, port: int) -> Front:
-    run = public / "nginx"
-    run.mkdir()
-    run.chmod(0o777)
-    (run / "nginx.conf").write_text(f"""
-daemon off;
-user www-data;
-worker_processes 1;
-pid {run}/nginx.pid;
-error_log {run}/error.log warn;
-events {{ worker_connections 64; }}
-http {{
-    include /etc/nginx/mime.types;
-    access_log {run}/access.log;
-    client_body_temp_path {run}/body;
-    proxy_temp_path {run}/proxy;
-    fastcgi_temp_path {run}/fastcgi;
-    uwsgi_temp_path {run}/uwsgi;
-    scgi_temp_path {run}/scgi;
-{site}
-}}
-""")
-    return Front([NGINX, "-c", str(run / "nginx.conf"), "-p", str(run)], port, run / "server.log")
+def debian_python_site(public: Path) -> tuple[str, Path]:
+    """Debian's python3 (the one mod_wsgi is built for) and a world-readable copy of our package
+    and its dependencies, since this machine's own Python may be private to root."""
+    python = "/usr/bin/python3"
+    if not os.access(python, os.X_OK):
+        pytest.skip("no /usr/bin/python3 (Debian's Python) for CGI and mod_wsgi")
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True
+    ).stdout.strip()
+    if version != str(sys.version_info[:2]):
+        pytest.skip(
+            f"Debian's python3 is {version}, the tests run {sys.version_info[:2]}: "
+            "the dependencies cannot be shared"
+        )
+    site = public / "site"
+    shutil.copytree(
+        ROOT / "archive_service",
+        site / "archive_service",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    for name in (
+        "flask",
+        "werkzeug",
+        "jinja2",
+        "markupsafe",
+        "itsdangerous",
+        "click",
+        "blinker",
+        "yaml",
+        "_yaml",
+        "watchdog",
+    ):
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:
+            shutil.copytree(
+                list(spec.submodule_search_locations)[0],
+                site / name,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
+        else:
+            shutil.copy(spec.origin, site)
+    # As pip would: the unprivileged user cannot write __pycache__, and CGI imports every time.
+    subprocess.run([python, "-m", "compileall", "-q", str(site)], check=True)
+    for directory, dirs, files in os.walk(site):
+        for name in dirs:
+            os.chmod(os.path.join(directory, name), 0o755)
+        for name in files:
+            os.chmod(os.path.join(directory, name), 0o644)
+    check = subprocess.run(
+        [python, "-c", "import archive_service.web"],
+        user="www-data",
+        env={"PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+    )
+    if check.returncode:
+        pytest.skip(f"Debian's python3 cannot import the app: {check.stderr.strip()[-200:]}")
+    return python, site
+
+
+APACHE2CTL = executable("apache2ctl")
+DEBIAN_APACHE = Path("/etc/apache2")
+needs_debian_apache = pytest.mark.skipif(
+    APACHE2CTL is None or not (DEBIAN_APACHE / "envvars").is_file(),
+    reason="Debian's apache2 layout is not installed (apache2ctl, /etc/apache2/envvars)",
+)
+# The environment systemd gives apache2.service (Environment=APACHE_STARTED_BY_SYSTEMD=true)
+# on a box whose locale is UTF-8: envvars then sets LANG=C, as it does there.
+SYSTEMD_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+    "APACHE_STARTED_BY_SYSTEMD": "true",
+}
+
+
+class DebianApache(Front):
+    """apache2 started as Debian starts it: `apache2ctl start` sources envvars (LANG=C,
+    www-data) and daemonizes, reading a private copy of /etc/apache2 (APACHE_CONFDIR) whose
+    sites and modules are enabled with a2ensite / a2enmod, as contrib's steps say. Only the
+    copy's envvars paths (run, lock and log directories) and ports.conf are changed."""
+
+    def __init__(self, public: Path, port: int):
+        self.port = port
+        self.confdir = public / "apache2"
+        shutil.copytree(DEBIAN_APACHE, self.confdir, symlinks=True)
+        self.run = public / "apache2-run"
+        for sub in ("run", "lock", "log", "state"):
+            (self.run / sub).mkdir(parents=True)
+        self.run.chmod(0o755)
+        envvars = self.confdir / "envvars"
+        text = rewrite(
+            envvars.read_text(),
+            ("/var/run/apache2$SUFFIX/apache2.pid", f"{self.run}/run/apache2.pid"),
+            ("/var/run/apache2$SUFFIX", f"{self.run}/run"),
+            ("/var/lock/apache2$SUFFIX", f"{self.run}/lock"),
+            ("/var/log/apache2$SUFFIX", f"{self.run}/log"),
+        )
+        assert "\nexport LANG=C\n" in text, "Debian's envvars no longer sets LANG=C"
+        envvars.write_text(text)
+        (self.confdir / "ports.conf").write_text(f"Listen 127.0.0.1:{port}\n")
+        # mod_wsgi's sockets go to /var/run/apache2 by default: here, the private run dir.
+        (self.confdir / "conf-available" / "test-run-dir.conf").write_text(
+            "<IfModule mod_wsgi.c>\n    WSGISocketPrefix ${APACHE_RUN_DIR}/wsgi\n</IfModule>\n"
+        )
+        self.env = {
+            **SYSTEMD_ENV,
+            "APACHE_CONFDIR": str(self.confdir),
+            "APACHE_STATE_DIRECTORY": str(self.run / "state"),
+        }
+        self.pid_file = self.run / "run" / "apache2.pid"
+        self.a2("a2enconf", "test-run-dir")
+        self.a2("a2dissite", "000-default")
+
+    def a2(self, *command: str) -> None:
+        """An a2enmod / a2ensite / ... step, on the private copy."""
+        done = subprocess.run(command, env=self.env, capture_output=True, text=True)
+        assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
+
+    def install_site(self, name: str, text: str) -> None:
+        """contrib's steps: copy the file into sites-available, then a2ensite."""
+        (self.confdir / "sites-available" / f"{name}.conf").write_text(text)
+        self.a2("a2ensite", name)
+
+    def start(self) -> DebianApache:
+        self._daemon([APACHE2CTL, "start"], self.env)
+        return self
+
+    def stop(self) -> None:
+        pid = self.pid()
+        if pid is not None:
+            subprocess.run([APACHE2CTL, "stop"], env=self.env, capture_output=True, timeout=60)
+            self._stopped(pid)
+
+
+def acknowledge(front: str, answer: dict[str, str]) -> None:
+    """What a resolver sends back after handing a user `answer`'s URL (SPEC: acknowledgment)."""
+    query = urllib.parse.urlencode(
+        {
+            "servicesubject": "acknowledgment",
+            "clientinformation.ipaddress": "150.163.2.175",
+            "contenttype": answer["contenttype"],
+            "ibi": answer["ibi"].strip("{}"),
+            "state": answer["state"],
+            "url": answer["url"],
+            "url.persistent": f"http://urlib.net/{TARGET_IBI}",
+            "urlkey": answer["urlkey"],
+        },
+        quote_via=urllib.parse.quote,
+    )
+    assert fetch(f"{front}/{SERVICE}?{query}") == (200, b"notice {acknowledgment received}")
+
+
+def stats_as(user: str, python: str, site: Path, config: Path) -> dict:
+    """`archive-service stats --format json` as `user` (the web server's), with the config the
+    web server reads: what an admin runs by hand to read what the service counted."""
+    done = subprocess.run(
+        ["runuser", "-u", user, "--", python, "-m", "archive_service.cli", "stats"]
+        + ["--config", str(config), "--format", "json"],
+        env={"PATH": SYSTEMD_ENV["PATH"], "PYTHONPATH": str(site), "LANG": "C.UTF-8"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+DEBIAN_NGINX = Path("/etc/nginx")
+needs_debian_nginx = pytest.mark.skipif(
+    NGINX is None or not (DEBIAN_NGINX / "nginx.conf").is_file(),
+    reason="Debian's nginx layout is not installed (nginx, /etc/nginx/nginx.conf)",
+)
+
+
+class DebianNginx(Front):
+    """nginx started as Debian's nginx.service starts it (`nginx -g 'daemon on; master_process
+    on;'`, Debian's nginx.conf: www-data, sites-enabled), on a private copy of /etc/nginx
+    whose pid, log and temporary paths are private and whose default site is removed."""
+
+    def __init__(self, public: Path, port: int):
+        self.port = port
+        self.etc = public / "nginx-etc"
+        shutil.copytree(DEBIAN_NGINX, self.etc, symlinks=True)
+        self.run = public / "nginx-run"
+        self.run.mkdir(mode=0o755)
+        self.pid_file = self.run / "nginx.pid"
+        conf = self.etc / "nginx.conf"
+        conf.write_text(
+            rewrite(
+                conf.read_text(),
+                ("pid /run/nginx.pid;", f"pid {self.pid_file};"),
+                ("/var/log/nginx/", f"{self.run}/"),
+                ("include /etc/nginx/", f"include {self.etc}/"),
+            )
+        )
+        (self.etc / "conf.d" / "test-temp.conf").write_text(
+            "".join(
+                f"{kind}_temp_path {self.run}/{kind};\n"
+                for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+            )
+        )
+        (self.etc / "sites-enabled" / "default").unlink(missing_ok=True)
+
+    def install_site(self, name: str, text: str) -> None:
+        """contrib's steps: copy into sites-available, link from sites-enabled."""
+        (self.etc / "sites-available" / name).write_text(text)
+        (self.etc / "sites-enabled" / name).symlink_to(f"../sites-available/{name}")
+
+    def start(self) -> DebianNginx:
+        conf = str(self.etc / "nginx.conf")
+        self._daemon([NGINX, "-c", conf, "-g", "daemon on; master_process on;"], SYSTEMD_ENV)
+        return self
+
+    def stop(self) -> None:
+        pid = self.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGQUIT)  # as nginx.service's ExecStop
+            self._stopped(pid)
+
+
+def start_debian_apache(
+    fronts: list, public: Path, port: int, site: str, *modules: str, name: str = "archive-service"
+) -> DebianApache:
+    """Debian's apache2 with `modules` and the site `name` enabled, started (in `fronts`)."""
+    fronts.append(apache := DebianApache(public, port))
+    if modules:
+        apache.a2("a2enmod", *modules)
+    apache.install_site(name, site)
+    return apache.start()
+
+
+def start_debian_nginx(fronts: list, public: Path, port: int, site: str) -> DebianNginx:
+    """Debian's nginx with the site enabled, started (in `fronts`)."""
+    fronts.append(nginx := DebianNginx(public, port))
+    nginx.install_site("archive-service.conf", site)
+    return nginx.start()

@@ -1,4 +1,5 @@
-"""The real nginx and Apache of contrib/ in front of the real `serve`: the proxy sends the bytes
+"""The real nginx and Apache of contrib/ (Debian's, started as Debian starts them) in front of
+the real `serve`: the proxy sends the bytes
 of /col/ files the service chose (file_offload), and a licensed item is refused to a user
 outside its networks however the user spoofs X-Forwarded-For."""
 
@@ -22,12 +23,12 @@ from fronts import (
     NGINX_SITE,
     TARGET_FILE,
     check_front,
-    needs_apache,
-    needs_nginx,
+    needs_debian_apache,
+    needs_debian_nginx,
     rewrite,
     serve_behind,
-    start_apache,
-    start_nginx,
+    start_debian_apache,
+    start_debian_nginx,
 )
 from serve_process import SERVICE, Serve, free_port
 
@@ -61,11 +62,11 @@ def col_lines(log: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.process
-@needs_nginx
+@needs_debian_nginx
 def test_nginx_sends_the_files_serve_chooses(public, tmp_path, fronts):
     port = free_port()
     serve = serve_behind(public, tmp_path, port, fronts, "--file-offload", "x-accel-redirect")
-    fronts.append(front := start_nginx(public, nginx_site(port, serve, public), port))
+    front = start_debian_nginx(fronts, public, port, nginx_site(port, serve, public))
     check_front(front.url, public / "collection")
     sent = [size for _, size in col_lines(serve.log()) if size.startswith("200 ")]
     assert sent and set(sent) == {"200 0"}, sent  # nginx sent the bytes
@@ -75,7 +76,7 @@ def test_nginx_sends_the_files_serve_chooses(public, tmp_path, fronts):
 
 
 @pytest.mark.process
-@needs_apache
+@needs_debian_apache
 @pytest.mark.skipif(
     not (APACHE_MODULES / "mod_xsendfile.so").exists(),
     reason="mod_xsendfile is not installed (Debian: libapache2-mod-xsendfile)",
@@ -89,8 +90,8 @@ def test_apache_sends_the_files_serve_chooses(public, tmp_path, fronts):
         (BACKEND, serve.address),
         (COLLECTION, str(public / "collection")),
     )
-    fronts.append(
-        front := start_apache(public, site, port, ["proxy", "proxy_http", "headers", "xsendfile"])
+    front = start_debian_apache(
+        fronts, public, port, site, "proxy", "proxy_http", "headers", "xsendfile"
     )
     check_front(front.url, public / "collection")
     sent = [size for _, size in col_lines(serve.log()) if size.startswith("200 ")]
@@ -98,7 +99,7 @@ def test_apache_sends_the_files_serve_chooses(public, tmp_path, fronts):
 
 
 @pytest.mark.process
-@needs_nginx
+@needs_debian_nginx
 def test_licensed_files_through_nginx(public, tmp_path, fronts):
     sidecar = public / "collection" / LICENSED / "item.yaml"
     sidecar.write_text(
@@ -108,7 +109,7 @@ def test_licensed_files_through_nginx(public, tmp_path, fronts):
     )
     port = free_port()
     serve = serve_behind(public, tmp_path, port, fronts, "--trusted-proxies", "127.0.0.1")
-    fronts.append(start_nginx(public, nginx_site(port, serve, public), port))
+    start_debian_nginx(fronts, public, port, nginx_site(port, serve, public))
     file = f"/col/{LICENSED}/doc/article.pdf"
     filelist = f"/{SERVICE}/filelist/{LICENSED}"
     article = (public / "collection" / LICENSED / "doc" / "article.pdf").read_bytes()

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from ..common.fsnames import from_os, to_os
 from ..protocol import ibi as ibimod
 from ..protocol.ibi import Forms, Ibi
 from . import sidecar as sidecarmod
@@ -117,11 +118,11 @@ def _resolve(
     it is where the admin put the collection."""
     if ".." in relpath.split("/") or "\x00" in relpath or "\\" in relpath:
         return None
-    real_root = _resolved(os.fspath(root))
+    real_root = _resolved(to_os(os.fspath(root)))
     if real_root is None:
         return None
     doc = os.path.join(real_root[0], directory, DOC)
-    found = _resolved(os.path.join(doc, relpath))
+    found = _resolved(os.path.join(doc, to_os(relpath)))
     if found is None or not (found[0] == doc or found[0].startswith(doc + os.sep)):
         return None
     return found
@@ -161,7 +162,7 @@ def files_under(
 ) -> list[tuple[str, os.stat_result]]:
     """Regular files and symbolic links below the directory doc/ (following no link, doc/
     itself included), as (relative path, lstat), sorted; `counter[0]` counts the
-    directories read."""
+    directories read. The paths are names as kept (fsnames), whatever the locale."""
     found = []
     top = os.fspath(directory)
     fd = open_doc(top)
@@ -185,9 +186,13 @@ def files_under(
                 for entry in entries:
                     try:
                         if entry.is_file(follow_symlinks=False) or entry.is_symlink():
-                            found.append((prefix + entry.name, entry.stat(follow_symlinks=False)))
+                            found.append(
+                                (prefix + from_os(entry.name), entry.stat(follow_symlinks=False))
+                            )
                         elif entry.is_dir(follow_symlinks=False):
-                            stack.append((f"{path}/{entry.name}", f"{prefix}{entry.name}/"))
+                            stack.append(
+                                (f"{path}/{entry.name}", f"{prefix}{from_os(entry.name)}/")
+                            )
                     except OSError:
                         continue
         finally:
@@ -247,7 +252,7 @@ def doc_problems(
                 Problem(
                     directory,
                     f"doc/{_shown(rel)} is a symbolic link to "
-                    f"{_readlink(os.path.join(doc, rel))}: it leads out of the "
+                    f"{_readlink(os.path.join(doc, to_os(rel)))}: it leads out of the "
                     "item's doc/ (or nowhere, or round a loop) and is not served",
                 )
             )
@@ -256,7 +261,7 @@ def doc_problems(
 
 def _readlink(path: str) -> str:
     try:
-        return _shown(os.readlink(path))
+        return _shown(from_os(os.readlink(path)))
     except OSError as exc:
         return f"? ({exc.strerror})"
 
@@ -290,7 +295,7 @@ def subdirectories(
                 elif problems is not None and e.is_symlink() and e.is_dir():
                     problems.append(
                         Problem(
-                            where + _shown(e.name),
+                            where + _shown(from_os(e.name)),
                             f"is a symbolic link to {_readlink(e.path)}: "
                             "links are not followed, so nothing under it is served",
                         )

@@ -101,7 +101,7 @@ class Walk:
         has_sidecar = bool(parts)
         files = self.files_under(f"{path}/{DOC}")
         if not files and os.path.islink(f"{path}/{DOC}"):  # the problem names where it leads
-            parts.append(b"l" + os.readlink(f"{path}/{DOC}").encode("utf-8", "surrogateescape"))
+            parts.append(b"l" + os.fsencode(os.readlink(f"{path}/{DOC}")))
         for rel, st in files:
             parts.append(
                 b"%s\0%d.%d" % (rel.encode("utf-8", "surrogateescape"), st.st_size, st.st_mtime_ns)

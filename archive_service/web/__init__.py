@@ -31,6 +31,7 @@ from werkzeug.wsgi import wrap_file
 from .. import __version__, settings
 from ..collection import items as index
 from ..collection.sidecar import DC_ELEMENTS, xml_text
+from ..common.fsnames import from_bytes, from_os
 from ..common.http import TEXT, answer_unexpected_errors, error_response
 from ..indexer.startup import LiveIndex
 from ..protocol import answers, pairs, urlkeys
@@ -83,7 +84,7 @@ def _send(path: Path) -> Response:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             abort(404)
-        name = _displayable(path.name)
+        name = _displayable(from_os(path.name))
         # 64 KB blocks: few enough for Python's loop (100 MB over loopback: 0.10 s against
         # sendfile's 0.08 s), small enough for a slow client to take each in client_timeout.
         response = Response(
@@ -143,7 +144,7 @@ def _offload(how: str, real: Path, root: Path) -> Response | None:
     collection's internal location, percent-encoded as nginx decodes it; or X-Sendfile with
     its path's bytes, which mod_xsendfile 0.12 takes as they are); None when that cannot
     name it."""
-    name = _displayable(real.name)
+    name = _displayable(from_os(real.name))
     response = Response(mimetype=mimetypes.guess_type(name)[0] or "application/octet-stream")
     response.cache_control.no_cache = True
     response.headers.set("Content-Disposition", "inline", **_filename_options(name))
@@ -386,7 +387,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     @app.get("/col/<path:rest>", endpoint="col")
     def col(rest: str) -> Response:
         # Names on disk are bytes: take them from the raw PATH_INFO, not Werkzeug's decoding.
-        raw = os.fsdecode(request.environ.get("PATH_INFO", "").encode("latin-1"))
+        raw = from_bytes(request.environ.get("PATH_INFO", "").encode("latin-1"))
         segments = raw.split("/")[2:]  # after "", "col"
         for size in (4, 2):
             if len(segments) > size + 1 and segments[size] == index.DOC:

@@ -5,8 +5,21 @@ Install as /usr/lib/cgi-bin/archive-service.cgi (mode 0755), the first line nami
 of the venv where archive-service is installed. Settings: ARCHIVE_SERVICE_CONFIG (SetEnv).
 """
 
+import sys
 from wsgiref.handlers import CGIHandler
 
+from archive_service.settings import ConfigError
 from archive_service.web import create_app_from_env
 
-CGIHandler().run(create_app_from_env())
+try:
+    app = create_app_from_env()
+except ConfigError as exc:
+    # One line in Apache's error log (the settings www-data cannot read, a missing one), not
+    # a traceback for every request; the client gets a 500.
+    print(f"archive-service.cgi: {exc}", file=sys.stderr)
+    sys.stdout.write(
+        "Status: 500 Internal Server Error\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
+        "The Archive's settings cannot be read: see the web server's error log.\n"
+    )
+    sys.exit(0)
+CGIHandler().run(app)

@@ -1,0 +1,271 @@
+"""contrib/'s variants (Apache proxy, mod_wsgi, CGI; nginx) in Debian's own apache2 and
+nginx, started as Debian starts them (apache2ctl sourcing /etc/apache2/envvars: LANG=C,
+www-data; `nginx -g 'daemon on; master_process on;'`), each site copied into
+sites-available and enabled as its steps say, with non-ASCII file names and acknowledgments
+counted in the statistics."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from archive_service.web import stats
+from fronts import (
+    APACHE_CGI,
+    APACHE_MODULES,
+    APACHE_VHOST,
+    APACHE_WSGI,
+    BACKEND,
+    CGI_FILE,
+    COLLECTION,
+    CONTRIB,
+    NGINX_SITE,
+    TARGET_IBI,
+    WSGI_FILE,
+    DebianApache,
+    Front,
+    acknowledge,
+    check_front,
+    debian_python_site,
+    needs_debian_apache,
+    needs_debian_nginx,
+    rewrite,
+    serve_behind,
+    start_debian_apache,
+    start_debian_nginx,
+    stats_as,
+    url_request,
+    write_config,
+)
+from serve_process import free_port
+
+needs_mod_wsgi = pytest.mark.skipif(
+    not (APACHE_MODULES / "mod_wsgi.so").exists(),
+    reason="mod_wsgi is not installed (Debian: apt-get install libapache2-mod-wsgi-py3)",
+)
+WEB_USER = "www-data"
+
+
+@pytest.mark.parametrize("conf", sorted((CONTRIB / "apache").glob("*.conf")), ids=lambda p: p.name)
+def test_apache_steps_copy_the_file_into_sites_available_before_a2ensite(conf):
+    steps = [line.strip("# ") for line in conf.read_text().splitlines() if line.startswith("#")]
+    text = "\n".join(steps)
+    copy = text.find(f"cp {conf.name} /etc/apache2/sites-available/")
+    enable = text.find(f"a2ensite {conf.stem}")
+    assert 0 <= copy < enable, f"{conf.name}: copy it into sites-available, then a2ensite"
+
+
+def test_nginx_steps_copy_the_file_into_sites_available_before_linking_it():
+    text = NGINX_SITE.read_text()
+    copy = text.find(f"cp {NGINX_SITE.name} /etc/nginx/sites-available/")
+    link = text.find(f"ln -s ../sites-available/{NGINX_SITE.name} /etc/nginx/sites-enabled/")
+    assert 0 <= copy < link
+
+
+class Leftover:
+    """A directory the servers of a test make outside it, removed with them (`fronts`)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def kill(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def state_dir_of(public: Path, user: str = WEB_USER) -> Path:
+    """The state directory contrib's steps make for the web server's user."""
+    state = public / "state"
+    state.mkdir(mode=0o700)
+    shutil.chown(state, user, user)
+    return state
+
+
+def start_mod_wsgi(
+    fronts: list,
+    public: Path,
+    port: int,
+    config: Path,
+    site: Path,
+    user: tuple[str, str] = (WEB_USER, WEB_USER),
+) -> DebianApache:
+    """contrib's mod_wsgi site and .wsgi file in Debian's apache2, started."""
+    wsgi = public / "wsgi" / "archive-service.wsgi"
+    wsgi.parent.mkdir(mode=0o755)
+    wsgi.write_text(
+        rewrite(WSGI_FILE.read_text(), ("/etc/archive-service/archive-service.yaml", str(config)))
+    )
+    wsgi.chmod(0o644)
+    conf = rewrite(
+        APACHE_WSGI.read_text(),
+        ("*:80", f"*:{port}"),
+        ("user=archive-service group=archive-service", "user={} group={}".format(*user)),
+        ("python-home=/opt/archive-service/venv", f"python-path={site}"),
+        (" home=/opt/archive-service ", f" home={wsgi.parent} "),
+        ("/opt/archive-service/archive-service.wsgi", str(wsgi)),
+        ('<Directory "/opt/archive-service">', f'<Directory "{wsgi.parent}">'),
+    )
+    return start_debian_apache(fronts, public, port, conf, "wsgi", name="archive-service-wsgi")
+
+
+def assert_counted(front: str, python: str, site: Path, config: Path) -> None:
+    """An acknowledgment of the non-ASCII target's URL, sent through the front, is counted
+    where `archive-service stats` with the same config (as the web server's user) reads."""
+    answer = url_request(front, TARGET_IBI)
+    acknowledge(front, answer)
+    report = stats_as(WEB_USER, python, site, config)
+    assert report["total"] == 1 and report["rejected"] == 0, report
+
+
+@pytest.mark.process
+@needs_debian_apache
+@needs_mod_wsgi
+def test_mod_wsgi_as_debian_runs_it(public, fronts):
+    python, site = debian_python_site(public)
+    port = free_port()
+    config = write_config(public, f"127.0.0.1:{port}", state_dir_of(public))
+    apache = start_mod_wsgi(fronts, public, port, config, site)
+    with apache.explained():
+        check_front(apache.url, public / "collection")
+        assert_counted(apache.url, python, site, config)
+    assert "Traceback" not in apache.logs() and "rror" not in apache.logs(), apache.logs()
+
+
+@pytest.mark.process
+@needs_debian_apache
+@needs_mod_wsgi
+def test_mod_wsgi_without_the_systemd_unit_answers_at_once(public, fronts):
+    """No systemd unit made /var/lib/archive-service, the home of the user the daemon runs
+    as (here `nobody`, whose home /nonexistent is missing too) and the state_dir the settings
+    name. Every request answered at once, not after Apache's Timeout (300 s) with a 504; the
+    error log says what is wrong with the state_dir once per daemon process."""
+    python, site = debian_python_site(public)
+    port = free_port()
+    missing = public / "root-only" / "archive-service"
+    missing.parent.mkdir(mode=0o755)
+    fallback = Path("/tmp/archive-service-65534")  # where nobody's processes fall back to
+    if not fallback.exists():
+        fronts.append(Leftover(fallback))
+    config = write_config(public, f"127.0.0.1:{port}", missing)
+    apache = start_mod_wsgi(fronts, public, port, config, site, user=("nobody", "nogroup"))
+    with apache.explained():
+        started = time.monotonic()
+        check_front(apache.url, public / "collection")
+        acknowledge(apache.url, url_request(apache.url, TARGET_IBI))
+        assert time.monotonic() - started < 20
+    assert not missing.exists()
+    lines = apache.logs().count(f"state_dir {missing} cannot be used")
+    assert 1 <= lines <= 2, apache.logs()  # processes=2
+
+
+@pytest.mark.process
+@pytest.mark.slow
+@needs_debian_apache
+def test_cgi_as_debian_runs_it(public, fronts):
+    """mod_cgid runs the program as www-data: with the settings and the state_dir of the
+    file's steps, it reads its config and acknowledgments are verified and counted."""
+    python, site = debian_python_site(public)
+    port = free_port()
+    config = write_config(public, f"127.0.0.1:{port}", state_dir_of(public))
+    config.chmod(0o640)  # install -m 0640 -g www-data
+    shutil.chown(config, "root", WEB_USER)
+    program = public / "cgi-bin" / "archive-service.cgi"
+    program.parent.mkdir(mode=0o755)
+    program.write_text(
+        rewrite(CGI_FILE.read_text(), ("#!/opt/archive-service/venv/bin/python3", f"#!{python}"))
+    )
+    program.chmod(0o755)
+    config_line = f"SetEnv ARCHIVE_SERVICE_CONFIG {config}"
+    apache = start_debian_apache(
+        fronts,
+        public,
+        port,
+        rewrite(
+            APACHE_CGI.read_text(),
+            ("*:80", f"*:{port}"),
+            ("/usr/lib/cgi-bin", str(program.parent)),
+            (
+                "SetEnv ARCHIVE_SERVICE_CONFIG /etc/archive-service/archive-service.yaml",
+                config_line,
+            ),
+            # The venv's Python finds the package itself; Debian's needs the copied site.
+            (config_line, f"{config_line}\n    SetEnv PYTHONPATH {site}"),
+        ),
+        "cgid",
+        name="archive-service-cgi",
+    )
+    with apache.explained():
+        check_front(apache.url, public / "collection", light=True)
+        assert_counted(apache.url, python, site, config)
+
+
+def check_counted_behind(front: Front, public: Path, state: Path) -> None:
+    """check_front through a proxy in front of `serve`, and an acknowledgment of the
+    non-ASCII target counted in serve's state_dir."""
+    with front.explained():
+        check_front(front.url, public / "collection")
+        acknowledge(front.url, url_request(front.url, TARGET_IBI))
+        assert stats.Store(state).report()["total"] == 1
+
+
+@pytest.mark.process
+@needs_debian_apache
+@pytest.mark.parametrize("col", ["proxy", "alias"])
+def test_proxy_as_debian_runs_it(public, tmp_path, fronts, col):
+    """`serve` behind contrib's proxy vhost: non-ASCII names through `nocanon` byte for byte,
+    acknowledgments counted, and no warning in the error log per request (AH01136)."""
+    port = free_port()
+    serve = serve_behind(public, tmp_path, port, fronts, "--state-dir", str(tmp_path / "state"))
+    site = rewrite(
+        APACHE_VHOST.read_text(),
+        ("*:80", f"*:{port}"),
+        (BACKEND, serve.address),
+        (COLLECTION, str(public / "collection")),
+    )
+    if col == "alias":  # the alternative the file names: files straight from disk
+        lines = re.findall(r"^    #   (.*)$", site, re.MULTILINE)
+        assert lines, "the commented AliasMatch block is gone"
+        site = rewrite(
+            site,
+            (
+                f'    ProxyPass "/col/" "http://{serve.address}/col/" nocanon\n',
+                "".join(f"    {line}\n" for line in lines),
+            ),
+        )
+    apache = start_debian_apache(fronts, public, port, site, "proxy", "proxy_http", "headers")
+    check_counted_behind(apache, public, tmp_path / "state")
+    assert ('"GET /col/' in serve.log()) == (col == "proxy")
+    errors = (apache.run / "log" / "archive-service-error.log").read_text()
+    assert "AH01136" not in errors and "[proxy:warn]" not in errors, errors
+
+
+@pytest.mark.process
+@needs_debian_nginx
+@pytest.mark.parametrize("col", ["proxy", "alias"])
+def test_nginx_as_debian_runs_it(public, tmp_path, fronts, col):
+    """`serve` behind contrib's nginx site, in nginx as nginx.service starts it."""
+    port = free_port()
+    serve = serve_behind(public, tmp_path, port, fronts, "--state-dir", str(tmp_path / "state"))
+    site = rewrite(
+        NGINX_SITE.read_text(),
+        ("listen 80;", f"listen 127.0.0.1:{port};"),
+        (f"server {BACKEND};", f"server {serve.address};"),
+    )
+    if col == "alias":  # the alternative the file names: files straight from disk
+        proxied = site[site.index("    location ^~ /col/ {") :]
+        proxied = proxied[: proxied.index("}\n") + 2]
+        site = site.replace(proxied, "")
+        commented = re.findall(r"^    #   (.*)$", site, re.MULTILINE)
+        assert commented, "the commented alias block is gone"
+        block = "\n".join("    " + line for line in commented)
+        site = (
+            site[: site.rindex("}")]
+            + rewrite(block, (COLLECTION, str(public / "collection")))
+            + "\n}\n"
+        )
+    nginx = start_debian_nginx(fronts, public, port, site)
+    check_counted_behind(nginx, public, tmp_path / "state")
+    assert ('"GET /col/' in serve.log()) == (col == "proxy")
