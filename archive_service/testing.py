@@ -123,7 +123,7 @@ def dump(store) -> dict:
     try:
         tables = {
             t: conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall()
-            for t in ("items", "keys", "refs", "langs")
+            for t in ("items", "keys", "refs", "langs", "kinds")
         }
         meta = dict(conn.execute("SELECT key, value FROM meta"))
     finally:

@@ -39,7 +39,7 @@ from .walk import SEP, Walk, cover, estimate_items, sortkey
 log = logging.getLogger(__name__)
 
 # Bump when a record's shape or what index.load_item derives changes: old indexes are rebuilt.
-SCHEMA = "5"  # 5: refs also hold nextedition and metadata, prefixed (issue 17)
+SCHEMA = "6"  # 6: the kinds table (issue 18)
 BATCH_ITEMS = 1000
 BATCH_SECONDS = 1.0
 PROGRESS_SECONDS = 5.0
@@ -72,6 +72,14 @@ CREATE TABLE refs (ref TEXT NOT NULL, sortkey TEXT NOT NULL, PRIMARY KEY (ref, s
     WITHOUT ROWID;
 -- How many items hold or declare each language: the Archive's relation set (§7.2).
 CREATE TABLE langs (lang TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+-- How many readable items have each state and contenttype: the Archive's page counts them
+-- without reading 1,000,000 records.
+CREATE TABLE kinds (
+    state TEXT NOT NULL,
+    contenttype TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (state, contenttype)
+) WITHOUT ROWID;
 """
 
 
@@ -219,6 +227,27 @@ class Store:
                 pass
         self._forget_damage()
         self.note_change()
+
+    # After each refresh the writer touches `<index>.refreshed`: when the index was last
+    # brought up to date, for the Archive's page and /health, without a write to the index
+    # (which would make every worker drop what it kept).
+    @property
+    def refreshed_path(self) -> str:
+        return f"{self.path}.refreshed"
+
+    def note_refreshed(self) -> None:
+        try:
+            with open(self.refreshed_path, "w"):
+                pass
+        except OSError:
+            pass  # then the pages show an older time: true of what they can know
+
+    def refreshed(self) -> float | None:
+        """When a refresh last ended (seconds since the epoch), or None if unknown."""
+        try:
+            return os.stat(self.refreshed_path).st_mtime
+        except OSError:
+            return None
 
     # Every commit also bumps a counter in `<index>.changes` that readers map into memory:
     # reading it costs no system call, where PRAGMA data_version takes the WAL's locks.
@@ -390,15 +419,17 @@ class Writer:
         `verify` (default: for a full refresh) the index file is checked first (Store.damage);
         a damaged one, found then or by any refresh, is rebuilt from the collection."""
         try:
-            return self._refresh(
+            result = self._refresh(
                 scopes, progress=progress, verify=scopes is None if verify is None else verify
             )
         except Damaged as exc:
-            return self.rebuild(str(exc), progress=progress)
+            result = self.rebuild(str(exc), progress=progress)
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
                 raise
-            return self.rebuild(str(exc), progress=progress)
+            result = self.rebuild(str(exc), progress=progress)
+        self.store.note_refreshed()
+        return result
 
     def rebuild(self, why: str, *, progress: bool = False) -> Refreshed:
         """Build the index anew from the collection beside the damaged one, then put it in
@@ -604,11 +635,15 @@ class Writer:
         """Take back what the stored row of `key` put in the side tables."""
         conn = batch.conn
         old = conn.execute(
-            "SELECT keys, refs, langs FROM items WHERE sortkey = ?", (key,)
+            "SELECT keys, refs, langs, json_extract(record, '$.state'), "
+            "json_extract(record, '$.contenttype') FROM items WHERE sortkey = ?",
+            (key,),
         ).fetchone()
         if old is None:
             return
-        keys, refs, langs = (x.split(" ") if x else [] for x in old)
+        keys, refs, langs = (x.split(" ") if x else [] for x in old[:3])
+        if old[3] is not None:
+            batch.kinds[old[3:]] = batch.kinds.get(old[3:], 0) - 1
         conn.executemany(
             "DELETE FROM keys WHERE key = ? AND claim = ?", [(k, claim(key)) for k in keys]
         )
@@ -645,6 +680,8 @@ class Writer:
         batch.refs += [(r, key) for r in row.refs]
         for lang in row.langs:
             batch.langs[lang] = batch.langs.get(lang, 0) + 1
+        if row.kind is not None:
+            batch.kinds[row.kind] = batch.kinds.get(row.kind, 0) + 1
         batch.done()
 
 
@@ -662,6 +699,7 @@ class _Batch:
         self.keys: list[tuple[str, str]] = []
         self.refs: list[tuple[str, str]] = []
         self.langs: dict[str, int] = {}
+        self.kinds: dict[tuple[str, str], int] = {}
 
     def begin(self) -> sqlite3.Connection:
         if not self.conn.in_transaction:
@@ -691,7 +729,14 @@ class _Batch:
         )
         if any(n < 0 for n in self.langs.values()):
             conn.execute("DELETE FROM langs WHERE n <= 0")
-        self.items, self.keys, self.refs, self.langs = [], [], [], {}
+        conn.executemany(
+            "INSERT INTO kinds VALUES (?, ?, ?) ON CONFLICT (state, contenttype) "
+            "DO UPDATE SET n = n + excluded.n",
+            [(*kind, n) for kind, n in self.kinds.items() if n],
+        )
+        if any(n < 0 for n in self.kinds.values()):
+            conn.execute("DELETE FROM kinds WHERE n <= 0")
+        self.items, self.keys, self.refs, self.langs, self.kinds = [], [], [], {}, {}
         next_generation(conn)
         conn.execute("COMMIT")
         self.store.note_change()
