@@ -157,3 +157,26 @@ def test_the_search_field_is_labelled(settings):
     label = page.html.find("label", attrs={"for": field["id"]})
     assert label is not None and label.get_text(strip=True)
     assert page.html.find("form")["role"] == "search"
+
+
+def test_ibis_claimed_twice_are_found_and_forgotten_as_the_collection_changes(collection, tmp_path):
+    # The conflicts table is kept per batch: count() and the problems read it, not a
+    # grouping of every key; a clean build of the same collection holds the same rows.
+    store = Store(collection, tmp_path / "state")
+    Writer(store).refresh()
+    catalog = StoreCatalog(store)
+    dup = collection / "8JMKD3MGP8W/35MME4E/doc"
+    dup.mkdir(parents=True)
+    (dup / "x.txt").write_text("x")
+    Writer(store).refresh()
+    assert catalog.count() == len(served(collection)) == 15
+    claimed = [p for p in catalog.problems if "is also claimed by" in p.message]
+    assert [p.where for p in claimed] == ["8JMKD3MGP8W/35MME4E"]
+    clean = Store(collection, tmp_path / "clean")
+    Writer(clean).refresh()
+    assert testing.dump(store) == testing.dump(clean)
+    shutil.rmtree(dup.parent)
+    Writer(store).refresh()
+    assert not [p for p in catalog.problems if "is also claimed by" in p.message]
+    assert testing.dump(store)["conflicts"] == []
+    catalog.close()

@@ -348,7 +348,8 @@ class StoreCatalog:
         ):
             found += [Problem(*p) for p in json.loads(text)]
         for k, claimants in reader.conn.execute(
-            "SELECT key, group_concat(claim, ' ') FROM keys GROUP BY key HAVING count(*) > 1"
+            "SELECT c.key, group_concat(k.claim, ' ') FROM conflicts c CROSS JOIN keys k "
+            "WHERE k.key = c.key GROUP BY c.key"
         ):
             served = self.lookup(k)
             if served is None:
@@ -370,13 +371,13 @@ class StoreCatalog:
         reader = self._reader()
         count = reader.gen.count
         if count is None:
-            readable = reader.conn.execute(
-                "SELECT count(*) FROM items WHERE record IS NOT NULL"
-            ).fetchone()[0]
+            # The readable items, as the kinds table counts them (see store.SCHEMA).
+            readable = reader.conn.execute("SELECT coalesce(sum(n), 0) FROM kinds").fetchone()[0]
             # Items that lose every claim to an earlier directory are not served.
             later = reader.conn.execute(
-                "SELECT DISTINCT k2.claim FROM keys k1 JOIN keys k2 ON k1.key = k2.key "
-                "AND k1.claim < k2.claim"
+                # CROSS JOIN keeps SQLite from walking all of keys first (0.2 s at 1,000,000).
+                "SELECT DISTINCT k2.claim FROM conflicts c CROSS JOIN keys k1 CROSS JOIN keys k2 "
+                "WHERE k1.key = c.key AND k2.key = c.key AND k1.claim < k2.claim"
             ).fetchall()
             count = reader.gen.count = readable - sum(
                 1 for (c,) in later if not self._served(reader, claimant(c))
