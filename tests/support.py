@@ -235,3 +235,19 @@ def png_facts(data: bytes) -> tuple[int, int, int]:
     # Each row starts with its filter byte; the rest are (filtered) samples.
     distinct = len({pixels[i * row + 1 : (i + 1) * row] for i in range(height)})
     return width, height, distinct
+
+
+def garble_past_first_page(path: Path) -> None:
+    """Damage the index file at `path` as a failing disk would under a running service: what
+    its WAL holds goes into the file first, then every page after the first is garbage."""
+    import os
+    import sqlite3
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    finally:
+        conn.close()
+    with open(path, "r+b") as f:
+        f.seek(4096)
+        f.write(os.urandom(path.stat().st_size - 4096))

@@ -4,8 +4,6 @@ mount, an index file overwritten with garbage under the app."""
 
 from __future__ import annotations
 
-import os
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,7 @@ import pytest
 from archive_service.index.store import Store
 from archive_service.serve import inclusion
 from archive_service.web import create_app
-from support import SERVICE, Client
+from support import SERVICE, Client, garble_past_first_page
 
 
 @pytest.fixture
@@ -59,14 +57,7 @@ def test_a_read_only_state_directory_is_a_503(settings, read_only):
 
 def test_a_damaged_index_is_a_503_and_says_so(settings, app):
     path = Store(settings["collection"], settings["state_dir"]).path
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:  # what the WAL holds goes into the file, and the file goes bad
-        assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
-    finally:
-        conn.close()
-    with open(path, "r+b") as f:
-        f.seek(4096)
-        f.write(os.urandom(path.stat().st_size - 4096))
+    garble_past_first_page(path)
     got = Client(app, "").get("/health", status=503)
     body = got.json
     assert body["status"] == "failing" and body["index"]["damaged"], body
