@@ -4,6 +4,7 @@ mount, an index file overwritten with garbage under the app."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from archive_service.index.store import Store
 from archive_service.serve import inclusion
 from archive_service.web import create_app
+from serve_process import http_get, serve_collection
 from support import SERVICE, Client, garble_past_first_page
 
 
@@ -73,3 +75,32 @@ def test_a_state_directory_that_is_a_file_is_a_503(settings, tmp_path):
     body = Client(app, "").get("/health", status=503).json
     assert not body["state_dir"]["writable"]
     assert any(str(state) in p for p in body["problems"]), body
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_a_running_service_turns_unhealthy_when_its_state_turns_read_only(
+    collection, tmp_path, read_only
+):
+    state = tmp_path / "state"
+    serve = serve_collection(tmp_path, collection, state)
+    try:
+        serve.wait_answering(timeout=60)
+        serve.wait_log("consistency rescan at start")
+        url = f"http://{serve.address}/health"
+
+        def health() -> tuple[int, dict]:
+            status, _, body = http_get(url, timeout=10)
+            return status, json.loads(body)
+
+        status, body = health()
+        assert status == 200, body
+        assert body["index"]["indexer"].startswith("watching since"), body
+        read_only(state)
+        status, body = health()
+        assert status == 503 and not body["state_dir"]["writable"], body
+        # The service still answers from the open index (the workers' connections stay open).
+        assert serve.get() == "confirmation yes"
+        assert serve.stop() == 0
+    finally:
+        serve.kill()

@@ -180,3 +180,25 @@ def test_ibis_claimed_twice_are_found_and_forgotten_as_the_collection_changes(co
     assert not [p for p in catalog.problems if "is also claimed by" in p.message]
     assert testing.dump(store)["conflicts"] == []
     catalog.close()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"after": "\x00"},
+        {"before": "zzzz", "after": "a"},
+        {"before": "%ff/../.."},
+        {"q": "%"},
+        {"q": "_"},
+        {"q": "'; DROP TABLE items; --"},
+        {"q": "é" * 500},  # under the 4096-byte query limit, past the 200 characters kept
+        {"after": "iconet.com.br/banon/2009/09.09.22.01", "q": "\u0000"},
+    ],
+)
+def test_odd_list_queries_are_answered(settings, query):
+    # Nothing of the query reaches SQL but as a bound value; LIKE's wildcards are not used.
+    client = Client(create_app(settings), "")
+    page = client.get(f"/{SERVICE}/items", params=query, status=200)
+    assert page.html.find("h1").get_text() == "Items of the Archive"
+    if query.get("q") in ("%", "_"):
+        assert "No items match" in page.text
