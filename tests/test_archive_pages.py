@@ -6,6 +6,8 @@ statistics page; every page (the resolver's too) is built on one accessible layo
 from __future__ import annotations
 
 import fnmatch
+import os
+import shutil
 import tomllib
 from importlib import resources
 from urllib.parse import urlencode
@@ -17,7 +19,8 @@ from archive_service.resolver import config as rconfig
 from archive_service.resolver.app import create_resolver_app
 from archive_service.serve import inclusion
 from archive_service.web import create_app
-from support import ROOT, SERVICE, Client
+from isolation import in_child, shared_tmp
+from support import ROOT, SAMPLE, SERVICE, Client
 
 BROKEN = "iconet.com.br/banon/2013/01.01.00.00"
 OAIS = "8JMKD3MGP8W/35MMLL8"
@@ -148,3 +151,34 @@ def test_the_package_data_ships_the_layout_and_the_resolvers_pages(package):
     assert names
     for name in names:
         assert any(fnmatch.fnmatch(f"templates/{name}", p) for p in patterns), name
+
+
+def test_the_pages_answer_when_the_state_directory_cannot_even_be_looked_into():
+    # mod_wsgi as www-data with the default state_dir under a home it cannot enter: the
+    # statistics page answered 500 (Path.exists raised PermissionError in stats.report).
+    with shared_tmp() as top:
+        shutil.copytree(SAMPLE, top / "collection")
+        for directory, dirs, files in os.walk(top / "collection"):
+            for name in dirs + files:
+                os.chmod(os.path.join(directory, name), 0o755)
+        (top / "locked").mkdir(mode=0o700)  # root's: the child may not look inside
+
+        def child():
+            app = create_app(
+                {
+                    "collection": str(top / "collection"),
+                    "archiveaddress": "archive.example.org",
+                    "archiveserviceibi": SERVICE,
+                    "resolver": "none",
+                    "state_dir": str(top / "locked" / "state"),
+                }
+            )
+            client = Client(app, "")
+            statistics = client.get(f"/{SERVICE}/statistics", status=200).text
+            health = client.get("/health", status=503).json
+            return statistics, health, client.get("/", status=200).status_int
+
+        (statistics, health, home), _ = in_child(child, unprivileged=True)
+    assert "Permission denied" in statistics
+    assert not health["state_dir"]["writable"]
+    assert home == 200
