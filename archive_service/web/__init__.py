@@ -454,7 +454,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             problem_count=len(found),
             list_url=url_for("items"),
             statistics_url=url_for("statistics"),
-            health_url=url_for("health"),
+            health_url=url_for(HEALTH[1]),  # under the service path: every front forwards it
         )
         return Response(page, content_type=HTML)
 
