@@ -122,8 +122,10 @@ def dump(store) -> dict:
     conn = sqlite3.connect(store.path)
     try:
         tables = {
-            t: conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall()
-            for t in ("items", "keys", "refs", "langs")
+            t: conn.execute(
+                f"SELECT * FROM {t} ORDER BY {'1' if t == 'conflicts' else '1, 2'}"
+            ).fetchall()
+            for t in ("items", "keys", "refs", "langs", "kinds", "conflicts")
         }
         meta = dict(conn.execute("SELECT key, value FROM meta"))
     finally:

@@ -16,13 +16,22 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from archive_service.web import create_app
 from fronts import public_copy, started_fronts
-from support import ADDRESS, PLATFORM, ROOT, SAMPLE, SERVICE, Client  # noqa: F401 (old imports)
+from support import (  # noqa: F401 (old imports)
+    ADDRESS,
+    PHONE,
+    PLATFORM,
+    ROOT,
+    SAMPLE,
+    SERVICE,
+    Client,
+)
 
 MARKERS = {
     "process": "starts real processes or servers of ours, or a front web server (deselect "
@@ -83,3 +92,53 @@ def fronts() -> list:
     """Append started front servers and Serves here; each is stopped after the test."""
     with started_fronts() as started:
         yield started
+
+
+def _mount(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["mount", *args], capture_output=True, text=True)
+
+
+@pytest.fixture
+def read_only(tmp_path: Path):
+    """make_read_only(directory): bind-mount it read-only onto itself until the test ends."""
+    mounted: list[Path] = []
+
+    def make_read_only(directory: Path) -> None:
+        done = _mount("--bind", str(directory), str(directory))
+        if done.returncode != 0:
+            pytest.skip(f"cannot bind-mount here: {done.stderr.strip()}")
+        mounted.append(directory)
+        done = _mount("-o", "remount,bind,ro", str(directory))
+        assert done.returncode == 0, done.stderr
+
+    yield make_read_only
+    for directory in reversed(mounted):
+        subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+@pytest.fixture
+def phone_browser():
+    """Debian's chromium, headless, through its chromedriver (selenium), showing pages at
+    PHONE's size as a phone does (mobile viewport: `width=device-width` means 360 px)."""
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not chromedriver:
+        pytest.skip("chromium and chromium-driver (Debian packages) are not installed")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    # --no-sandbox: the tests run as root, where chromium's sandbox refuses to start.
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"):
+        options.add_argument(argument)
+    options.add_argument(f"--window-size={PHONE[0]},{PHONE[1]}")
+    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+    try:
+        width, height = PHONE
+        driver.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": True},
+        )
+        yield driver
+    finally:
+        driver.quit()

@@ -126,9 +126,21 @@ def check_front(front: str, collection: Path, light: bool = False) -> None:
     status, page = fetch(answer["url"])
     assert status == 200 and answer["url"].startswith(f"{front}/{SERVICE}/filelist/")
     links = re.findall(r'href="([^"]+)"', page.decode())
-    assert links and all(link.startswith(f"{front}/col/") for link in links)
-    for link in links[:1] if light else links:
+    files = [link for link in links if "://" in link]
+    assert files and all(link.startswith(f"{front}/col/") for link in files)
+    for link in files[:1] if light else files:
         assert fetch(link)[0] == 200, link
+    # The page's own links (the Archive's page, the item list, the statistics) are paths from
+    # the mount point, under the service's path that every front forwards.
+    pages = [link for link in links if link.startswith("/")]
+    assert pages and all(link.startswith(f"/{SERVICE}/") for link in pages), pages
+    for link in pages[:1] if light else pages:
+        got = fetch(front + link)
+        assert got[0] == 200, (link, got)
+    # The health check answers through the front, under the service's path (200, or 503 with
+    # the reason when, say, the front's user cannot write the state directory).
+    status, body = fetch(f"{front}/{SERVICE}/health")
+    assert status in (200, 503) and json.loads(body)["status"] in ("ok", "failing"), body
     # Never the sidecar, however asked.
     sidecar = [
         f"/col/{FILES_DIR}/item.yaml",

@@ -18,6 +18,7 @@ SAMPLE = ROOT / "sample_collection"
 SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
 PLATFORM = "dpi.inpe.br/banon/1998/08.02.08.56"
 ADDRESS = "mtc-m16c.sid.inpe.br"
+PHONE = (360, 800)  # CSS pixels: a small phone held upright (the browser tests' screen)
 
 
 class Client:
@@ -211,3 +212,42 @@ def assert_answer(body: str, text: str) -> None:
     assert len(keys) == (1 if ("urlkey", "*") in want else 0)
     assert all(URLKEY.fullmatch(k) for k in keys)
     assert [(n, "*" if n == "urlkey" else v) for n, v in got] == want
+
+
+def png_facts(data: bytes) -> tuple[int, int, int]:
+    """(width, height, distinct bytes among its pixel rows) of an 8-bit, non-interlaced PNG:
+    a blank page is one colour, a page with text is many."""
+    import struct
+    import zlib
+
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    width, height, depth, _, _, _, interlace = struct.unpack(">IIBBBBB", data[16:29])
+    assert depth == 8 and interlace == 0, (depth, interlace)
+    chunks, at = [], 8
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        kind = data[at + 4 : at + 8]
+        if kind == b"IDAT":
+            chunks.append(data[at + 8 : at + 8 + length])
+        at += 12 + length
+    pixels = zlib.decompress(b"".join(chunks))
+    row = len(pixels) // height
+    # Each row starts with its filter byte; the rest are (filtered) samples.
+    distinct = len({pixels[i * row + 1 : (i + 1) * row] for i in range(height)})
+    return width, height, distinct
+
+
+def garble_past_first_page(path: Path) -> None:
+    """Damage the index file at `path` as a failing disk would under a running service: what
+    its WAL holds goes into the file first, then every page after the first is garbage."""
+    import os
+    import sqlite3
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+    finally:
+        conn.close()
+    with open(path, "r+b") as f:
+        f.seek(4096)
+        f.write(os.urandom(path.stat().st_size - 4096))

@@ -21,6 +21,7 @@ from archive_service.index.catalog import StoreCatalog
 from archive_service.index.store import Store, Writer
 from archive_service.protocol import pairs
 from serve_process import Serve, serve_collection
+from support import garble_past_first_page
 
 pytestmark = pytest.mark.process
 
@@ -135,14 +136,7 @@ def test_a_running_service_recovers_from_an_index_damaged_under_it(generated, tm
         serve.wait_log("consistency rescan at start")
         before = answers(serve, ibis[:2])  # the rest is first read after the damage
         path = index_file(collection, state)
-        conn = sqlite3.connect(path, isolation_level=None)
-        try:  # what the WAL holds goes into the file, and the file goes bad
-            assert conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
-        finally:
-            conn.close()
-        with open(path, "r+b") as f:
-            f.seek(4096)
-            f.write(os.urandom(path.stat().st_size - 4096))
+        garble_past_first_page(path)
         damaged = time.monotonic()
         deadline = damaged + 60
         while True:

@@ -8,7 +8,6 @@ writable, as when the kernel remounts a failing disk read-only; every new open f
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 
@@ -16,28 +15,6 @@ import pytest
 
 from archive_service.indexer import follower as followermod
 from serve_process import serve_collection
-
-
-def mount(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["mount", *args], capture_output=True, text=True)
-
-
-@pytest.fixture
-def read_only(tmp_path: Path):
-    """make_read_only(directory): bind-mount it read-only onto itself until the test ends."""
-    mounted: list[Path] = []
-
-    def make_read_only(directory: Path) -> None:
-        done = mount("--bind", str(directory), str(directory))
-        if done.returncode != 0:
-            pytest.skip(f"cannot bind-mount here: {done.stderr.strip()}")
-        mounted.append(directory)
-        done = mount("-o", "remount,bind,ro", str(directory))
-        assert done.returncode == 0, done.stderr
-
-    yield make_read_only
-    for directory in reversed(mounted):
-        subprocess.run(["umount", "-l", str(directory)], check=False)
 
 
 @pytest.mark.process

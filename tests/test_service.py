@@ -484,4 +484,4 @@ def test_a_server_may_mount_the_app_at_its_service_path_or_at_col(settings, moun
 
 def test_the_root_page_says_what_this_is(client: Client):
     page = client.get("/")
-    assert SERVICE in page.text and "items: 15" in page.text
+    assert SERVICE in page.text and "It holds 15 items." in page.text

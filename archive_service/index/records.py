@@ -90,6 +90,7 @@ class _Row(NamedTuple):
     refs: list[str]
     langs: list[str]
     problems: list[Problem]
+    kind: tuple[str, str] | None  # (state, contenttype) of a readable item
 
 
 def read_item(root: Path, found: Found) -> _Row:
@@ -104,9 +105,10 @@ def read_item(root: Path, found: Found) -> _Row:
     except OSError as exc:
         problems = [Problem(directory, f"cannot read: {exc.strerror}")]
     keys = refs = langs = []
-    record = None
+    record = kind = None
     if item is not None:
         record = encode(item)
+        kind = (item.state, item.contenttype)
         keys = item.keys()
         refs = sorted(
             {ibimod.key(ref.text) for ref in item.translations.values()}
@@ -121,5 +123,5 @@ def read_item(root: Path, found: Found) -> _Row:
         json.dumps([[p.where, p.message, p.severity] for p in problems]) if problems else None
     )
     return _Row(
-        found.sortkey, found.fingerprint, record, problems_json, keys, refs, langs, problems
+        found.sortkey, found.fingerprint, record, problems_json, keys, refs, langs, problems, kind
     )

@@ -9,6 +9,7 @@ import os
 import signal
 import sqlite3
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 
 from .. import settings
@@ -229,3 +230,9 @@ class MemoryCatalog:
 
     def count(self) -> int:
         return len(self._catalog.by_directory)
+
+    def kinds(self) -> dict[tuple[str, str], int]:
+        return dict(Counter((i.state, i.contenttype) for i in self._catalog.by_directory.values()))
+
+    def page(self, **_) -> None:
+        return None  # no index: the item list says it is unavailable

@@ -12,13 +12,15 @@ import logging
 import math
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from flask import Flask, Response, redirect, render_template_string, request
+from flask import Flask, Response, redirect, render_template, request
 from flask.logging import default_handler
 
 from .. import settings
+from ..common import pages
 from ..common.http import TEXT, answer_unexpected_errors, error_response
 from ..protocol import pairs
 from ..protocol.answers import RequestError
@@ -32,28 +34,8 @@ log = logging.getLogger(__name__)
 
 _PATH_SAFE = "/!+:()@$,;=~*'-._"
 
-ALERT_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title></head>
-<body><h1>{{ title }}</h1>
-<p>{{ reason }}</p>
-{% if suspects %}<p>Archives under suspicion:</p><ul>
-{% for a in suspects %}<li>{{ a.address }} (service {{ a.serviceibi }})</li>
-{% endfor %}</ul>{% endif %}
-{% if silent %}<p>Archives that did not answer:</p><ul>
-{% for a in silent %}<li>{{ a.address }} (service {{ a.serviceibi }})</li>
-{% endfor %}</ul>{% endif %}
-<p>Persistent URL: <code>{{ persistent }}</code></p>
-</body></html>
-"""
-
-HOME_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>IBI resolver</title></head>
-<body><h1>IBI resolver</h1>
-<p>Resolve an IBI with
-<code>{{ base }}/&lt;ibi&gt;&lt;modifier&gt;&lt;path&gt;?&lt;query&gt;</code>,
-for example <code>{{ base }}/8JMKD3MGP8W/35MMLL8!:(oai_dc)</code>.</p>
-<p>{{ count }} Archive(s) included.</p></body></html>
-"""
+# resolver/templates/, around the layout all the kit's pages share (see common/pages.py).
+PAGE_SOURCES = pages.sources(Path(__file__).with_name("templates"), ("alert.html", "home.html"))
 
 TITLES = {
     400: "Not a persistent URL",
@@ -107,6 +89,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     registry = Registry(config.state_dir)
     client = ArchiveClient(config.timeout, pool_size=max(32, 4 * config.threads))
     app.extensions["resolver"] = {"registry": registry, "client": client}
+    pages.install(app, PAGE_SOURCES)
     service_path = "/" + config.resolveribi
     bind = config.bind if not config.bind.startswith("unix:") else "localhost"
     address = config.address or bind
@@ -139,8 +122,8 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         return Response(pairs.render(answer), content_type=TEXT)
 
     def alert(status: int, reason: str, persistent: str, **kw) -> Response:
-        page = render_template_string(
-            ALERT_PAGE,
+        page = render_template(
+            "alert.html",
             title=TITLES.get(status, "Not resolved"),
             reason=reason,
             persistent=persistent,
@@ -151,8 +134,10 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
 
     @app.get("/", endpoint="home")
     def home() -> Response:
-        page = render_template_string(
-            HOME_PAGE, base=f"http://{address}{request.script_root}", count=len(registry.included())
+        page = render_template(
+            "home.html",
+            base=f"http://{address}{request.script_root}",
+            count=len(registry.included()),
         )
         return Response(page, content_type="text/html; charset=utf-8")
 

@@ -9,6 +9,7 @@ resolver are built from `archiveaddress`, never from the request's Host header.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import mimetypes
 import os
@@ -17,27 +18,29 @@ import unicodedata
 import xml.etree.ElementTree as ET
 import zlib
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
-from flask import Flask, Response, abort, render_template, request
+from flask import Flask, Response, abort, render_template, request, url_for
 from flask.logging import default_handler
-from jinja2 import DictLoader
 from werkzeug.wsgi import wrap_file
 
 from .. import __version__, settings
 from ..collection import items as index
 from ..collection.sidecar import DC_ELEMENTS, xml_text
+from ..common import pages
 from ..common.fsnames import from_bytes, from_os
 from ..common.http import TEXT, answer_unexpected_errors, error_response
 from ..indexer.startup import LiveIndex
 from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
-from . import limits, stats
+from ..serve import inclusion
+from . import health, limits, stats
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +51,24 @@ for _prefix, _uri in (("oai_dc", OAI_DC), ("dc", DC), ("xsi", XSI)):
     ET.register_namespace(_prefix, _uri)
 
 
-PAGES = ("filelist.html", "metadata.html", "service.html")  # web/templates/
-# Read with the module's code, as the inline strings they replace were: an app made later by a
-# process that can no longer read the package's files (privileges dropped, a tree only its
-# installer reads) still has its pages.
-PAGE_SOURCES = {
-    page: (Path(__file__).with_name("templates") / page).read_text(encoding="utf-8")
-    for page in PAGES
-}
+PAGES = ("filelist.html", "metadata.html", "service.html", "items.html", "statistics.html")
+# Read with the module's code (see common/pages.py): an app made later by a process that can no
+# longer read the package's files (privileges dropped, a tree only its installer reads) still
+# has its pages.
+PAGE_SOURCES = pages.sources(Path(__file__).with_name("templates"), PAGES)
+HTML = "text/html; charset=utf-8"
+STATISTICS_DAYS = 30  # what the statistics page counts
+HEALTH = ("health", "service_health")  # its endpoints
+PROBLEMS_SHOWN = 50  # on the Archive's page; `archive-service check` lists them all
+
+
+def persistent_url(resolver: str, ibi: str) -> str | None:
+    """The persistent URL of `ibi` at the resolver this Archive announces itself to
+    (`http://urlib.net/<ibi>` for urlib.net's service URL), or None when it has none."""
+    if resolver == "none":
+        return None
+    parts = urlsplit(resolver)
+    return f"{parts.scheme}://{parts.netloc}/{ibi}"
 
 
 def _displayable(name: str) -> str:
@@ -269,14 +282,20 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     app.extensions["archive_index"] = live
     # Each request reads one snapshot of the index: never half of an indexer's commit.
     app.teardown_request(lambda exc: catalog.end())
-    # The pages are compiled here, once, and Jinja keeps them (no auto_reload outside debug):
-    # under gunicorn the workers inherit them from the master, no request reads a template
-    # file (a worker whose user cannot read the package's files still answers), and a
-    # missing template stops the start instead of failing a request.
-    app.jinja_loader = DictLoader(PAGE_SOURCES)
-    for page in PAGES:
-        app.jinja_env.get_template(page)
+    pages.install(app, PAGE_SOURCES)
     service_path = "/" + config.archiveserviceibi
+
+    @app.context_processor
+    def navigation() -> dict:
+        # Paths from the mount point (url_for reads SCRIPT_NAME), on every page; the
+        # Archive's page by its path under the service's, which every deployment forwards.
+        return {
+            "nav": [
+                ("The Archive", url_for("about")),
+                ("Items", url_for("items")),
+                ("Statistics", url_for("statistics")),
+            ]
+        }
 
     def links(environ) -> Links:
         # The mount point as Werkzeug reads it (request.script_root), without a request object.
@@ -347,7 +366,8 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         problem = limits.problem(request.environ)
         if problem:
             return error_response(problem)
-        catalog.begin()
+        if request.endpoint not in HEALTH:  # it must answer when the index cannot be read
+            catalog.begin()
         return None
 
     @app.get(service_path + "/filelist/<path:directory>", endpoint="filelist")
@@ -410,19 +430,13 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                     return _send(real)
         abort(404)
 
-    @app.get("/", endpoint="root")
-    def root() -> Response:
+    def overview() -> Response:
+        # What the Archive is: one page at / and at the service's about page (its own item,
+        # answers.service_item), whichever of the two a deployment forwards.
         site = links(request.environ)
-        text = (
-            f"archive-service {__version__}: the Archive service of {config.archiveserviceibi}\n"
-            f"service: {site.service}\nitems: {catalog.count()}\n"
-        )
-        return Response(text, content_type="text/plain; charset=utf-8")
-
-    @app.get(service_path + "/about", endpoint="about")
-    def about() -> Response:
-        # The URL of the service's own item (answers.service_item): what the service is.
-        site = links(request.environ)
+        state = live.store
+        found = catalog.problems
+        refreshed = state.refreshed()
         page = render_template(
             "service.html",
             service=config.archiveserviceibi,
@@ -432,8 +446,104 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             version=__version__,
             contact=config.archiveadmemailaddress,
             items=catalog.count(),
+            kinds=sorted(catalog.kinds().items()),
+            resolver=None if config.resolver == "none" else config.resolver,
+            inclusion=_inclusion(),
+            refreshed=health.iso(refreshed),
+            indexer=health.indexer_state(state),
+            problems=found[:PROBLEMS_SHOWN],
+            problem_count=len(found),
+            list_url=url_for("items"),
+            statistics_url=url_for("statistics"),
+            health_url=url_for(HEALTH[1]),  # under the service path: every front forwards it
         )
-        return Response(page, content_type="text/html; charset=utf-8")
+        return Response(page, content_type=HTML)
+
+    def _inclusion() -> dict | None:
+        known = inclusion.read(config.state_dir)
+        if known is None:
+            return None
+        return {"state": known.state, "detail": known.detail, "since": health.iso(known.time)}
+
+    app.add_url_rule("/", "root", overview)
+    app.add_url_rule(service_path + "/about", "about", overview)
+
+    @app.get(service_path + "/items", endpoint="items")
+    def items() -> Response:
+        search = request.args.get("q", "")[:200]
+        after, before = request.args.get("after", ""), request.args.get("before", "")
+        found = catalog.page(after=after, before=before, search=search)
+        if found is None:
+            return Response(
+                render_template(
+                    "items.html",
+                    archiveaddress=config.archiveaddress,
+                    search=search,
+                    list_url=url_for("items"),
+                    unavailable="The item list needs the index, which cannot be kept now "
+                    "(see /health).",
+                ),
+                status=503,
+                content_type=HTML,
+            )
+        site = links(request.environ)
+        rows = [_row(item, site) for item in found.items]
+        query = {"q": search} if search else {}
+        page = render_template(
+            "items.html",
+            archiveaddress=config.archiveaddress,
+            search=search,
+            items=rows,
+            list_url=url_for("items"),
+            next_url=url_for("items", **query, after=found.after) if found.after else None,
+            previous_url=url_for("items", **query, before=found.before) if found.before else None,
+        )
+        return Response(page, content_type=HTML)
+
+    def _row(item: index.Item, site: Links) -> dict:
+        dc = item.dc or {}
+        titles = dc.get("title") or [""]
+        deleted = item.state == "Deleted"
+        return {
+            "ibi": item.name.text,
+            "title": titles[0],
+            "date": item.timestamp.isoformat(),
+            "state": item.state,
+            "contenttype": item.contenttype,
+            "deleted": deleted,
+            "filelist": None if deleted else site.filelist(item),
+            "metadata": site.metadata(item, None) if dc and not deleted else None,
+            "persistent": persistent_url(config.resolver, item.name.text),
+        }
+
+    @app.get(service_path + "/statistics", endpoint="statistics")
+    def statistics() -> Response:
+        since = datetime.now(UTC).date() - timedelta(days=STATISTICS_DAYS - 1)
+        try:
+            report = store.report(since=since, top=20)
+            problem = store.problem
+        except stats.StatsError as exc:
+            report = stats.build_report([], [], since, None)
+            problem = str(exc)
+        page = render_template(
+            "statistics.html",
+            archiveaddress=config.archiveaddress,
+            report=report,
+            problem=problem,
+        )
+        return Response(page, content_type=HTML)
+
+    def health_check() -> Response:
+        status, body = health.check(catalog, live.store, config.state_dir, store, keys)
+        response = Response(json.dumps(body, indent=1) + "\n", status=status)
+        response.content_type = "application/json"
+        response.cache_control.no_store = True
+        return response
+
+    # At the root, as SPEC has it, and under the service's path, which every deployment
+    # forwards (contrib/).
+    app.add_url_rule("/health", HEALTH[0], health_check)
+    app.add_url_rule(service_path + "/health", HEALTH[1], health_check)
 
     answer_unexpected_errors(app, log)
 

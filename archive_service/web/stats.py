@@ -290,8 +290,11 @@ class Store:
             "days": [],
             "items": [],
         }
-        if not self.path.exists():
-            return empty
+        try:
+            if not self.path.exists():
+                return empty
+        except OSError as exc:  # a directory on the way this user may not enter
+            raise StatsError(f"cannot read {self.path}: {exc.strerror or exc}") from None
         first = since.isoformat() if since else ""
         try:
             conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)

@@ -1,0 +1,90 @@
+"""The Archive's pages in a real browser (issue 18): Debian's chromium, headless, at a phone's
+width (360 CSS pixels), against a real `archive-service serve`. Each page fits the width (no
+horizontal scrolling), its text contrasts 7:1 or more with its background (WCAG AAA), and its
+screenshot is a 360 x 800 picture with something on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from serve_process import serve_collection
+from support import PHONE, SERVICE, png_facts
+
+pytestmark = [pytest.mark.process, pytest.mark.slow]
+
+PAGES = {
+    "archive": "/",
+    "items": f"/{SERVICE}/items",
+    "search": f"/{SERVICE}/items?q=banon",
+    "about": f"/{SERVICE}/about",
+    "statistics": f"/{SERVICE}/statistics",
+    "filelist": f"/{SERVICE}/filelist/iconet.com.br/banon/2009/09.09.22.01",
+    "metadata": f"/{SERVICE}/metadata/iconet.com.br/banon/2012/03.05.08.15",
+}
+
+
+# The colour of every element that holds text of its own, as the browser computed it, with the
+# background it is drawn on (the nearest ancestor's that is not transparent).
+TEXT_COLOURS = """
+const found = [];
+for (const el of document.body.querySelectorAll('*')) {
+  const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+  if (!own || el.offsetParent === null && el.tagName !== 'BODY') continue;
+  let back = el, bg = 'rgba(0, 0, 0, 0)';
+  while (back && (bg = getComputedStyle(back).backgroundColor) === 'rgba(0, 0, 0, 0)')
+    back = back.parentElement;
+  found.push([el.tagName, getComputedStyle(el).color, back ? bg : 'rgb(255, 255, 255)']);
+}
+return found;
+"""
+
+
+def contrast(foreground: str, background: str) -> float:
+    """WCAG 2's contrast ratio of two CSS rgb() colours."""
+
+    def luminance(css: str) -> float:
+        channels = [int(c) / 255 for c in css[css.index("(") + 1 : -1].split(",")[:3]]
+        r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    high, low = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("screenshots")
+
+
+@pytest.fixture
+def served(collection: Path, tmp_path: Path):
+    serve = serve_collection(tmp_path, collection, tmp_path / "state")
+    try:
+        serve.wait_answering(timeout=60)
+        yield serve
+        assert serve.stop() == 0
+    finally:
+        serve.kill()
+
+
+def test_the_pages_fit_a_phone_and_show_something(served, phone_browser, shots):
+    width, height = PHONE
+    for name, path in PAGES.items():
+        phone_browser.get(f"http://{served.address}{path}")
+        title = phone_browser.title
+        assert title and "Error" not in title, (name, title)
+        inner = phone_browser.execute_script("return window.innerWidth")
+        assert inner == width, (name, inner)  # the viewport meta at work
+        scroll = phone_browser.execute_script("return document.documentElement.scrollWidth")
+        assert scroll <= width, f"{name}: {scroll} px wide, more than the phone's {width}"
+        for tag, colour, background in phone_browser.execute_script(TEXT_COLOURS):
+            ratio = contrast(colour, background)
+            assert ratio >= 7, f"{name}: {tag} text {colour} on {background}: {ratio:.1f}:1"
+        png = phone_browser.get_screenshot_as_png()
+        shot = shots / f"{name}.png"
+        shot.write_bytes(png)
+        got_width, got_height, rows = png_facts(shot.read_bytes())
+        assert (got_width, got_height) == (width, height), (name, got_width, got_height)
+        assert rows > 20, f"{name}: the screenshot looks blank ({rows} distinct rows)"
