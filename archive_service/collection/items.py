@@ -14,19 +14,28 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
 
 from ..protocol import ibi as ibimod
+from ..protocol.catalog import (
+    DOC,
+    Editions,
+    Item,
+    claim,
+    directory_of,
+    follow_editions,
+    is_served,
+    sortkey,
+)
 from ..protocol.ibi import Forms, Ibi
 from . import sidecar as sidecarmod
 
 log = logging.getLogger(__name__)
 
-DOC = "doc"
+__all__ = ["DOC", "Editions", "Item", "follow_editions"]  # the item model, from protocol/
 
 
 @dataclass
@@ -39,33 +48,6 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.severity}: {self.where}: {self.message}"
-
-
-@dataclass
-class Item:
-    directory: str  # path relative to the collection, '/'-separated, as on disk
-    name: Ibi  # the IBI the directory is named by
-    forms: Forms  # every form this Archive knows the IBI by
-    state: str
-    contenttype: str
-    language: str | None
-    timestamp: datetime
-    target: str | None  # file under doc/ opened by the bare persistent URL; None: the file list
-    nextedition: Ibi | None = None
-    translations: dict[str, Ibi] = field(default_factory=dict)
-    metadata: Ibi | None = None
-    formats: dict[str, str] = field(default_factory=dict)
-    dc: dict[str, list[str]] | None = None
-    filelist_public: bool = True
-    networks: tuple = ()
-
-    @property
-    def primary(self) -> Forms:
-        """The form the Archive files the item under: its directory name."""
-        return Forms.of(self.name)
-
-    def keys(self) -> list[str]:
-        return self.forms.keys()
 
 
 # A name with one of these gets no URL: a CR or LF would split a pairs line or a log line
@@ -409,8 +391,24 @@ def load_item(
     return item, problems
 
 
+def claim_problems(k: str, claimants: Iterable[str], served: Item | None) -> list[Problem]:
+    """The problem of each directory (by sortkey) claiming the IBI key `k` that is not the
+    one `served` (for `check`; both catalogs report a shared IBI so)."""
+    if served is None:
+        return []
+    return [
+        Problem(
+            directory_of(key),
+            f"IBI {k} is also claimed by {served.directory}; {served.directory} is served",
+        )
+        for key in sorted(claimants)
+        if key != sortkey(served.directory)
+    ]
+
+
 class Catalog:
-    """Every item of one collection, found by either form of its IBI in any case."""
+    """Every item of one collection, found by either form of its IBI in any case: the
+    in-memory implementation of `protocol.catalog.Catalog` (`scan` builds it)."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -419,6 +417,7 @@ class Catalog:
         self.problems: list[Problem] = []
         self.languages: set[str] = set()
         self.has_unlanguaged = False
+        self._found: list[Item] = []
 
     def lookup(self, text: str | Ibi) -> Item | None:
         return self.items.get(ibimod.key(str(text)))
@@ -431,35 +430,37 @@ class Catalog:
         return None
 
     def add(self, item: Item) -> None:
-        """Add an item; of two directories claiming one IBI, the one named by the repository
-        name is served (it is where the standard files an item), else the first found."""
-        for k in item.keys():
-            other = self.items.get(k)
-            if other is None or other is item:
-                continue
-            if item.name.kind == "rep" and other.name.kind == "ibip":
-                item, other = other, item
-                self.remove(item)
-                self.add(other)
-            self.problems.append(
-                Problem(
-                    item.directory,
-                    f"IBI {k} is also claimed by {other.directory}; {other.directory} is served",
-                )
-            )
-            return
-        for k in item.keys():
-            self.items[k] = item
-        self.by_directory[item.directory] = item
+        """Add an item found by the walk (in collection order); which of the directories
+        claiming one IBI is served is decided by `finish`, by the claim rule."""
+        self._found.append(item)
 
-    def remove(self, item: Item) -> None:
-        for k in item.keys():
-            if self.items.get(k) is item:
-                del self.items[k]
-        self.by_directory.pop(item.directory, None)
+    def _claim(self) -> None:
+        """Serve the items as the claim rule (protocol.catalog.is_served) decides, deciding
+        them in claim order so that every earlier claimant is decided first."""
+        claimed: dict[str, list[str]] = {}  # IBI key -> sortkeys of its claimants so far
+        served: dict[str, bool] = {}
+        found = {sortkey(item.directory): item for item in self._found}
+        for key in sorted(found, key=claim):
+            item = found[key]
+            served[key] = is_served(
+                key, item.keys(), lambda k, _mine: claimed.get(k, ()), served.__getitem__
+            )
+            for k in item.keys():
+                claimed.setdefault(k, []).append(key)
+        for key, item in found.items():  # in collection order, as the walk found them
+            if served[key]:
+                for k in item.keys():
+                    self.items[k] = item
+                self.by_directory[item.directory] = item
+        for k, claimants in claimed.items():
+            if len(claimants) > 1:
+                self.problems += claim_problems(k, claimants, self.items.get(k))
+        self._found = []
 
     def finish(self) -> None:
-        """Derive what spans items: reverse translations, the language set, edition cycles."""
+        """Decide the claims, then derive what spans items: reverse translations, the
+        language set, edition cycles."""
+        self._claim()
         for item in self.by_directory.values():
             if item.language:
                 self.languages.add(item.language)
@@ -481,27 +482,6 @@ class Catalog:
                         f"nextedition chain has a cycle through {chain.cycle_at.directory}",
                     )
                 )
-
-
-class Editions(NamedTuple):
-    last: Item  # the last edition reached among the items held
-    ends_here: bool  # `last` has no next edition: the chain neither leaves nor loops
-    cycle_at: Item | None  # the item the chain met a second time, if it loops
-
-
-def follow_editions(lookup: Callable[[Ibi], Item | None], item: Item) -> Editions:
-    """Follow nextedition from `item` through the items `lookup` finds (answers, deposit
-    and the catalog's cycle check all follow the chain this way)."""
-    seen = {item.name.key}
-    while item.nextedition is not None:
-        nxt = lookup(item.nextedition)
-        if nxt is None:
-            return Editions(item, False, None)
-        if nxt.name.key in seen:
-            return Editions(item, False, nxt)
-        seen.add(nxt.name.key)
-        item = nxt
-    return Editions(item, True, None)
 
 
 def scan(root: Path) -> Catalog:

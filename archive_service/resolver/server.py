@@ -10,7 +10,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.glogging import Logger
 
 from .. import settings
-from ..serve.worker import ClientTimeoutWorker
+from ..common.worker import ClientTimeoutWorker
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class ResolverServer(BaseApplication):
         self.cfg.set("bind", [self.config.bind])
         self.cfg.set("workers", self.config.workers)
         self.cfg.set("threads", self.config.threads)
-        # gthread whose clients time out (serve/worker.py): a slowloris client
+        # gthread whose clients time out (common/worker.py): a slowloris client
         # held one of its threads for ever, and `threads` of them held the resolver.
         self.cfg.set("worker_class", ClientTimeoutWorker)
         # Open the registry once before forking so a bad state directory stops start-up.
