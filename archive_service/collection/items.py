@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -293,9 +293,10 @@ def is_two_segment_item(root: str | os.PathLike, two: str) -> bool:
     )
 
 
-def iter_item_dirs(root: Path, problems: list[Problem] | None = None):
-    """Yield (relative directory, Ibi) for every item directory under `root`; links to
-    directories at the levels that name items are added to `problems` (subdirectories)."""
+def item_directories(root: Path, problems: list[Problem] | None = None):
+    """Yield the two-segment item directories under `root` and the four-segment directories
+    that are items if their names are valid IBIs (not checked here); links to directories at
+    the levels that name items are added to `problems` (subdirectories)."""
 
     def subdirs(path: Path, where: str = ""):
         return subdirectories(path, problems, where)
@@ -304,13 +305,19 @@ def iter_item_dirs(root: Path, problems: list[Problem] | None = None):
         for b in subdirs(root / a, f"{a}/"):
             two = f"{a}/{b}"
             if is_two_segment_item(root, two):
-                yield two, ibimod.parse(two)
+                yield two
                 continue
             for c in subdirs(root / two, f"{two}/"):
                 for d in subdirs(root / two / c, f"{two}/{c}/"):
-                    four = f"{two}/{c}/{d}"
-                    if ibimod.is_valid(four):
-                        yield four, ibimod.parse(four)
+                    yield f"{two}/{c}/{d}"
+
+
+def iter_item_dirs(root: Path, problems: list[Problem] | None = None):
+    """Yield (relative directory, Ibi) for every item directory under `root` (see
+    item_directories)."""
+    for directory in item_directories(root, problems):
+        if directory.count("/") == 1 or ibimod.is_valid(directory):
+            yield directory, ibimod.parse(directory)
 
 
 def load_item(
@@ -391,6 +398,13 @@ def load_item(
     return item, problems
 
 
+def position(problem: Problem) -> str:
+    """Where a problem of the walk, of an item or of a claim is listed: in collection order
+    of the directory it names (an item's sidecar with its item), whichever catalog found
+    it; a stable sort keeps an item's own problems in the order they were found."""
+    return sortkey(problem.where.removesuffix("/" + sidecarmod.SIDECAR))
+
+
 def claim_problems(k: str, claimants: Iterable[str], served: Item | None) -> list[Problem]:
     """The problem of each directory (by sortkey) claiming the IBI key `k` that is not the
     one `served` (for `check`; both catalogs report a shared IBI so)."""
@@ -455,6 +469,7 @@ class Catalog:
         for k, claimants in claimed.items():
             if len(claimants) > 1:
                 self.problems += claim_problems(k, claimants, self.items.get(k))
+        self.problems.sort(key=position)
         self._found = []
 
     def finish(self) -> None:
@@ -473,15 +488,22 @@ class Catalog:
                 other = self.lookup(ref)
                 if other is not None and item.language:
                     other.translations.setdefault(item.language, item.name)
-        for item in self.by_directory.values():
-            chain = follow_editions(self.lookup, item)
-            if chain.cycle_at is not None:
-                self.problems.append(
-                    Problem(
-                        item.directory,
-                        f"nextedition chain has a cycle through {chain.cycle_at.directory}",
-                    )
+        self.problems += edition_cycles(self.by_directory.values(), self.lookup)
+
+
+def edition_cycles(items: Iterable[Item], lookup: Callable[[Ibi], Item | None]) -> list[Problem]:
+    """A problem for each of `items` whose nextedition chain loops (both catalogs)."""
+    problems = []
+    for item in items:
+        chain = follow_editions(lookup, item)
+        if chain.cycle_at is not None:
+            problems.append(
+                Problem(
+                    item.directory,
+                    f"nextedition chain has a cycle through {chain.cycle_at.directory}",
                 )
+            )
+    return problems
 
 
 def scan(root: Path) -> Catalog:
@@ -508,10 +530,16 @@ def scan(root: Path) -> Catalog:
 
 def check_references(catalog: Catalog) -> list[Problem]:
     """Relations that point at items held here but of the wrong kind (for `check`)."""
+    return wrong_references(catalog.by_directory.values(), catalog.lookup)
+
+
+def wrong_references(items: Iterable[Item], lookup: Callable[[Ibi], Item | None]) -> list[Problem]:
+    """`check_references` over `items` (those naming a metadata item or a next edition are
+    enough), finding what they name through `lookup` (either catalog's)."""
     problems = []
-    for item in catalog.by_directory.values():
+    for item in items:
         if item.metadata is not None:
-            meta = catalog.lookup(item.metadata)
+            meta = lookup(item.metadata)
             if meta is not None and meta.contenttype != "Metadata":
                 problems.append(
                     Problem(

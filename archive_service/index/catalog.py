@@ -425,6 +425,17 @@ class StoreCatalog:
         # (setdefault is one step under the GIL), so the worker holds one object per item.
         return reader.gen.items.setdefault(key, item)
 
+    @_reading(snapshot=True)
+    def relating(self) -> list[Item]:
+        """The served items that name a next edition or a metadata item, in key order (what
+        `check` follows: edition cycles, references of the wrong kind)."""
+        reader = self._reader()
+        keys = reader.conn.execute(
+            "SELECT DISTINCT sortkey FROM refs WHERE (ref >= 'm:' AND ref < 'm;') "
+            "OR (ref >= 'n:' AND ref < 'n;') ORDER BY sortkey"
+        ).fetchall()
+        return [self._item(reader, key) for (key,) in keys if self._served(reader, key)]
+
     # -- for deposit and delete: which directories to read from disk -----------------------
 
     @_reading()

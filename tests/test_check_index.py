@@ -1,0 +1,107 @@
+"""`archive-service check` reads a complete persistent index instead of every sidecar (issue
+17): after refreshing it (what changed is read again, and only that), it prints what a full
+read of the collection prints, problem for problem, and the same count."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from archive_service.cli import main
+from support import ROOT
+
+ITEM = "sid.inpe.br/mtc-m19/2013/09.04.12.27.57"
+
+
+def break_it(collection: Path, tmp_path: Path) -> None:
+    """Every kind of problem check reports: a broken sidecar, an unknown key, a shared IBI,
+    an edition cycle, a malformed relation, a link out of doc/, a link at an upper level."""
+    (collection / "iconet.com.br/banon/2009/09.09.22.01/item.yaml").write_text("target: [x\n")
+    with open(collection / "dpi.inpe.br/banon/2003/12.10.19.30/item.yaml", "a") as f:
+        f.write("colour: blue\n")
+    dup = collection / "8JMKD3MGP8W/35MME4E/doc"
+    dup.mkdir(parents=True)
+    (dup / "x.txt").write_text("x")
+    (collection / "sid.inpe.br/mtc-m18/2012/07.12.18.08/item.yaml").write_text(
+        "ibip: 8JMKD3MGP8W/3C9EP6P\nnextedition: sid.inpe.br/mtc-m18@80/2009/07.21.14.43\n"
+    )
+    (collection / ITEM / "item.yaml").write_text("metadata: not/an/ibi\n")
+    (collection / ITEM / "doc" / "out.txt").symlink_to(tmp_path)
+    (collection / "iconet.com.br/banon/2010").rename(tmp_path / "2010")
+    (collection / "iconet.com.br/banon/2010").symlink_to(tmp_path / "2010")
+
+
+def check(capsys, collection: Path) -> tuple[int, list[str]]:
+    code = main(["check", str(collection)])
+    return code, capsys.readouterr().out.splitlines()
+
+
+# Runs `check` in a fresh process counting the item.yaml files it opens.
+COUNTED = """
+import sys
+from archive_service.cli import main
+opened = []
+sys.addaudithook(lambda event, args: opened.append(1) if event == "open"
+                 and str(args[0]).endswith("/item.yaml") else None)
+try:
+    main(["check", sys.argv[1]])
+finally:
+    print("OPENED", len(opened))
+"""
+
+
+def sidecars_opened(collection: Path, state: Path) -> int:
+    out = subprocess.run(
+        [sys.executable, "-c", COUNTED, str(collection)],
+        env={"ARCHIVE_SERVICE_STATE_DIR": str(state), "PYTHONPATH": str(ROOT), "PATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    return int(out.rsplit("OPENED", 1)[1])
+
+
+def test_check_from_the_index_prints_what_a_full_read_prints(
+    collection, tmp_path, capsys, monkeypatch
+):
+    break_it(collection, tmp_path)
+    monkeypatch.setenv("ARCHIVE_SERVICE_STATE_DIR", str(tmp_path / "none"))
+    scanned = check(capsys, collection)
+    assert scanned[0] == 1 and len(scanned[1]) == 8, scanned
+    monkeypatch.setenv("ARCHIVE_SERVICE_STATE_DIR", str(tmp_path / "state"))
+    assert main(["index", "--collection", str(collection)]) == 0
+    capsys.readouterr()
+    assert check(capsys, collection) == scanned
+    # A change since the index was built is in check's output at once.
+    (collection / "dpi.inpe.br/banon/2003/12.10.19.30/item.yaml").write_text("state: Copy\n")
+    code, lines = check(capsys, collection)
+    assert [line for line in scanned[1] if "colour" not in line][:-1] == lines[:-1]
+    monkeypatch.setenv("ARCHIVE_SERVICE_STATE_DIR", str(tmp_path / "none"))
+    assert check(capsys, collection) == (code, lines)
+
+
+def test_check_passes_from_the_index_of_the_sample(collection, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ARCHIVE_SERVICE_STATE_DIR", str(tmp_path / "state"))
+    main(["index", "--collection", str(collection)])
+    capsys.readouterr()
+    assert check(capsys, collection) == (0, [f"{collection}: 15 items, no problems"])
+
+
+@pytest.mark.process
+def test_check_with_a_complete_index_reads_only_what_changed(collection, tmp_path):
+    state = tmp_path / "state"
+    assert sidecars_opened(collection, state) >= 10  # no index: every sidecar
+    subprocess.run(
+        [sys.executable, "-m", "archive_service.cli", "index", "--collection", str(collection)],
+        env={"ARCHIVE_SERVICE_STATE_DIR": str(state), "PYTHONPATH": str(ROOT), "PATH": ""},
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    assert sidecars_opened(collection, state) == 0
+    (collection / ITEM / "item.yaml").write_text("language: en\n")
+    assert sidecars_opened(collection, state) == 1
+    assert sidecars_opened(collection, state) == 0
