@@ -4,6 +4,7 @@ read of the collection prints, problem for problem, and the same count."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -105,3 +106,26 @@ def test_check_with_a_complete_index_reads_only_what_changed(collection, tmp_pat
     (collection / ITEM / "item.yaml").write_text("language: en\n")
     assert sidecars_opened(collection, state) == 1
     assert sidecars_opened(collection, state) == 0
+
+
+@pytest.mark.process
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the index to another user")
+def test_check_leaves_another_users_index_alone(collection, tmp_path):
+    """Run by root beside the service's index, check writes nothing of it (files it made
+    would be root's, which the service could not write): it reads the collection instead."""
+    state = tmp_path / "state"
+    subprocess.run(
+        [sys.executable, "-m", "archive_service.cli", "index", "--collection", str(collection)],
+        env={"ARCHIVE_SERVICE_STATE_DIR": str(state), "PYTHONPATH": str(ROOT), "PATH": ""},
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    (collection / ITEM / "item.yaml").write_text("language: en\n")
+    index_files = sorted((state / "index").iterdir())
+    for path in index_files:
+        os.chown(path, 65534, 65534)
+    before = {p: p.stat().st_mtime_ns for p in index_files}
+    assert sidecars_opened(collection, state) >= 10
+    assert sorted((state / "index").iterdir()) == index_files
+    assert {p: p.stat().st_mtime_ns for p in index_files} == before

@@ -20,13 +20,18 @@ log = logging.getLogger(__name__)
 
 def check(collection: str | os.PathLike, state_dir: str | os.PathLike) -> tuple[list[Problem], int]:
     """The problems of `collection` and how many items it serves; from the index kept for it
-    in `state_dir` when one is complete and can be refreshed, else by reading it all."""
+    in `state_dir` when one of this user's is complete and can be refreshed, else by reading
+    the whole collection."""
     root = Path(collection)
     if not root.is_dir():
         raise FileNotFoundError(f"collection {root} is not a directory")
     store = Store(root, state_dir)
     try:
-        complete = store.is_complete()
+        # Another user's index (the service's, with check run by root) is not written: its
+        # files would no longer be the service's to write.
+        complete = (
+            store.exists() and os.stat(store.path).st_uid == os.geteuid() and store.is_complete()
+        )
         if complete:
             Writer(store).refresh()
     except (sqlite3.Error, OSError) as exc:
