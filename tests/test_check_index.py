@@ -12,24 +12,15 @@ from pathlib import Path
 import pytest
 
 from archive_service.cli import main
-from support import ROOT
+from support import ROOT, break_collection
 
 ITEM = "sid.inpe.br/mtc-m19/2013/09.04.12.27.57"
 
 
 def break_it(collection: Path, tmp_path: Path) -> None:
-    """Every kind of problem check reports: a broken sidecar, an unknown key, a shared IBI,
-    an edition cycle, a malformed relation, a link out of doc/, a link at an upper level."""
-    (collection / "iconet.com.br/banon/2009/09.09.22.01/item.yaml").write_text("target: [x\n")
-    with open(collection / "dpi.inpe.br/banon/2003/12.10.19.30/item.yaml", "a") as f:
-        f.write("colour: blue\n")
-    dup = collection / "8JMKD3MGP8W/35MME4E/doc"
-    dup.mkdir(parents=True)
-    (dup / "x.txt").write_text("x")
-    (collection / "sid.inpe.br/mtc-m18/2012/07.12.18.08/item.yaml").write_text(
-        "ibip: 8JMKD3MGP8W/3C9EP6P\nnextedition: sid.inpe.br/mtc-m18@80/2009/07.21.14.43\n"
-    )
-    (collection / ITEM / "item.yaml").write_text("metadata: not/an/ibi\n")
+    """Every kind of problem check reports (support.break_collection), and links: out of an
+    item's doc/, and at an upper level of the collection."""
+    break_collection(collection)
     (collection / ITEM / "doc" / "out.txt").symlink_to(tmp_path)
     (collection / "iconet.com.br/banon/2010").rename(tmp_path / "2010")
     (collection / "iconet.com.br/banon/2010").symlink_to(tmp_path / "2010")
@@ -65,6 +56,16 @@ def sidecars_opened(collection: Path, state: Path) -> int:
     return int(out.rsplit("OPENED", 1)[1])
 
 
+def build_index(collection: Path, state: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "archive_service.cli", "index", "--collection", str(collection)],
+        env={"ARCHIVE_SERVICE_STATE_DIR": str(state), "PYTHONPATH": str(ROOT), "PATH": ""},
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
 def test_check_from_the_index_prints_what_a_full_read_prints(
     collection, tmp_path, capsys, monkeypatch
 ):
@@ -95,13 +96,7 @@ def test_check_passes_from_the_index_of_the_sample(collection, tmp_path, capsys,
 def test_check_with_a_complete_index_reads_only_what_changed(collection, tmp_path):
     state = tmp_path / "state"
     assert sidecars_opened(collection, state) >= 10  # no index: every sidecar
-    subprocess.run(
-        [sys.executable, "-m", "archive_service.cli", "index", "--collection", str(collection)],
-        env={"ARCHIVE_SERVICE_STATE_DIR": str(state), "PYTHONPATH": str(ROOT), "PATH": ""},
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    build_index(collection, state)
     assert sidecars_opened(collection, state) == 0
     (collection / ITEM / "item.yaml").write_text("language: en\n")
     assert sidecars_opened(collection, state) == 1
@@ -114,13 +109,7 @@ def test_check_leaves_another_users_index_alone(collection, tmp_path):
     """Run by root beside the service's index, check writes nothing of it (files it made
     would be root's, which the service could not write): it reads the collection instead."""
     state = tmp_path / "state"
-    subprocess.run(
-        [sys.executable, "-m", "archive_service.cli", "index", "--collection", str(collection)],
-        env={"ARCHIVE_SERVICE_STATE_DIR": str(state), "PYTHONPATH": str(ROOT), "PATH": ""},
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    build_index(collection, state)
     (collection / ITEM / "item.yaml").write_text("language: en\n")
     index_files = sorted((state / "index").iterdir())
     for path in index_files:

@@ -2,9 +2,10 @@
 
 A directory is an item when its path relative to the collection is a repository name (four
 segments) or an IBIp (two segments, holding `doc/` or `item.yaml`) — SPEC §7. The collection
-is the source of truth: `scan` builds this in-memory catalog from it (for `check`, `deposit`,
-`delete`, and a server with nowhere to write an index), and the persistent index
-(index/store.py) is refreshed from it, re-reading only what changed.
+is the source of truth: `scan` builds this in-memory catalog from it (for `check`, `deposit`
+and `delete` without a complete index, and a server with nowhere to write an index), and the
+persistent index (index/store.py) is refreshed from it, re-reading only what changed. The item
+model and the claim rule both catalogs follow are protocol/catalog.py's.
 """
 
 from __future__ import annotations
