@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from archive_service.collection import deposit
 from archive_service.collection import items as index
 from archive_service.index import catalog as catalogmod
 from archive_service.index import store
@@ -82,3 +83,28 @@ def test_both_catalogs_serve_the_same_claimant(tmp_path: Path, case: str):
         assert claims  # every case has a shared IBI to report
     finally:
         indexed.close()
+
+
+@pytest.mark.parametrize("indexed", [True, False], ids=["with the index", "without"])
+def test_a_deposit_links_the_item_both_catalogs_serve(tmp_path: Path, indexed: bool):
+    """`deposit --nextedition-of` writes into the sidecar of the item served for that IBI (the
+    third place that chose a claimant), with or without an index to find it by."""
+    items, expected = CASES["an IBIp directory beaten by one that a rep directory beats"]
+    root = tmp_path / "col"
+    for directory, sidecar in items:
+        item(root, directory, sidecar)
+    state = tmp_path / "state"
+    if indexed:
+        store.Writer(store.Store(root, state)).refresh()
+    upload = tmp_path / "report.txt"
+    upload.write_text("a report\n")
+    config = {
+        "collection": str(root),
+        "state_dir": str(state),
+        "archiveaddress": "archive.example.org:80",
+        "archiveip": "150.163.2.174",
+    }
+    done = deposit.deposit(config, [upload], nextedition_of=REP_Z)
+    linked = [d for d, _ in items if "nextedition" in (root / d / "item.yaml").read_text()]
+    assert linked == [expected[REP_Z]]
+    assert index.scan(root).lookup(REP_Z).nextedition.key == done.primary.lower()
