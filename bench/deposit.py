@@ -1,6 +1,7 @@
 """How long `deposit` takes as the collection grows (issue 17): it must not grow with it.
 
     python bench/deposit.py --items 10000,100000 [--before REF] [--rounds 5]
+    python bench/deposit.py --items 10000,1000000 --cache /work/bench-cache   # not in CI
 
 For each size, in a fresh process per variant: the deposit function of this checkout (after
 an untimed first deposit, which builds the index as the first use does) and, with --before,

@@ -21,6 +21,23 @@ ADDRESS = "mtc-m16c.sid.inpe.br"
 PHONE = (360, 800)  # CSS pixels: a small phone held upright (the browser tests' screen)
 
 
+def break_collection(collection: Path) -> None:
+    """A copy of the sample with a problem of each kind `check` reports: a broken sidecar, an
+    unknown key, a duplicate IBI, an edition cycle, a malformed relation."""
+    (collection / "iconet.com.br/banon/2009/09.09.22.01/item.yaml").write_text("target: [x\n")
+    with open(collection / "dpi.inpe.br/banon/2003/12.10.19.30/item.yaml", "a") as f:
+        f.write("colour: blue\n")
+    dup = collection / "8JMKD3MGP8W/35MME4E/doc"
+    dup.mkdir(parents=True)
+    (dup / "x.txt").write_text("x")
+    (collection / "sid.inpe.br/mtc-m18/2012/07.12.18.08/item.yaml").write_text(
+        "ibip: 8JMKD3MGP8W/3C9EP6P\nnextedition: sid.inpe.br/mtc-m18@80/2009/07.21.14.43\n"
+    )
+    (collection / "sid.inpe.br/mtc-m19/2013/09.04.12.27.57/item.yaml").write_text(
+        "metadata: not/an/ibi\n"
+    )
+
+
 class Client:
     """WebTest over the app, either at the root or mounted under a prefix through WSGI."""
 

@@ -11,7 +11,7 @@ from archive_service.cli import main
 from archive_service.collection import items as index
 from archive_service.protocol import pairs
 from serve_process import Serve
-from support import SAMPLE, SERVICE
+from support import SAMPLE, SERVICE, break_collection
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = SAMPLE / "archive-service.yaml"
@@ -23,19 +23,7 @@ def test_check_passes_on_the_sample(capsys):
 
 
 def test_check_lists_every_problem_of_a_broken_collection(collection, capsys):
-    # a broken sidecar, an unknown key, a duplicate IBI, an edition cycle, a malformed relation
-    (collection / "iconet.com.br/banon/2009/09.09.22.01/item.yaml").write_text("target: [x\n")
-    with open(collection / "dpi.inpe.br/banon/2003/12.10.19.30/item.yaml", "a") as f:
-        f.write("colour: blue\n")
-    dup = collection / "8JMKD3MGP8W/35MME4E/doc"
-    dup.mkdir(parents=True)
-    (dup / "x.txt").write_text("x")
-    (collection / "sid.inpe.br/mtc-m18/2012/07.12.18.08/item.yaml").write_text(
-        "ibip: 8JMKD3MGP8W/3C9EP6P\nnextedition: sid.inpe.br/mtc-m18@80/2009/07.21.14.43\n"
-    )
-    (collection / "sid.inpe.br/mtc-m19/2013/09.04.12.27.57/item.yaml").write_text(
-        "metadata: not/an/ibi\n"
-    )
+    break_collection(collection)
     assert main(["check", str(collection)]) == 1
     out = capsys.readouterr().out
     assert "09.09.22.01/item.yaml: YAML syntax error at line" in out

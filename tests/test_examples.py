@@ -33,7 +33,9 @@ from support import (
 
 def test_example_7_2_montar_lista_de_url(collection):
     """Algorithm 2 over this Archive's whole relation subset, before any filtering."""
-    archive = Archive(index.scan(collection), ADDRESS, SERVICE, PLATFORM)
+    archive = Archive(
+        index.scan(collection), ADDRESS, SERVICE, PLATFORM, resolve_file=index.resolve_file
+    )
     links = Links(f"http://{ADDRESS}", "/" + SERVICE)
     answer = archive.montar_lista_de_url(UrlRequest("8JMKD3MGP8W/35MME4E"), links)
     assert_answer(pairs.render(answer), EXAMPLE_7_2)
@@ -118,7 +120,9 @@ def test_the_urlkey_is_new_on_every_answer(client: Client):
 
 def test_every_last_edition_pair_equals_the_plain_pair_without_next_edition(collection):
     """§7.2: an item with no next edition is its own last edition."""
-    archive = Archive(index.scan(collection), ADDRESS, SERVICE, PLATFORM)
+    archive = Archive(
+        index.scan(collection), ADDRESS, SERVICE, PLATFORM, resolve_file=index.resolve_file
+    )
     links = Links(f"http://{ADDRESS}", "/" + SERVICE)
     answer = dict(archive.montar_lista_de_url(UrlRequest("LK47B6W/362SFKH"), links))
     for name in ("ibi", "url", "state", "timestamp", "contenttype"):

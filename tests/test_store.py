@@ -46,7 +46,9 @@ def test_answers_equal_a_fresh_scan(collection: Path, tmp_path: Path) -> None:
     config = settings.load(options=settings_for(collection, tmp_path / "state"), environ={})
     app = webtest.TestApp(create_app(config))
     scanned = index.scan(collection)
-    reference = answers.Archive(scanned, config.archiveaddress, SERVICE)
+    reference = answers.Archive(
+        scanned, config.archiveaddress, SERVICE, resolve_file=index.resolve_file
+    )
     links = answers.Links("http://archive.example.org", "/" + SERVICE)
     compared = 0
     for item in scanned.by_directory.values():

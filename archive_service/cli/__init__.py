@@ -13,7 +13,6 @@ from datetime import date
 from urllib.parse import quote, urlencode
 
 from .. import __version__, settings
-from ..collection import items as index
 from ..common import logs
 from . import resolver as resolver_cli
 from . import toolkit
@@ -93,12 +92,12 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     if args.directory:
         args.collection = args.directory
+    from ..index import check as checkmod
+
     config = load_config(args, "collection")
-    catalog = index.scan(config.collection)
-    problems = list(catalog.problems) + index.check_references(catalog)
+    problems, count = checkmod.check(config.collection, config.state_dir)
     for problem in problems:
         print(problem)
-    count = len(catalog.by_directory)
     if problems:
         print(f"{len(problems)} problem(s) in {config.collection} ({count} items read)")
         return 1

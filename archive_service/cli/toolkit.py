@@ -36,6 +36,11 @@ def _granularity(text: str) -> Decimal:
         raise argparse.ArgumentTypeError(f"{text!r} is not 60, 1, 0.1, 0.01, ... seconds") from None
 
 
+def _add_granularity(parser: argparse.ArgumentParser, help: str) -> None:
+    # mint and deposit mint the same way: one option, one parser of it.
+    parser.add_argument("--granularity", type=_granularity, default=Decimal(1), help=help)
+
+
 def _port(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
@@ -211,12 +216,7 @@ def add_commands(
         choices=mintmod.FORMS,
         help="which form(s) to mint (default: every form that can be)",
     )
-    mint.add_argument(
-        "--granularity",
-        type=_granularity,
-        default=Decimal(1),
-        help="temporal distributor step in seconds: 60, 1, 0.1, ... (default 1)",
-    )
+    _add_granularity(mint, "temporal distributor step in seconds: 60, 1, 0.1, ... (default 1)")
     add_settings(mint, names=("archiveaddress", "archiveip", "state_dir"))
     mint.set_defaults(func=lambda args: cmd_mint(args, load_config))
 
@@ -279,12 +279,7 @@ def add_commands(
         metavar="IBI",
         help="the item this one translates (both get 'translations:' entries; needs --language)",
     )
-    deposit.add_argument(
-        "--granularity",
-        type=_granularity,
-        default=Decimal(1),
-        help="temporal distributor step in seconds (default 1)",
-    )
+    _add_granularity(deposit, "temporal distributor step in seconds (default 1)")
     add_settings(deposit, names=("collection", "archiveaddress", "archiveip", "state_dir"))
     deposit.set_defaults(func=lambda args: cmd_deposit(args, load_config))
 

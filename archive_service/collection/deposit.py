@@ -51,6 +51,7 @@ from ..index import store as storemod
 from ..index import walk as walkmod
 from ..protocol import ibi as ibimod
 from ..protocol import ibip as ibipmod
+from ..protocol.catalog import claim, directory_of, is_served
 from ..protocol.ibi import Ibi
 from . import items as index
 from . import mint as mintmod
@@ -288,17 +289,10 @@ class Holdings:
         if self.scanned is not None:
             return self.scanned.lookup(text)
         k = ibimod.key(str(text))
-        candidates = [*self.catalog.claimants(text), *self.pending]
-        if ibimod.is_valid(str(text)):
-            candidates.append(str(text))  # a directory named by it, perhaps not indexed yet
-        claiming = [
-            item
-            for item in map(self._item, dict.fromkeys(candidates))
-            if item is not None and k in item.keys()
-        ]
-        if not claiming:
+        named = [str(text)] if ibimod.is_valid(str(text)) else []  # perhaps not indexed yet
+        item = next((i for i in self._claiming(k, named) if self._served(i)), None)
+        if item is None:
             return None
-        item = min(claiming, key=lambda i: recordsmod.claim(walkmod.sortkey(i.directory)))
         keys = set(item.keys())
         for directory in sorted(
             {*self.catalog.referrers(keys), *self.pending}, key=walkmod.sortkey
@@ -312,6 +306,32 @@ class Holdings:
             ):
                 item.translations.setdefault(other.language, other.name)
         return item
+
+    def _claiming(self, k: str, more: Iterable[str] = ()) -> list[Item]:
+        """The items claiming the IBI key `k` as their files are now, in claim order: those the
+        index names, those deposited since, and the directories `more`."""
+        candidates = [*self.catalog.claimants(k), *self.pending, *more]
+        claiming = [
+            item
+            for item in map(self._item, dict.fromkeys(candidates))
+            if item is not None and k in item.keys()
+        ]
+        return sorted(claiming, key=lambda i: claim(walkmod.sortkey(i.directory)))
+
+    def _served(self, item: Item) -> bool:
+        """Whether `item` is served, by the claim rule both catalogs follow."""
+        return is_served(
+            walkmod.sortkey(item.directory),
+            item.keys(),
+            lambda k, mine: [
+                key
+                for other in self._claiming(k)
+                if claim(key := walkmod.sortkey(other.directory)) < mine
+            ],
+            lambda key: (
+                (other := self._item(directory_of(key))) is not None and self._served(other)
+            ),
+        )
 
     def referrers(self, item: Item) -> Iterator[Item]:
         """Every item that may name `item` in a relation (a superset, as looked up now)."""

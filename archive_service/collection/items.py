@@ -2,9 +2,10 @@
 
 A directory is an item when its path relative to the collection is a repository name (four
 segments) or an IBIp (two segments, holding `doc/` or `item.yaml`) — SPEC §7. The collection
-is the source of truth: `scan` builds this in-memory catalog from it (for `check`, `deposit`,
-`delete`, and a server with nowhere to write an index), and the persistent index
-(index/store.py) is refreshed from it, re-reading only what changed.
+is the source of truth: `scan` builds this in-memory catalog from it (for `check`, `deposit`
+and `delete` without a complete index, and a server with nowhere to write an index), and the
+persistent index (index/store.py) is refreshed from it, re-reading only what changed. The item
+model and the claim rule both catalogs follow are protocol/catalog.py's.
 """
 
 from __future__ import annotations
@@ -14,20 +15,29 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
 
 from ..common.fsnames import from_os, to_os
 from ..protocol import ibi as ibimod
+from ..protocol.catalog import (
+    DOC,
+    Editions,
+    Item,
+    claim,
+    directory_of,
+    follow_editions,
+    is_served,
+    sortkey,
+)
 from ..protocol.ibi import Forms, Ibi
 from . import sidecar as sidecarmod
 
 log = logging.getLogger(__name__)
 
-DOC = "doc"
+__all__ = ["DOC", "Editions", "Item", "follow_editions"]  # the item model, from protocol/
 
 
 @dataclass
@@ -40,33 +50,6 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.severity}: {self.where}: {self.message}"
-
-
-@dataclass
-class Item:
-    directory: str  # path relative to the collection, '/'-separated, as on disk
-    name: Ibi  # the IBI the directory is named by
-    forms: Forms  # every form this Archive knows the IBI by
-    state: str
-    contenttype: str
-    language: str | None
-    timestamp: datetime
-    target: str | None  # file under doc/ opened by the bare persistent URL; None: the file list
-    nextedition: Ibi | None = None
-    translations: dict[str, Ibi] = field(default_factory=dict)
-    metadata: Ibi | None = None
-    formats: dict[str, str] = field(default_factory=dict)
-    dc: dict[str, list[str]] | None = None
-    filelist_public: bool = True
-    networks: tuple = ()
-
-    @property
-    def primary(self) -> Forms:
-        """The form the Archive files the item under: its directory name."""
-        return Forms.of(self.name)
-
-    def keys(self) -> list[str]:
-        return self.forms.keys()
 
 
 # A name with one of these gets no URL: a CR or LF would split a pairs line or a log line
@@ -316,9 +299,10 @@ def is_two_segment_item(root: str | os.PathLike, two: str) -> bool:
     )
 
 
-def iter_item_dirs(root: Path, problems: list[Problem] | None = None):
-    """Yield (relative directory, Ibi) for every item directory under `root`; links to
-    directories at the levels that name items are added to `problems` (subdirectories)."""
+def item_directories(root: Path, problems: list[Problem] | None = None):
+    """Yield the two-segment item directories under `root` and the four-segment directories
+    that are items if their names are valid IBIs (not checked here); links to directories at
+    the levels that name items are added to `problems` (subdirectories)."""
 
     def subdirs(path: Path, where: str = ""):
         return subdirectories(path, problems, where)
@@ -327,13 +311,19 @@ def iter_item_dirs(root: Path, problems: list[Problem] | None = None):
         for b in subdirs(root / a, f"{a}/"):
             two = f"{a}/{b}"
             if is_two_segment_item(root, two):
-                yield two, ibimod.parse(two)
+                yield two
                 continue
             for c in subdirs(root / two, f"{two}/"):
                 for d in subdirs(root / two / c, f"{two}/{c}/"):
-                    four = f"{two}/{c}/{d}"
-                    if ibimod.is_valid(four):
-                        yield four, ibimod.parse(four)
+                    yield f"{two}/{c}/{d}"
+
+
+def iter_item_dirs(root: Path, problems: list[Problem] | None = None):
+    """Yield (relative directory, Ibi) for every item directory under `root` (see
+    item_directories)."""
+    for directory in item_directories(root, problems):
+        if directory.count("/") == 1 or ibimod.is_valid(directory):
+            yield directory, ibimod.parse(directory)
 
 
 def load_item(
@@ -414,8 +404,31 @@ def load_item(
     return item, problems
 
 
+def position(problem: Problem) -> str:
+    """Where a problem of the walk, of an item or of a claim is listed: in collection order
+    of the directory it names (an item's sidecar with its item), whichever catalog found
+    it; a stable sort keeps an item's own problems in the order they were found."""
+    return sortkey(problem.where.removesuffix("/" + sidecarmod.SIDECAR))
+
+
+def claim_problems(k: str, claimants: Iterable[str], served: Item | None) -> list[Problem]:
+    """The problem of each directory (by sortkey) claiming the IBI key `k` that is not the
+    one `served` (for `check`; both catalogs report a shared IBI so)."""
+    if served is None:
+        return []
+    return [
+        Problem(
+            directory_of(key),
+            f"IBI {k} is also claimed by {served.directory}; {served.directory} is served",
+        )
+        for key in sorted(claimants)
+        if key != sortkey(served.directory)
+    ]
+
+
 class Catalog:
-    """Every item of one collection, found by either form of its IBI in any case."""
+    """Every item of one collection, found by either form of its IBI in any case: the
+    in-memory implementation of `protocol.catalog.Catalog` (`scan` builds it)."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -424,6 +437,7 @@ class Catalog:
         self.problems: list[Problem] = []
         self.languages: set[str] = set()
         self.has_unlanguaged = False
+        self._found: list[Item] = []
 
     def lookup(self, text: str | Ibi) -> Item | None:
         return self.items.get(ibimod.key(str(text)))
@@ -436,35 +450,38 @@ class Catalog:
         return None
 
     def add(self, item: Item) -> None:
-        """Add an item; of two directories claiming one IBI, the one named by the repository
-        name is served (it is where the standard files an item), else the first found."""
-        for k in item.keys():
-            other = self.items.get(k)
-            if other is None or other is item:
-                continue
-            if item.name.kind == "rep" and other.name.kind == "ibip":
-                item, other = other, item
-                self.remove(item)
-                self.add(other)
-            self.problems.append(
-                Problem(
-                    item.directory,
-                    f"IBI {k} is also claimed by {other.directory}; {other.directory} is served",
-                )
-            )
-            return
-        for k in item.keys():
-            self.items[k] = item
-        self.by_directory[item.directory] = item
+        """Add an item found by the walk (in collection order); which of the directories
+        claiming one IBI is served is decided by `finish`, by the claim rule."""
+        self._found.append(item)
 
-    def remove(self, item: Item) -> None:
-        for k in item.keys():
-            if self.items.get(k) is item:
-                del self.items[k]
-        self.by_directory.pop(item.directory, None)
+    def _claim(self) -> None:
+        """Serve the items as the claim rule (protocol.catalog.is_served) decides, deciding
+        them in claim order so that every earlier claimant is decided first."""
+        claimed: dict[str, list[str]] = {}  # IBI key -> sortkeys of its claimants so far
+        served: dict[str, bool] = {}
+        found = {sortkey(item.directory): item for item in self._found}
+        for key in sorted(found, key=claim):
+            item = found[key]
+            served[key] = is_served(
+                key, item.keys(), lambda k, _mine: claimed.get(k, ()), served.__getitem__
+            )
+            for k in item.keys():
+                claimed.setdefault(k, []).append(key)
+        for key, item in found.items():  # in collection order, as the walk found them
+            if served[key]:
+                for k in item.keys():
+                    self.items[k] = item
+                self.by_directory[item.directory] = item
+        for k, claimants in claimed.items():
+            if len(claimants) > 1:
+                self.problems += claim_problems(k, claimants, self.items.get(k))
+        self.problems.sort(key=position)
+        self._found = []
 
     def finish(self) -> None:
-        """Derive what spans items: reverse translations, the language set, edition cycles."""
+        """Decide the claims, then derive what spans items: reverse translations, the
+        language set, edition cycles."""
+        self._claim()
         for item in self.by_directory.values():
             if item.language:
                 self.languages.add(item.language)
@@ -477,36 +494,22 @@ class Catalog:
                 other = self.lookup(ref)
                 if other is not None and item.language:
                     other.translations.setdefault(item.language, item.name)
-        for item in self.by_directory.values():
-            chain = follow_editions(self.lookup, item)
-            if chain.cycle_at is not None:
-                self.problems.append(
-                    Problem(
-                        item.directory,
-                        f"nextedition chain has a cycle through {chain.cycle_at.directory}",
-                    )
+        self.problems += edition_cycles(self.by_directory.values(), self.lookup)
+
+
+def edition_cycles(items: Iterable[Item], lookup: Callable[[Ibi], Item | None]) -> list[Problem]:
+    """A problem for each of `items` whose nextedition chain loops (both catalogs)."""
+    problems = []
+    for item in items:
+        chain = follow_editions(lookup, item)
+        if chain.cycle_at is not None:
+            problems.append(
+                Problem(
+                    item.directory,
+                    f"nextedition chain has a cycle through {chain.cycle_at.directory}",
                 )
-
-
-class Editions(NamedTuple):
-    last: Item  # the last edition reached among the items held
-    ends_here: bool  # `last` has no next edition: the chain neither leaves nor loops
-    cycle_at: Item | None  # the item the chain met a second time, if it loops
-
-
-def follow_editions(lookup: Callable[[Ibi], Item | None], item: Item) -> Editions:
-    """Follow nextedition from `item` through the items `lookup` finds (answers, deposit
-    and the catalog's cycle check all follow the chain this way)."""
-    seen = {item.name.key}
-    while item.nextedition is not None:
-        nxt = lookup(item.nextedition)
-        if nxt is None:
-            return Editions(item, False, None)
-        if nxt.name.key in seen:
-            return Editions(item, False, nxt)
-        seen.add(nxt.name.key)
-        item = nxt
-    return Editions(item, True, None)
+            )
+    return problems
 
 
 def scan(root: Path) -> Catalog:
@@ -533,10 +536,16 @@ def scan(root: Path) -> Catalog:
 
 def check_references(catalog: Catalog) -> list[Problem]:
     """Relations that point at items held here but of the wrong kind (for `check`)."""
+    return wrong_references(catalog.by_directory.values(), catalog.lookup)
+
+
+def wrong_references(items: Iterable[Item], lookup: Callable[[Ibi], Item | None]) -> list[Problem]:
+    """`check_references` over `items` (those naming a metadata item or a next edition are
+    enough), finding what they name through `lookup` (either catalog's)."""
     problems = []
-    for item in catalog.by_directory.values():
+    for item in items:
         if item.metadata is not None:
-            meta = catalog.lookup(item.metadata)
+            meta = lookup(item.metadata)
             if meta is not None and meta.contenttype != "Metadata":
                 problems.append(
                     Problem(

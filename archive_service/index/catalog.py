@@ -1,7 +1,7 @@
-"""The reader side of the index: `StoreCatalog` answers the questions of
-`collection.items.Catalog` from the SQLite index with indexed look-ups, each request reading
-one snapshot; the threads of a worker share what was read from one state of the index
-(`_Generation`), and a damaged index is reported for the indexer to rebuild
+"""The reader side of the index: `StoreCatalog` answers the questions of the
+`protocol.catalog.Catalog` interface from the SQLite index with indexed look-ups, each
+request reading one snapshot; the threads of a worker share what was read from one state of
+the index (`_Generation`), and a damaged index is reported for the indexer to rebuild
 (`Store.report_damage`)."""
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..collection.items import Item, Problem
+from ..collection.items import Item, Problem, claim_problems
 from ..protocol import ibi as ibimod
+from ..protocol.catalog import claimant, is_served
 from ..protocol.ibi import Ibi
-from .records import NO_LANGUAGE, _ibi, claim, claimant, decode
+from .records import NO_LANGUAGE, _ibi, decode
 from .store import Store, is_damage
 from .walk import directory_of, sortkey
 
@@ -183,8 +184,8 @@ class Page:
 
 
 class StoreCatalog:
-    """The `collection.items.Catalog` interface protocol/answers.py uses, read from the store
-    on demand.
+    """The `protocol.catalog.Catalog` interface protocol/answers.py uses, read from the store
+    on demand (the in-memory implementation is `collection.items.Catalog`).
 
     Look-ups between `begin()` and `end()` (one web request) read one snapshot, so an answer
     never mixes two states of the index; outside them each call sees the latest commit.
@@ -351,18 +352,7 @@ class StoreCatalog:
             "SELECT c.key, group_concat(k.claim, ' ') FROM conflicts c CROSS JOIN keys k "
             "WHERE k.key = c.key GROUP BY c.key"
         ):
-            served = self.lookup(k)
-            if served is None:
-                continue
-            for key in sorted(map(claimant, claimants.split(" "))):
-                if key != sortkey(served.directory):
-                    found.append(
-                        Problem(
-                            directory_of(key),
-                            f"IBI {k} is also claimed by "
-                            f"{served.directory}; {served.directory} is served",
-                        )
-                    )
+            found += claim_problems(k, map(claimant, claimants.split(" ")), self.lookup(k))
         return found
 
     @_reading(lambda self, exc: 0, snapshot=True)
@@ -465,8 +455,8 @@ class StoreCatalog:
         return row
 
     def _served(self, reader: _Reader, key: str) -> bool:
-        """Whether the item at `key` is served: as `index.Catalog.add` decides, an item is
-        served unless a served item with an earlier claim (see claim()) claims one of its IBIs."""
+        """Whether the item at `key` is served, by the claim rule (protocol.catalog.is_served),
+        deciding the earlier claimants it meets on the way (kept per state of the index)."""
         served = reader.gen.served.get(key)
         if served is not None:
             return served
@@ -476,14 +466,18 @@ class StoreCatalog:
         reader.visiting.add(key)
         try:
             row = self._row(reader, key)
-            served = row is not None and not any(
-                self._served(reader, other)
-                for k in row[1].split(" ")
-                if k
-                for (other,) in reader.conn.execute(
-                    "SELECT substr(claim, 2) FROM keys WHERE key = ? AND claim < ? ORDER BY claim",
-                    (k, claim(key)),
-                )
+            served = row is not None and is_served(
+                key,
+                filter(None, row[1].split(" ")),
+                lambda k, mine: (
+                    other
+                    for (other,) in reader.conn.execute(
+                        "SELECT substr(claim, 2) FROM keys WHERE key = ? AND claim < ? "
+                        "ORDER BY claim",
+                        (k, mine),
+                    )
+                ),
+                lambda other: self._served(reader, other),
             )
         finally:
             reader.visiting.discard(key)
@@ -514,6 +508,17 @@ class StoreCatalog:
         # Two threads that missed together both decoded it: the first one kept is everyone's
         # (setdefault is one step under the GIL), so the worker holds one object per item.
         return reader.gen.items.setdefault(key, item)
+
+    @_reading(snapshot=True)
+    def relating(self) -> list[Item]:
+        """The served items that name a next edition or a metadata item, in key order (what
+        `check` follows: edition cycles, references of the wrong kind)."""
+        reader = self._reader()
+        keys = reader.conn.execute(
+            "SELECT DISTINCT sortkey FROM refs WHERE (ref >= 'm:' AND ref < 'm;') "
+            "OR (ref >= 'n:' AND ref < 'n;') ORDER BY sortkey"
+        ).fetchall()
+        return [self._item(reader, key) for (key,) in keys if self._served(reader, key)]
 
     # -- for deposit and delete: which directories to read from disk -----------------------
 

@@ -1,6 +1,6 @@
 """The record codec of the index: what one item directory becomes in the store (`read_item`:
 its record, keys, references and languages), an item's record as JSON and back (`encode`,
-`decode`), and the order in which directories claim an IBI (`claim`, `claimant`)."""
+`decode`); the claim order it stores (`claim`, `claimant`) is protocol/catalog.py's."""
 
 from __future__ import annotations
 
@@ -14,20 +14,13 @@ from ..collection import items as index
 from ..collection import sidecar as sidecarmod
 from ..collection.items import Item, Problem
 from ..protocol import ibi as ibimod
+from ..protocol.catalog import claim, claimant
 from ..protocol.ibi import Forms, Ibi
-from .walk import SEP, Found
+from .walk import Found
+
+__all__ = ["claim", "claimant"]  # the claim order the keys table stores (protocol/catalog.py)
 
 NO_LANGUAGE = "-"  # the language-set row counting items that declare no language
-
-
-def claim(key: str) -> str:
-    """The precedence of an item's claim to its IBIs: a directory named by the repository
-    name (where the standard files an item) before an IBIp directory, then collection order."""
-    return ("0" if key.count(SEP) == 3 else "1") + key
-
-
-def claimant(text: str) -> str:
-    return text[1:]
 
 
 def _ibi(text: str) -> Ibi:

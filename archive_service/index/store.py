@@ -10,9 +10,10 @@ interrupted build resumes where it stopped, and nothing a crash leaves behind is
 beyond what the next walk confirms.
 
 What spans items is resolved when read, not when written, so one item's change never has to
-rewrite others: which of two directories claiming one IBI is served (records.claim(): the directory
-named by the repository name before an IBIp directory, then the first in collection order,
-as collection.items.Catalog.add decides), and translations declared only on the other side.
+rewrite others: which of two directories claiming one IBI is served (the claim rule of
+protocol/catalog.py, which the in-memory catalog follows too: the directory named by the
+repository name before an IBIp directory, then the first in collection order), and
+translations declared only on the other side.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ CREATE TABLE items (
 );
 CREATE INDEX items_with_problems ON items(sortkey) WHERE problems IS NOT NULL;
 -- Both IBI forms of every readable item, lower-cased (several rows for one key: a conflict);
--- claim orders the claimants as index.Catalog.add decides which is served (see claim()).
+-- claim orders the claimants for the claim rule (protocol/catalog.py claim, is_served).
 CREATE TABLE keys (key TEXT NOT NULL, claim TEXT NOT NULL, PRIMARY KEY (key, claim)) WITHOUT ROWID;
 -- The keys above with more than one claimant, kept as each batch touches them: finding them
 -- by grouping the whole keys table took 0.9 s at 1,000,000 items, on every page that counts.

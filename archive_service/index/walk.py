@@ -16,19 +16,11 @@ from dataclasses import dataclass
 
 from ..collection import items as index
 from ..collection import sidecar as sidecarmod
-from ..collection.items import DOC
 from ..protocol import ibi as ibimod
+from ..protocol.catalog import DOC, SEP, directory_of, sortkey
 from ..protocol.ibi import Ibi
 
-SEP = "\x01"  # sorts below every character of a directory name: key order = walk order
-
-
-def sortkey(directory: str) -> str:
-    return directory.replace("/", SEP)
-
-
-def directory_of(key: str) -> str:
-    return key.replace(SEP, "/")
+__all__ = ["SEP", "directory_of", "sortkey"]  # the key order, from protocol/catalog.py
 
 
 @dataclass(slots=True)

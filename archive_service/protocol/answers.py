@@ -10,7 +10,7 @@ import ipaddress
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -18,9 +18,9 @@ from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 from urllib.parse import quote
 
-from ..collection.items import DOC, Catalog, Item, follow_editions, resolve_file
 from . import ibi as ibimod
 from . import pairs as pairsmod
+from .catalog import DOC, Catalog, Item, follow_editions
 from .ibi import Forms, Ibi
 from .urlkeys import UrlKeys, canonical_url
 
@@ -295,8 +295,8 @@ class Rendered(NamedTuple):
         head, tail = pairsmod.render(answer + [("urlkey", _PLACE)]).split(_PLACE)
         return cls(head, tail, urls, tuple(checks))
 
-    def holds(self) -> bool:
-        return all(_DISK_CHECKS[check[0]](*check[1:-1]) == check[-1] for check in self.checks)
+    def holds(self, disk_checks: dict[str, Callable[..., bool]]) -> bool:
+        return all(disk_checks[check[0]](*check[1:-1]) == check[-1] for check in self.checks)
 
     def body(self, keys: UrlKeys) -> str:
         if self.tail is None:
@@ -317,8 +317,19 @@ class Archive:
         archiveserviceibi: str,
         platformsoftware: str | None = None,
         urlkeys: UrlKeys | None = None,
+        *,
+        resolve_file: Callable[[str, str, str], object | None],
     ):
+        """`resolve_file(root, directory, relpath)`: the file /col/ serves for `relpath` of
+        the item at `directory`, or None (collection.items.resolve_file): an answer gives a
+        URL only for such a file."""
         self.catalog = catalog
+        # What an answer's URLs depend on, by the name its checks record (Rendered.checks).
+        self._disk_checks = {
+            "in-doc": lambda root, directory, relpath: (
+                resolve_file(root, directory, relpath) is not None
+            ),
+        }
         self.urlkeys = urlkeys  # None: keys only this process can check (new_urlkey)
         self.archiveaddress = archiveaddress
         self.service = Forms.of(ibimod.parse(archiveserviceibi))
@@ -490,12 +501,12 @@ class Archive:
         return None
 
     def file_exists(self, item: Item, relpath: str) -> bool:
-        """Whether /col/ serves this file now (index.resolve_file): the index may be older
+        """Whether /col/ serves this file now (`resolve_file`): the index may be older
         than the disk, and with url_base another server serves the URL without asking."""
         return self._traced("in-doc", str(self.catalog.root), item.directory, relpath)
 
     def _traced(self, kind: str, *arguments: str) -> bool:
-        result = _DISK_CHECKS[kind](*arguments)
+        result = self._disk_checks[kind](*arguments)
         checks = getattr(self._trace, "checks", None)
         if checks is not None:
             checks.append((kind, *arguments, result))
@@ -612,7 +623,7 @@ class Archive:
         if kept is not None:
             found, checked = kept
             if now - checked >= self.CHECK_EVERY:
-                if found.holds():
+                if found.holds(self._disk_checks):
                     # In place: a new object a second per answer would age into the oldest
                     # generation and set off full collections (tens of ms) every few seconds.
                     kept[1] = now
@@ -740,12 +751,6 @@ def client_allowed(item: Item, user: ipaddress.IPv4Address | ipaddress.IPv6Addre
     if user is None:
         return False
     return any(user.version == net.version and user in net for net in item.networks)
-
-
-# What an answer's URLs depend on, by the name its checks record (Rendered.checks).
-_DISK_CHECKS = {
-    "in-doc": lambda root, directory, relpath: resolve_file(root, directory, relpath) is not None,
-}
 
 
 def monta_resposta(query: dict[str, str], archive: Archive, links: Links) -> str:

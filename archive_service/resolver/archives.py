@@ -240,24 +240,38 @@ class ArchiveClient:
     def confirm(self, archive: ArchiveRef) -> bool:
         """inclusionConfirmationRequest (Example 5.4): True when the Archive says
         `confirmation yes`."""
-        try:
-            answer = self.get(archive, {"servicesubject": "inclusionConfirmationRequest"})
-        except ArchiveError as exc:
-            log.warning("confirmation from %s failed: %s", archive, exc)
-            return False
-        if answer != [("confirmation", "yes")]:
-            log.warning("confirmation from %s: unexpected answer %r", archive, answer)
-            return False
-        return True
+        return self._expect(
+            "confirmation from",
+            archive,
+            {"servicesubject": "inclusionConfirmationRequest"},
+            [("confirmation", "yes")],
+        )
 
     def acknowledge(self, archive: ArchiveRef, params: Mapping[str, str], via: str = "") -> bool:
         """Send the acknowledgment (Table 6.11); a failure is logged, the user is still sent on."""
+        return self._expect(
+            "acknowledgment to",
+            archive,
+            params,
+            [("notice", "{acknowledgment received}")],
+            via,
+        )
+
+    def _expect(
+        self,
+        what: str,
+        archive: ArchiveRef,
+        params: Mapping[str, str],
+        expected: list[tuple[str, str]],
+        via: str = "",
+    ) -> bool:
+        """Whether the Archive answers `params` with `expected`; why not is logged."""
         try:
             answer = self.get(archive, params, via)
         except ArchiveError as exc:
-            log.warning("acknowledgment to %s failed: %s", archive, exc)
+            log.warning("%s %s failed: %s", what, archive, exc)
             return False
-        if answer != [("notice", "{acknowledgment received}")]:
-            log.warning("acknowledgment to %s: unexpected answer %r", archive, answer)
+        if answer != expected:
+            log.warning("%s %s: unexpected answer %r", what, archive, answer)
             return False
         return True

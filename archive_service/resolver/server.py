@@ -9,7 +9,7 @@ import re
 from gunicorn.app.base import BaseApplication
 
 from .. import settings
-from ..serve.worker import ClientTimeoutWorker, Logger
+from ..common.worker import ClientTimeoutWorker, Logger
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class ResolverServer(BaseApplication):
         self.cfg.set("bind", [self.config.bind])
         self.cfg.set("workers", self.config.workers)
         self.cfg.set("threads", self.config.threads)
-        # gthread whose clients time out (serve/worker.py): a slowloris client
+        # gthread whose clients time out (common/worker.py): a slowloris client
         # held one of its threads for ever, and `threads` of them held the resolver.
         self.cfg.set("worker_class", ClientTimeoutWorker)
         # Open the registry once before forking so a bad state directory stops start-up.

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from gunicorn.app.base import BaseApplication
 
 from .. import settings
+from ..common.worker import STOP_SIGNALS, ClientTimeoutWorker, Logger, unblock_stop_signals
 from ..indexer import startup
 from ..web import limits
 from . import announce, identity
-from .worker import STOP_SIGNALS, ClientTimeoutWorker, Logger, unblock_stop_signals
 
 log = logging.getLogger(__name__)
 

@@ -276,6 +276,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         config.archiveserviceibi,
         config.platformsoftware,
         urlkeys=keys,
+        resolve_file=index.resolve_file,
     )
     app.extensions["archive"] = archive
     app.extensions["stats"] = store
