@@ -15,6 +15,7 @@ import os
 import re
 import stat
 import textwrap
+import urllib.parse
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from . import __version__
+from .common.postgres import redacted as postgres_redacted
 from .common.yamlsafe import SafeLoader
 from .protocol import ibi as ibimod
 
@@ -174,6 +176,21 @@ def _interval_or_off(value: Any) -> float:
     return 0.0 if str(value).strip() in ("0", "0.0") else _interval(value)
 
 
+def database_url(value: str) -> str:
+    """Empty (the embedded SQLite files) or a PostgreSQL URL, as libpq takes it."""
+    value = str(value).strip()
+    if not value:
+        return value
+    if not value.startswith(("postgresql://", "postgres://")):
+        raise ValueError("must be empty (SQLite in state_dir) or a postgresql://… URL")
+    if urllib.parse.urlsplit(value).password is not None or "password=" in value:
+        raise ValueError(
+            "holds a password: put it in a pgpass file named by PGPASSFILE (a systemd "
+            "credential under the unit), so that it is never written in settings or logs"
+        )
+    return value
+
+
 def file_path(value: str) -> str:
     if not str(value).strip():
         raise ValueError("must be a path")
@@ -205,6 +222,8 @@ class Setting:
     secret: bool = False
     path: bool = False  # relative paths in the YAML file are relative to the file
     env_prefix: str = ENV_PREFIX  # another program's table (the resolver's) has its own
+    # How a value may appear in messages and logs (a URL without its password).
+    shown: Callable[[str], str] = staticmethod(lambda value: value)
 
     @property
     def env(self) -> str:
@@ -298,6 +317,16 @@ SETTINGS: tuple[Setting, ...] = (
         "else ~/.local/share/archive-service",
         file_path,
         path=True,
+    ),
+    Setting(
+        "database",
+        "",
+        "where state several nodes share lives: empty for the embedded SQLite files in "
+        "state_dir, or a postgresql://user@host/db URL (acknowledgments, statistics, the "
+        "urlkey secret, the minting state, the resolver's registry); the password goes in a "
+        "pgpass file (PGPASSFILE, e.g. a systemd credential), never in the URL",
+        database_url,
+        shown=postgres_redacted,
     ),
     Setting(
         "bind", "127.0.0.1:8080", "address serve listens on: HOST:PORT or unix:PATH", bind_address
@@ -543,7 +572,7 @@ def collect(
             try:
                 values[setting.name] = setting.parse(str(raw))
             except (ValueError, TypeError) as exc:
-                shown = "<secret>" if setting.secret else repr(raw)
+                shown = "<secret>" if setting.secret else repr(setting.shown(str(raw)))
                 problems.append(f"setting {setting.name} = {shown} ({source}): {exc}")
                 values[setting.name], sources[setting.name] = setting.default, "default"
                 continue

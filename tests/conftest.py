@@ -142,3 +142,27 @@ def phone_browser():
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One throwaway PostgreSQL server for the whole run (tests/postgres_server.py)."""
+    import postgres_server as pg
+
+    reason = pg.unavailable()
+    if reason:
+        pytest.skip(reason)
+    server = pg.PostgresServer().start()
+    try:
+        yield server
+    finally:
+        from archive_service.common import postgres
+
+        postgres.close_all()
+        server.stop()
+
+
+@pytest.fixture
+def database_url(postgres_server) -> str:
+    """The URL of a fresh, empty database for this test (the `database` setting)."""
+    return postgres_server.new_database()

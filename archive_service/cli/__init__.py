@@ -274,8 +274,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init.set_defaults(func=cmd_init)
 
+    db = sub.add_parser(
+        "db",
+        help="the shared database (the database setting): db upgrade",
+        description="Bring the PostgreSQL schema named by the database setting up to date "
+        "(serve does it at start too). With the SQLite default there is nothing to do.",
+    )
+    db.add_argument("action", choices=("upgrade",))
+    add_settings(db, names=("database",))
+    db.set_defaults(func=cmd_db)
+
     resolver_cli.add_parser(sub)
     return parser
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from ..common import postgres
+
+    config = load_config(args)
+    if not config.database:
+        print("database is not set: the state lives in SQLite files in state_dir, nothing to do")
+        return 0
+    try:
+        applied = postgres.upgrade(config.database)
+    except postgres.DatabaseError as exc:
+        print(f"archive-service db upgrade: {exc}", file=sys.stderr)
+        return 1
+    where = postgres.redacted(config.database)
+    print(f"{where}: applied {', '.join(applied)}" if applied else f"{where}: up to date")
+    return 0
 
 
 def cmd_init(args: argparse.Namespace) -> int:

@@ -1,0 +1,137 @@
+"""PostgreSQL, where state several nodes share lives when `database` names it.
+
+One connection pool per process and URL, made on first use: gunicorn forks its workers after
+the master has read the settings, and a connection must never cross a fork. The kit's schema
+is versioned per component in `schema_versions` and brought up to date by `upgrade`, which
+`archive-service db upgrade` runs and every store runs before its first use; two nodes
+upgrading at the same moment are serialised by an advisory lock.
+
+With `database` empty nothing here is imported by the stores: the SQLite default needs neither
+psycopg nor libpq.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+# The kit's schema, one ordered list of steps per component; a step is never edited once
+# released, a change is a new step. Components are the stores that share state: each appends
+# its own steps here so that one place shows the whole schema.
+SCHEMA: dict[str, list[str]] = {}
+
+# pg_advisory_xact_lock key for upgrades: "archive-service schema" as a number.
+_UPGRADE_LOCK = 0x41_52_43_48_53_43_48_4D  # "ARCHSCHM"
+
+_pools: dict[tuple[int, str], Any] = {}
+_pools_lock = threading.Lock()
+_upgraded: set[tuple[int, str]] = set()
+
+
+class DatabaseError(RuntimeError):
+    """The database named by `database` cannot be used; the text is one line for an admin."""
+
+
+def unavailable() -> str | None:
+    """Why PostgreSQL cannot be used from this Python, or None when it can."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        return (
+            f"psycopg 3 with its pool is needed for a postgresql:// database ({exc}); "
+            "install archive-service[postgresql]"
+        )
+    return None
+
+
+def redacted(url: str) -> str:
+    """The URL as logs may show it: no password, whatever its spelling."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}@" if parts.username else ""
+    return urllib.parse.urlunsplit((parts.scheme, user + host, parts.path, "", ""))
+
+
+def pool(url: str, max_size: int = 4):
+    """This process's pool for `url` (one per process: made anew after a fork)."""
+    reason = unavailable()
+    if reason:
+        raise DatabaseError(reason)
+    from psycopg_pool import ConnectionPool
+
+    key = (os.getpid(), url)
+    with _pools_lock:
+        found = _pools.get(key)
+        if found is None:
+            found = ConnectionPool(
+                url,
+                min_size=1,
+                max_size=max_size,
+                open=False,
+                name=f"archive-service {redacted(url)}",
+                kwargs={"application_name": "archive-service"},
+            )
+            try:
+                found.open(wait=True, timeout=10)
+            except Exception as exc:
+                found.close()
+                raise DatabaseError(f"database {redacted(url)}: cannot connect ({exc})") from None
+            _pools[key] = found
+        return found
+
+
+@contextmanager
+def transaction(url: str) -> Iterator[Any]:
+    """A connection in one transaction: committed when the block ends, rolled back if it
+    raises. The schema is brought up to date first, once per process."""
+    if (os.getpid(), url) not in _upgraded:
+        upgrade(url)
+    with pool(url).connection() as conn:
+        yield conn
+
+
+def upgrade(url: str) -> list[str]:
+    """Apply the steps of SCHEMA the database does not have yet; returns what was applied
+    (`component N`), nothing when it was up to date."""
+    applied: list[str] = []
+    with pool(url).connection() as conn:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_UPGRADE_LOCK,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_versions "
+                "(component text PRIMARY KEY, version integer NOT NULL)"
+            )
+            have = dict(conn.execute("SELECT component, version FROM schema_versions").fetchall())
+            for component, steps in SCHEMA.items():
+                done = have.get(component, 0)
+                if done > len(steps):
+                    raise DatabaseError(
+                        f"database {redacted(url)}: {component} schema version {done} is newer "
+                        f"than this archive-service knows ({len(steps)}); upgrade the kit"
+                    )
+                for number, step in enumerate(steps[done:], start=done + 1):
+                    conn.execute(step)
+                    applied.append(f"{component} {number}")
+                if len(steps) > done:
+                    conn.execute(
+                        "INSERT INTO schema_versions VALUES (%s, %s) ON CONFLICT (component) "
+                        "DO UPDATE SET version = excluded.version",
+                        (component, len(steps)),
+                    )
+    _upgraded.add((os.getpid(), url))
+    return applied
+
+
+def close_all() -> None:
+    """Close this process's pools (at exit, or in tests)."""
+    with _pools_lock:
+        for key in [k for k in _pools if k[0] == os.getpid()]:
+            _pools.pop(key).close()
+        _upgraded.clear()
