@@ -22,7 +22,22 @@ from typing import Any
 # The kit's schema, one ordered list of steps per component; a step is never edited once
 # released, a change is a new step. Components are the stores that share state: each appends
 # its own steps here so that one place shows the whole schema.
-SCHEMA: dict[str, list[str]] = {}
+SCHEMA: dict[str, list[str]] = {
+    # resolver/registry.py: the registered Archives (the SQLite file's `archive` table).
+    "resolver": [
+        "CREATE TABLE resolver_archive ("
+        " seq bigserial NOT NULL,"  # registration order: the order urlRequests are sent in
+        " ibikey text PRIMARY KEY,"  # case-insensitive key of the service IBI
+        " serviceibi text NOT NULL,"
+        " salt bytea NOT NULL,"
+        " keyhash bytea NOT NULL,"  # scrypt(registration key, salt)
+        " registered text NOT NULL,"
+        " included integer NOT NULL DEFAULT 0,"
+        " since text,"
+        " address text, ip text, platformversion text, email text,"
+        " confirmation text)",
+    ],
+}
 
 # pg_advisory_xact_lock key for upgrades: "archive-service schema" as a number.
 _UPGRADE_LOCK = 0x41_52_43_48_53_43_48_4D  # "ARCHSCHM"

@@ -67,7 +67,7 @@ def run(config: settings.Config) -> int:
         "resolver listening on %s, service at /%s, registry in %s",
         config.bind,
         config.resolveribi,
-        config.state_dir,
+        settings.postgres_redacted(config.database) if config.database else config.state_dir,
     )
     ResolverServer(config).run()
     return 0
