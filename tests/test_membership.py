@@ -291,6 +291,43 @@ def test_a_reload_keeps_the_membership_where_it_is(cluster, resolver):
     assert resolver.received("exclusionRequest") == 1 and not resolver.included()
 
 
+@pytest.mark.process
+@pytest.mark.slow
+def test_a_holder_whose_connection_breaks_becomes_a_standby(cluster, resolver, database_url):
+    import psycopg
+
+    a = cluster("a")
+    a.wait_state("included")
+    b = cluster("b")
+    b.wait_state("standby")
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        (killed,) = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+            "AND mode = 'ExclusiveLock' AND granted"
+        ).fetchall()
+        assert killed == (True,)
+    b.wait_state("included", timeout=TAKEOVER_WITHIN)
+    a.wait_state("standby", timeout=TAKEOVER_WITHIN)  # it noticed, connected again, queued
+    assert a.serve.stop() == 0 and resolver.received("exclusionRequest") == 0
+    assert b.serve.stop() == 0 and resolver.received("exclusionRequest") == 1
+
+
+@pytest.mark.process
+def test_a_database_that_does_not_answer_holds_nothing_up(tmp_path, resolver):
+    node = Node(tmp_path, "a", resolver, f"postgresql://nobody@127.0.0.1:{free_port()}/none")
+    try:
+        node.serve.wait_answering()
+        node.wait_state("failed")
+        assert "cannot connect" in inclusion.read(node.state).detail
+        started = time.monotonic()
+        assert node.serve.stop() == 0 and time.monotonic() - started < 10
+        assert resolver.received("inclusionRequest") == 0
+        assert resolver.received("exclusionRequest") == 0
+        assert "Traceback" not in node.serve.log()
+    finally:
+        node.serve.kill()
+
+
 def _zombie(pid: int) -> bool:
     from serve_process import state_of
 

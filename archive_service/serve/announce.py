@@ -873,6 +873,8 @@ class Lifecycle:
         a new one joins with the new settings."""
         running = self.process is not None and self.process.poll() is None
         announcement = self.announcement
+        if announcement is None and old is None:
+            return
         if (
             running
             and announcement is not None
