@@ -20,6 +20,7 @@ import pytest
 from archive_service.common import postgres
 from archive_service.resolver.registry import Registry
 from archive_service.serve import inclusion, membership
+from fronts import CONTRIB, NGINX, fetch, rewrite, start_debian_nginx
 from serve_process import (
     ANNOUNCING,
     ROOT,
@@ -146,9 +147,12 @@ class Resolver:
     def received(self, subject: str) -> int:
         return self.process.text().count(f"servicesubject={subject}&")
 
-    def included(self) -> bool:
+    def record(self):
         (record,) = [r for r in Registry(self.state).records() if r.serviceibi == SERVICE]
-        return record.included
+        return record
+
+    def included(self) -> bool:
+        return self.record().included
 
 
 @pytest.fixture
@@ -159,7 +163,9 @@ def resolver(tmp_path):
 
 
 class Node:
-    def __init__(self, tmp_path: Path, name: str, resolver: Resolver, database: str):
+    """A `serve` node announcing to `resolver`, sharing `database`; `args` add settings."""
+
+    def __init__(self, tmp_path: Path, name: str, resolver: Resolver, database: str, *args: str):
         self.state = tmp_path / f"state-{name}"
         self.serve = Serve(
             tmp_path,
@@ -172,6 +178,7 @@ class Node:
             "--workers",
             "1",
             *ANNOUNCING,
+            *args,
             env={"ARCHIVE_SERVICE_REGISTRATIONKEY": KEY},
         )
         self.tree: list[int] = []
@@ -218,13 +225,19 @@ def cluster(tmp_path, resolver, database_url):
                 pass
 
 
-@pytest.mark.process
-@pytest.mark.slow
-def test_only_the_last_node_to_stop_sends_the_exclusion(cluster, resolver):
+def two_nodes(cluster) -> tuple[Node, Node]:
+    """Node a holding the membership (included), then node b standing by."""
     a = cluster("a")
     a.wait_state("included")
     b = cluster("b")
     b.wait_state("standby")
+    return a, b
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_only_the_last_node_to_stop_sends_the_exclusion(cluster, resolver):
+    a, b = two_nodes(cluster)
     assert "held by another node (archive-service announcer" in inclusion.read(b.state).detail
     assert resolver.received("inclusionRequest") == 1
     status, _, body = http_get(f"http://{b.serve.address}/health")
@@ -253,10 +266,7 @@ def test_only_the_last_node_to_stop_sends_the_exclusion(cluster, resolver):
 @pytest.mark.process
 @pytest.mark.slow
 def test_a_killed_holder_is_replaced_within_the_stated_time(cluster, resolver):
-    a = cluster("a")
-    a.wait_state("included")
-    b = cluster("b")
-    b.wait_state("standby")
+    a, b = two_nodes(cluster)
     a.tree = a.processes()
     killed = time.monotonic()
     a.serve.process.send_signal(signal.SIGKILL)
@@ -277,10 +287,7 @@ def test_a_killed_holder_is_replaced_within_the_stated_time(cluster, resolver):
 @pytest.mark.process
 @pytest.mark.slow
 def test_a_reload_keeps_the_membership_where_it_is(cluster, resolver):
-    a = cluster("a")
-    a.wait_state("included")
-    b = cluster("b")
-    b.wait_state("standby")
+    a, b = two_nodes(cluster)
     for node in (a, b):
         node.serve.signal(signal.SIGHUP)
         node.serve.wait_log("the announced pairs are unchanged, the announcer goes on")
@@ -296,10 +303,7 @@ def test_a_reload_keeps_the_membership_where_it_is(cluster, resolver):
 def test_a_holder_whose_connection_breaks_becomes_a_standby(cluster, resolver, database_url):
     import psycopg
 
-    a = cluster("a")
-    a.wait_state("included")
-    b = cluster("b")
-    b.wait_state("standby")
+    a, b = two_nodes(cluster)
     with psycopg.connect(database_url, autocommit=True) as conn:
         (killed,) = conn.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
@@ -358,3 +362,39 @@ def test_the_session_names_itself_and_probes_the_connection(database_url):
         assert conn.execute("SHOW application_name").fetchone()[0] == "archive-service test"
     finally:
         conn.close()
+
+
+@pytest.mark.process
+@pytest.mark.slow
+@pytest.mark.skipif(NGINX is None, reason="nginx is not installed (Debian: apt-get install nginx)")
+def test_two_nodes_behind_nginx_join_once_and_leave_once(
+    tmp_path, public, fronts, resolver, database_url
+):
+    """contrib/nodes' nginx in front of two nodes announcing its address: the resolver's
+    call-back goes through nginx to either node; stopping one node keeps the Archive
+    included and answering; stopping the other excludes it."""
+    port = free_port()
+    front = f"127.0.0.1:{port}"
+    a, b = (Node(tmp_path, n, resolver, database_url, "--archiveaddress", front) for n in "ab")
+    fronts += [a.serve, b.serve]
+    site = rewrite(
+        (CONTRIB / "nodes" / "nginx-two-nodes.conf").read_text(),
+        ("listen 80;", f"listen {front};"),
+        ("server 10.0.0.11:8080 ", f"server {a.serve.address} "),
+        ("server 10.0.0.12:8080 ", f"server {b.serve.address} "),
+    )
+    start_debian_nginx(fronts, public, port, site)
+    wait_until(
+        lambda: any(x.state_is("included") and y.state_is("standby") for x, y in ((a, b), (b, a))),
+        30,
+        "one node included, the other standing by",
+    )
+    holder, standby = (a, b) if a.state_is("included") else (b, a)
+    record = resolver.record()
+    assert (record.included, record.address, record.confirmation) == (True, front, "successful")
+    confirm = f"http://{front}/{SERVICE}?servicesubject=inclusionConfirmationRequest"
+    assert standby.serve.stop() == 0
+    assert [fetch(confirm) for _ in range(10)] == [(200, b"confirmation yes")] * 10
+    assert resolver.received("exclusionRequest") == 0 and resolver.included()
+    assert holder.serve.stop() == 0
+    assert resolver.received("exclusionRequest") == 1 and not resolver.included()
