@@ -665,7 +665,7 @@ def hold_membership(
             return outcome
         _pause(FIRST_RETRY, parent)
     if _leaving:
-        _record(state_dir, "left", announcement, "the service stopped before it joined")
+        _record(state_dir, "left", announcement, "the service stopped, not holding the membership")
     return 0
 
 
