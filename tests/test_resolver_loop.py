@@ -82,8 +82,8 @@ def test_an_inclusion_at_the_resolvers_own_address_is_refused(running, spelling)
 @pytest.mark.process
 def test_a_looping_registration_answers_at_once(running):
     url, port, registry, resolver = running
-    with registry._db() as db:  # as an older resolver would have let it in
-        db.execute("UPDATE archive SET included = 1, address = ?", (f"127.0.0.1:{port}",))
+    with registry._db() as run:  # as an older resolver would have let it in
+        run("UPDATE {table} SET included = 1, address = ?", (f"127.0.0.1:{port}",))
     try:
         started = time.monotonic()
         status, _, body = http_get(f"{url}/8JMKD3MGP8W/35MME4E", timeout=30)
@@ -92,8 +92,8 @@ def test_a_looping_registration_answers_at_once(running):
         assert status == 502, body
         assert "loop" in resolver.text()
     finally:
-        with registry._db() as db:
-            db.execute("UPDATE archive SET included = 0")
+        with registry._db() as run:
+            run("UPDATE {table} SET included = 0")
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ def _registry(config: settings.Config):
     from ..resolver.registry import Registry, RegistryError
 
     try:
-        return Registry(config.state_dir)
+        return Registry(config.state_dir, config.database)
     except RegistryError as exc:
         raise settings.ConfigError(str(exc)) from None
 
@@ -31,14 +31,12 @@ def cmd_register(args: argparse.Namespace) -> int:
     config = _config(args, "state_dir")
     key = sys.stdin.readline().strip() if args.key == "-" else args.key
     try:
-        new = _registry(config).register(args.serviceibi, key)
+        registry = _registry(config)
+        new = registry.register(args.serviceibi, key)
     except ValueError as exc:
         print(f"archive-service resolver register: {exc}", file=sys.stderr)
         return 2
-    print(
-        f"{'registered' if new else 're-keyed'} {args.serviceibi} in "
-        f"{config.state_dir}/{rconfig.REGISTRY_FILE}"
-    )
+    print(f"{'registered' if new else 're-keyed'} {args.serviceibi} in {registry.where}")
     return 0
 
 
@@ -85,7 +83,7 @@ def add_parser(sub) -> None:
         help="registration key (10+ digits, optionally -10+ digits); "
         "'-' reads it from standard input",
     )
-    _add_settings(register, names=("state_dir",))
+    _add_settings(register, names=("state_dir", "database"))
     register.set_defaults(func=cmd_register)
 
     serve = rsub.add_parser(
@@ -97,5 +95,5 @@ def add_parser(sub) -> None:
     serve.set_defaults(func=cmd_serve)
 
     listing = rsub.add_parser("list", help="print the registered Archives and their state")
-    _add_settings(listing, names=("state_dir",))
+    _add_settings(listing, names=("state_dir", "database"))
     listing.set_defaults(func=cmd_list)

@@ -22,7 +22,22 @@ from typing import Any
 # The kit's schema, one ordered list of steps per component; a step is never edited once
 # released, a change is a new step. Components are the stores that share state: each appends
 # its own steps here so that one place shows the whole schema.
-SCHEMA: dict[str, list[str]] = {}
+SCHEMA: dict[str, list[str]] = {
+    # resolver/registry.py: the registered Archives (the SQLite file's `archive` table).
+    "resolver": [
+        "CREATE TABLE resolver_archive ("
+        " seq bigserial NOT NULL,"  # registration order: the order urlRequests are sent in
+        " ibikey text PRIMARY KEY,"  # case-insensitive key of the service IBI
+        " serviceibi text NOT NULL,"
+        " salt bytea NOT NULL,"
+        " keyhash bytea NOT NULL,"  # scrypt(registration key, salt)
+        " registered text NOT NULL,"
+        " included integer NOT NULL DEFAULT 0,"
+        " since text,"
+        " address text, ip text, platformversion text, email text,"
+        " confirmation text)",
+    ],
+}
 
 # pg_advisory_xact_lock key for upgrades: "archive-service schema" as a number.
 _UPGRADE_LOCK = 0x41_52_43_48_53_43_48_4D  # "ARCHSCHM"
@@ -135,3 +150,42 @@ def close_all() -> None:
         for key in [k for k in _pools if k[0] == os.getpid()]:
             _pools.pop(key).close()
         _upgraded.clear()
+
+
+# A node that vanishes (power, network) holds its session's advisory locks until the server
+# sees its connection die: these make the server probe an idle connection after 5 s and give
+# up after 3 unanswered probes 2 s apart, so within about 11 s; libpq does the same from the
+# node's side, so a holder cut off from the server learns it within that time too.
+KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 5, 2, 3
+KEEPALIVE_BOUND = KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_COUNT
+
+
+def session(url: str, application_name: str):
+    """A connection of its own, outside the pool, in autocommit: for session state (advisory
+    locks) that must live exactly as long as this connection."""
+    reason = unavailable()
+    if reason:
+        raise DatabaseError(reason)
+    import psycopg
+
+    server_side = (
+        f"-c tcp_keepalives_idle={KEEPALIVE_IDLE} "
+        f"-c tcp_keepalives_interval={KEEPALIVE_INTERVAL} "
+        f"-c tcp_keepalives_count={KEEPALIVE_COUNT} "
+        f"-c tcp_user_timeout={KEEPALIVE_BOUND * 1000}"
+    )
+    try:
+        return psycopg.connect(
+            url,
+            autocommit=True,
+            connect_timeout=10,
+            application_name=application_name[:63],
+            keepalives=1,
+            keepalives_idle=KEEPALIVE_IDLE,
+            keepalives_interval=KEEPALIVE_INTERVAL,
+            keepalives_count=KEEPALIVE_COUNT,
+            options=server_side,
+        )
+    except psycopg.Error as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DatabaseError(f"database {redacted(url)}: cannot connect ({message})") from None

@@ -86,7 +86,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     app.logger.removeHandler(default_handler)
     app.url_map.merge_slashes = False  # the path after the IBI is the item's, kept as is
     app.config["RESOLVER"] = config
-    registry = Registry(config.state_dir)
+    registry = Registry(config.state_dir, config.database)
     client = ArchiveClient(config.timeout, pool_size=max(32, 4 * config.threads))
     app.extensions["resolver"] = {"registry": registry, "client": client}
     pages.install(app, PAGE_SOURCES)

@@ -36,6 +36,16 @@ RESOLVER_SETTINGS: tuple[Setting, ...] = (
         env_prefix=_P,
     ),
     Setting(
+        "database",
+        "",
+        "where the registry lives: empty for the SQLite file in state_dir, or a "
+        "postgresql://user@host/db URL shared by several resolver instances; the password "
+        "goes in a pgpass file (PGPASSFILE), never in the URL",
+        settings.database_url,
+        shown=settings.postgres_redacted,
+        env_prefix=_P,
+    ),
+    Setting(
         "bind",
         "127.0.0.1:8090",
         "address the resolver listens on: HOST:PORT or unix:PATH",

@@ -1,4 +1,6 @@
-"""The registry of Archives (§5): registration keys, inclusion and exclusion, in SQLite.
+"""The registry of Archives (§5): registration keys, inclusion and exclusion, in SQLite, or in
+PostgreSQL when the resolver's `database` names it (several resolver instances on one
+registry).
 
 Registering (§5.1) is the administrator's step: the Archive's service IBI and its key. The
 key is kept only as a salted scrypt hash. Inclusion (§5.2) checks the key, calls the Archive
@@ -21,13 +23,14 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import settings
 from ..common import db as dbmod
+from ..common import postgres
 from ..protocol import ibi as ibimod
 from ..protocol.answers import RequestError
 from .config import REGISTRY_FILE
@@ -167,25 +170,77 @@ def _hash(key: str, salt: bytes) -> bytes:
     return hashlib.scrypt(key.encode("ascii"), salt=salt, maxmem=64 << 20, **_SCRYPT)
 
 
-class Registry:
-    """One SQLite file in the state directory; a connection per call, so threads and
-    gunicorn workers share it safely."""
+class _SQLite:
+    """The registry as one SQLite file; a connection per call, so threads and gunicorn
+    workers share it safely."""
 
-    def __init__(self, state_dir: str | os.PathLike):
-        self.path = Path(state_dir) / REGISTRY_FILE
-        self.throttle = KeyThrottle()
+    table, order = "archive", "rowid"
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.where = str(path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._db() as conn:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with closing(dbmod.connect(path, timeout=10)) as conn:
                 dbmod.use_wal(conn, durable=True)
                 conn.execute(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
-            raise RegistryError(f"registry {self.path}: {exc}") from None
+            raise RegistryError(f"registry {path}: {exc}") from None
 
-    def _db(self):
+    @contextmanager
+    def session(self):
         conn = dbmod.connect(self.path, timeout=10)
         conn.row_factory = sqlite3.Row
-        return closing(conn)
+        with closing(conn):
+            yield lambda sql, params=(): [dict(r) for r in conn.execute(sql, params).fetchall()]
+
+
+class _Postgres:
+    """The registry as the `resolver_archive` table of the shared PostgreSQL database
+    (its schema: common/postgres.py SCHEMA["resolver"]); each call one transaction."""
+
+    table, order = "resolver_archive", "seq"
+
+    def __init__(self, url: str):
+        self.url = url
+        self.where = postgres.redacted(url)
+        try:
+            with self.session() as run:
+                run("SELECT 1")
+        except postgres.DatabaseError as exc:
+            raise RegistryError(f"registry {exc}") from None
+
+    @contextmanager
+    def session(self):
+        from psycopg.rows import dict_row
+
+        with postgres.transaction(self.url) as conn, conn.cursor(row_factory=dict_row) as cur:
+
+            def run(sql: str, params=()) -> list[dict]:
+                cur.execute(sql.replace("?", "%s"), params)
+                return cur.fetchall() if cur.description else []
+
+            yield run
+
+
+class Registry:
+    """The registered Archives, in `state_dir` (SQLite) or in the `database` (PostgreSQL)."""
+
+    def __init__(self, state_dir: str | os.PathLike | None, database: str = ""):
+        self.throttle = KeyThrottle()
+        if database:
+            self._store: _SQLite | _Postgres = _Postgres(database)
+        else:
+            self._store = _SQLite(Path(state_dir) / REGISTRY_FILE)
+            self.path = self._store.path
+        self.where = self._store.where
+
+    @contextmanager
+    def _db(self):
+        """One session: `run(sql, params)` gives rows as dicts (SQL written with ? and the
+        table as {table})."""
+        with self._store.session() as run:
+            yield lambda sql, params=(): run(sql.format(table=self._store.table), params)
 
     def register(self, serviceibi: str, key: str) -> bool:
         """Register (or re-key) an Archive; True if it is new. The key itself is not kept."""
@@ -196,13 +251,10 @@ class Registry:
                 "10 or more digits (Table 5.1)"
             )
         salt = os.urandom(16)
-        with self._db() as db:
-            new = (
-                db.execute("SELECT 1 FROM archive WHERE ibikey = ?", (ibimod.key(ibi),)).fetchone()
-                is None
-            )
-            db.execute(
-                "INSERT INTO archive (ibikey, serviceibi, salt, keyhash, registered) "
+        with self._db() as run:
+            new = not run("SELECT 1 FROM {table} WHERE ibikey = ?", (ibimod.key(ibi),))
+            run(
+                "INSERT INTO {table} (ibikey, serviceibi, salt, keyhash, registered) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT(ibikey) DO UPDATE SET "
                 "salt = excluded.salt, keyhash = excluded.keyhash, "
                 "registered = excluded.registered",
@@ -211,26 +263,26 @@ class Registry:
         return new
 
     def check_key(self, serviceibi: str, key: str) -> bool:
-        with self._db() as db:
-            row = db.execute(
-                "SELECT salt, keyhash FROM archive WHERE ibikey = ?", (ibimod.key(serviceibi),)
-            ).fetchone()
-        if row is None:
+        with self._db() as run:
+            rows = run(
+                "SELECT salt, keyhash FROM {table} WHERE ibikey = ?", (ibimod.key(serviceibi),)
+            )
+        if not rows:
             _hash(key, b"\0" * 16)  # the same work, so timing does not tell who is registered
             return False
-        return hmac.compare_digest(_hash(key, row["salt"]), row["keyhash"])
+        return hmac.compare_digest(_hash(key, bytes(rows[0]["salt"])), bytes(rows[0]["keyhash"]))
 
     def records(self, included_only: bool = False) -> list[Record]:
         """Archives in the order they were registered (the order urlRequests are sent in)."""
         sql = (
             "SELECT serviceibi, registered, included, since, address, ip, platformversion, "
-            "email, confirmation FROM archive"
+            "email, confirmation FROM {table}"
         )
         if included_only:
             sql += " WHERE included = 1"
-        with self._db() as db:
-            rows = db.execute(sql + " ORDER BY rowid").fetchall()
-        return [Record(**{**dict(row), "included": bool(row["included"])}) for row in rows]
+        with self._db() as run:
+            rows = run(sql + f" ORDER BY {self._store.order}")
+        return [Record(**{**row, "included": bool(row["included"])}) for row in rows]
 
     def included(self) -> list[ArchiveRef]:
         return [r.ref for r in self.records(included_only=True)]
@@ -291,9 +343,9 @@ class Registry:
         if source is not None:
             self.throttle.give_back(source)
         if subject == EXCLUSION:
-            with self._db() as db:
-                db.execute(
-                    "UPDATE archive SET included = 0, since = ? WHERE ibikey = ?",
+            with self._db() as run:
+                run(
+                    "UPDATE {table} SET included = 0, since = ? WHERE ibikey = ?",
                     (_now(), ibimod.key(archive.serviceibi)),
                 )
             log.info("excluded %s", archive)
@@ -310,9 +362,9 @@ class Registry:
                 "service answers"
             )
         confirmation = "successful" if confirm(archive) else "unsuccessful"
-        with self._db() as db:
-            db.execute(
-                "UPDATE archive SET included = 1, since = ?, address = ?, ip = ?, "
+        with self._db() as run:
+            run(
+                "UPDATE {table} SET included = 1, since = ?, address = ?, ip = ?, "
                 "platformversion = ?, email = ?, confirmation = ? WHERE ibikey = ?",
                 (
                     _now(),

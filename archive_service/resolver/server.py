@@ -57,9 +57,15 @@ class ResolverServer(BaseApplication):
         return max(self.config.timeout, 1.0)
 
     def load(self):
+        from ..common import postgres
         from .app import create_resolver_app
 
-        return create_resolver_app(self.config)
+        app = create_resolver_app(self.config)
+        # The master opened the registry's database to check it; a libpq connection must not
+        # cross the fork (a worker ending would close it under the master): each worker
+        # opens its own pool on first use.
+        postgres.close_all()
+        return app
 
 
 def run(config: settings.Config) -> int:
@@ -67,7 +73,7 @@ def run(config: settings.Config) -> int:
         "resolver listening on %s, service at /%s, registry in %s",
         config.bind,
         config.resolveribi,
-        config.state_dir,
+        settings.postgres_redacted(config.database) if config.database else config.state_dir,
     )
     ResolverServer(config).run()
     return 0

@@ -554,17 +554,21 @@ def service_answers(announcement: Announcement, local: Local) -> bool:
 # ------------------------------------------------------------------------ announcer process
 
 
+_leaving = False  # set by SIGTERM in an announcer holding membership among several nodes
+
+
 def _parent_gone(parent: int | None) -> bool:
-    return parent is not None and os.getppid() != parent
+    """Whether to stop: the master died, or (several nodes) it asked us to leave."""
+    return _leaving or (parent is not None and os.getppid() != parent)
 
 
 def _pause(seconds: float, parent: int | None) -> bool:
-    """Sleep, waking every second to see whether the master died; False if it did."""
+    """Sleep, waking often to see whether the master died; False if it did."""
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
         if _parent_gone(parent):
             return False
-        time.sleep(min(left, 1.0))
+        time.sleep(min(left, 0.2))
     return not _parent_gone(parent)
 
 
@@ -610,6 +614,100 @@ def join_when_answering(
 
 
 UNCONFIRMED = 3  # the announcer's exit status when included without confirmation
+CHECK_EVERY = 2.0  # seconds between a holder's looks at its database connection
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    global _leaving
+    _leaving = True
+
+
+def hold_membership(
+    announcement: Announcement,
+    local: Local,
+    parent: int | None,
+    database: str,
+    state_dir: str | None = None,
+) -> int:
+    """The announcer of one of several nodes (`database` set; serve/membership.py): wait for
+    the Archive's membership, then join as the holder and keep it while the master lives.
+    SIGTERM (the master stopping): a holder hands the membership over if another node runs,
+    else sends the exclusionRequest; a standby just goes. The master dying: just go (the
+    server releases the locks; another node takes over and includes the Archive again)."""
+    from ..common.postgres import DatabaseError, redacted
+    from . import membership
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    where = redacted(database)
+    serviceibi = announcement.value("archiveserviceibi")
+    attempt = 0
+    while not _parent_gone(parent):
+        try:
+            member = membership.Membership(database, serviceibi)
+        except DatabaseError as exc:
+            delay = backoff(attempt)
+            _record(state_dir, "failed", announcement, f"{exc}; next try in {delay:.0f} s")
+            log.warning("membership: %s; next try in %.1f s", exc, delay)
+            attempt += 1
+            _pause(delay, parent)
+            continue
+        attempt = 0
+        try:
+            outcome = _member(member, announcement, local, parent, state_dir)
+        except Exception as exc:  # noqa: BLE001 (the connection broke: the locks are gone)
+            outcome = None
+            detail = f"the database connection to {where} broke ({type(exc).__name__})"
+            _record(state_dir, "announcing", announcement, detail + "; connecting again")
+            log.warning("membership: %s; connecting again", detail)
+        finally:
+            member.close()
+        if outcome is not None:
+            return outcome
+        _pause(FIRST_RETRY, parent)
+    if _leaving:
+        _record(state_dir, "left", announcement, "the service stopped, not holding the membership")
+    return 0
+
+
+def _member(member, announcement, local, parent, state_dir) -> int | None:
+    """One connection's life: standby, holder, leaving. None when the connection broke."""
+    if not member.held:
+        holder = member.holder()
+        _record(
+            state_dir,
+            "standby",
+            announcement,
+            f"the membership is held by another node ({holder})"
+            if holder
+            else "waiting for the membership",
+        )
+        if holder:
+            log.info("membership held by another node (%s): standing by", holder)
+        if not member.acquire(lambda: _parent_gone(parent)):
+            if _leaving:
+                _record(state_dir, "left", announcement, "the service stopped (not the holder)")
+                log.info("stopping: the membership is held by another node, no exclusionRequest")
+            return 0
+        log.info("this node holds the Archive's membership: it announces")
+        join_when_answering(announcement, local, parent, state_dir=state_dir)
+    last_check = time.monotonic()
+    while not _parent_gone(parent):
+        time.sleep(0.2)
+        if time.monotonic() - last_check >= CHECK_EVERY:
+            if not member.alive():
+                return None
+            last_check = time.monotonic()
+    if not _leaving:  # the master died: the server frees the locks as we exit
+        return 0
+    member.leave_node()
+    others = member.others()
+    if others and member.hand_over():
+        _record(state_dir, "left", announcement, "handed the membership to another node")
+        log.info("stopping: %d other node(s) run; handed the membership over, no exclusion", others)
+        return 0
+    exclude_within(announcement, announcement.exclusion_timeout)
+    _record(state_dir, "left", announcement, "the service stopped (the last node)")
+    return 0
 
 
 def main() -> int:
@@ -620,6 +718,14 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     job = json.load(sys.stdin)
     parent = job["parent"]
+    if job.get("database") and job.get("join"):
+        return hold_membership(
+            Announcement.from_json(job["join"]),
+            Local(**job["local"]),
+            parent,
+            job["database"],
+            job.get("state_dir"),
+        )
     if job.get("leave"):
         old = Announcement.from_json(job["leave"])
         exclude(old, old.exclusion_timeout)
@@ -654,14 +760,21 @@ def _never_raises(method: Callable[..., None]) -> Callable[..., None]:
 class Lifecycle:
     """The master's side: start the announcer once per start, exclude on exit. The inclusion's
     state is recorded in `state_dir` (serve/inclusion.py); `silence` is why nothing is
-    announced when `announcement` is None."""
+    announced when `announcement` is None. With `database` (several nodes), the announcer
+    lives as long as the master and decides itself, as the membership's holder or not,
+    what to send on exit (`hold_membership`)."""
 
     def __init__(
-        self, announcement: Announcement | None, state_dir: str | None = None, silence: str = ""
+        self,
+        announcement: Announcement | None,
+        state_dir: str | None = None,
+        silence: str = "",
+        database: str = "",
     ):
         self.announcement = announcement
         self.state_dir = state_dir
         self.silence = silence
+        self.database = database
         self.local: Local | None = None
         self.process: subprocess.Popen | None = None
 
@@ -687,12 +800,19 @@ class Lifecycle:
         local: Local,
         state_dir: str | None = None,
         silence: str = "",
+        database: str | None = None,
     ) -> None:
         """SIGHUP: leave and join again if what we tell the resolver changed; join again if
         the last inclusion was not confirmed (the admin may have fixed what the resolver's
         call-back met: the proxy, DNS, the firewall) or never happened."""
         old, self.announcement, self.local = self.announcement, announcement, local
         self.state_dir, self.silence = state_dir or self.state_dir, silence or self.silence
+        old_database = self.database
+        if database is not None:
+            self.database = database
+        if self.database or old_database:
+            self._reload_member(old, old_database)
+            return
         if announcement is None and old is None:
             return
         if announcement is not None and announcement.same_message(old):
@@ -747,10 +867,61 @@ class Lifecycle:
             return "announcing"
         return "included" if code == 0 else "unconfirmed" if code == UNCONFIRMED else "failed"
 
+    def _reload_member(self, old: Announcement | None, old_database: str) -> None:
+        """SIGHUP among several nodes: a running announcer keeps the membership when nothing
+        it announces changed; else it leaves (hands over, or excludes as the last node) and
+        a new one joins with the new settings."""
+        running = self.process is not None and self.process.poll() is None
+        announcement = self.announcement
+        if announcement is None and old is None:
+            return
+        if (
+            running
+            and announcement is not None
+            and announcement.same_message(old)
+            and old_database == self.database
+        ):
+            log.info("reload: the announced pairs are unchanged, the announcer goes on")
+            return
+        self._stop_member(quiet=False)
+        if announcement is None:
+            self._not_joined()
+            return
+        log.info("reload: a new announcer joins with the current settings")
+        self._spawn(join=announcement)
+
+    def _stop_member(self, quiet: bool) -> None:
+        """Stop an announcer of several nodes: SIGTERM lets it hand over or exclude (waiting
+        for that); `quiet` (a new master takes over) kills it, and the server frees its
+        locks for the new master's announcer."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        if quiet:
+            process.kill()
+            process.wait()
+            return
+        from .membership import HANDOVER_WAIT
+
+        exclusion = self.announcement.exclusion_timeout if self.announcement else 5.0
+        timeout = exclusion + HANDOVER_WAIT + 5
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("the announcer did not leave within %g s: stopped", timeout)
+            process.kill()
+            process.wait()
+
     @_never_raises
     def leave(self, handing_over: bool = False) -> None:
         """on_exit: stop the announcer, then tell the resolver, waiting at most
-        exclusion_timeout."""
+        exclusion_timeout. Among several nodes the announcer decides (`hold_membership`)."""
+        if self.database:
+            if handing_over:
+                log.info("a new master took over: no exclusionRequest")
+            self._stop_member(quiet=handing_over)
+            return
         self.stop_announcer()
         if self.announcement is None:
             return
@@ -769,6 +940,7 @@ class Lifecycle:
             "join": join.to_json() if join else None,
             "leave": leave.to_json() if leave else None,
             "state_dir": self.state_dir,
+            "database": self.database or None,
         }
         try:
             process = subprocess.Popen(
@@ -785,10 +957,11 @@ class Lifecycle:
         self.process = process
         if join:
             log.info(
-                "announcer (pid %d) sends the inclusionRequest to %s once %s answers",
+                "announcer (pid %d) sends the inclusionRequest to %s once %s answers%s",
                 process.pid,
                 join.resolver,
                 self.local,
+                " and this node holds the Archive's membership" if self.database else "",
             )
 
     def stop_announcer(self) -> None:

@@ -20,8 +20,19 @@ FILE = "inclusion.json"
 # announced; `announcing`: waiting for the service or the resolver; `included`: the resolver
 # said included and confirmed it; `unconfirmed`: included but the resolver could not confirm
 # (our confirmation URL did not answer it); `excluded`: the resolver refused or removed us;
-# `failed`: the resolver could not be reached (retries go on).
-STATES = ("not-joined", "announcing", "included", "unconfirmed", "excluded", "failed", "left")
+# `failed`: the resolver (or the shared database) could not be reached (retries go on);
+# `standby`: several nodes serve this Archive and another one holds its membership
+# (serve/membership.py); `left`: the service stopped (the detail says whether it excluded).
+STATES = (
+    "not-joined",
+    "announcing",
+    "included",
+    "unconfirmed",
+    "excluded",
+    "failed",
+    "left",
+    "standby",
+)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ class ArchiveServer(BaseApplication):
         self.reload_config = reload_config
         self.announced = announce.from_config(config)
         self.lifecycle = announce.Lifecycle(
-            self.announced, config.state_dir, announce.silence(config)
+            self.announced, config.state_dir, announce.silence(config), config.database
         )
         super().__init__()
 
@@ -104,6 +104,7 @@ class ArchiveServer(BaseApplication):
             announce.Local.of_socket(arbiter.LISTENERS[0].sock),
             self.config.state_dir,
             announce.silence(self.config),
+            self.config.database,
         )
 
     def _on_exit(self, arbiter) -> None:
