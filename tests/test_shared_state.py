@@ -1,0 +1,146 @@
+"""Several nodes sharing one PostgreSQL database (the `database` setting, issue 19): the
+urlkey secret, the acknowledgments counted once and the statistics read anywhere. Two
+create_app with the same database and different state_dirs stand for two nodes."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import psycopg
+import pytest
+
+from archive_service import cli
+from archive_service.common import postgres
+from archive_service.protocol import pairs, urlkeys
+from archive_service.web import create_app, stats
+from support import Client
+
+NOTICE = "notice {acknowledgment received}"
+RELATORIO = "8JMKD3MGP7W/3EPGUE5"  # sid.inpe.br/mtc-m19/2013/09.04.12.27.57
+OAIS = "8JMKD3MGP8W/35MMLL8"
+
+
+@pytest.fixture(autouse=True)
+def _pools():
+    yield
+    postgres.close_all()
+
+
+def node(settings: dict, tmp_path, name: str, database: str) -> Client:
+    own = {**settings, "state_dir": str(tmp_path / name), "database": database}
+    return Client(create_app(own), "")
+
+
+def answer(client: Client, ibi: str) -> dict[str, str]:
+    return dict(pairs.parse(client.url_request(ibi).text))
+
+
+def ack(client: Client, got: dict[str, str]) -> None:
+    params = {
+        "servicesubject": "acknowledgment",
+        "clientinformation.ipaddress": "150.163.2.175",
+        "contenttype": got["contenttype"],
+        "ibi": got["ibi"].strip("{}"),
+        "state": got["state"],
+        "url": got["url"],
+        "url.persistent": "http://urlib.net/" + got["ibi"].strip("{}"),
+        "urlkey": got["urlkey"],
+    }
+    assert client.service(**params).text == NOTICE
+
+
+def stats_json(capsys, state_dir: str, database: str) -> dict:
+    argv = ["stats", "--state-dir", state_dir, "--database", database, "--format", "json"]
+    assert cli.main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_key_node_a_issued_counts_once_on_node_b_and_replays_are_refused_anywhere(
+    settings, tmp_path, database_url, capsys
+):
+    a = node(settings, tmp_path, "a", database_url)
+    b = node(settings, tmp_path, "b", database_url)
+    got = answer(a, RELATORIO)
+    ack(b, got)  # the resolver's acknowledgment reaches the other node
+    ack(a, got)  # a replay, on the node that issued the key
+    ack(b, got)  # and on the other
+    other = answer(b, OAIS)
+    ack(a, other)
+    for state_dir in (tmp_path / "a", tmp_path / "b"):
+        report = stats_json(capsys, str(state_dir), database_url)
+        assert (report["total"], report["rejected"]) == (2, 2), report
+        assert report["rejected_by_reason"] == {"replay": 2}
+    # Nothing of the shared state went to either node's state_dir.
+    for name in ("a", "b"):
+        assert not (tmp_path / name / stats.DB_FILE).exists()
+        assert not (tmp_path / name / urlkeys.SECRET_FILE).exists()
+
+
+def test_the_statistics_page_shows_the_same_counts_on_every_node(settings, tmp_path, database_url):
+    a = node(settings, tmp_path, "a", database_url)
+    b = node(settings, tmp_path, "b", database_url)
+    for _ in range(3):
+        ack(b, answer(a, RELATORIO))
+    pages = [n.get("/" + settings["archiveserviceibi"] + "/statistics").text for n in (a, b)]
+    assert pages[0] == pages[1]
+    assert "sid.inpe.br/mtc-m19/2013/09.04.12.27.57" in pages[0]
+
+
+def test_nodes_starting_together_share_one_secret(database_url):
+    found, errors = [], []
+
+    def start():
+        try:
+            # Threads of one process share its pool; each start is an INSERT then a SELECT.
+            found.append(urlkeys.load_shared_secret(database_url))
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(set(found)) == 1 and len(found[0]) == urlkeys.SECRET_BYTES
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM urlkey_secret").fetchone() == (1,)
+
+
+def test_acknowledgments_racing_on_two_nodes_count_once(settings, tmp_path, database_url):
+    """The same head acknowledged at once on 2 nodes × 4 threads: counted exactly once."""
+    keys = urlkeys.UrlKeys.of_archive(tmp_path, database_url)
+    url = "http://archive.example.org/col/x/doc/a.pdf"
+    nodes = [stats.open_store(tmp_path / n, database_url) for n in ("a", "b")]
+    heads = [keys.issue([url]) for _ in range(20)]
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def acknowledge(store):
+        for key in heads:
+            got = store.acknowledge(stats.Acknowledgment(key, url, "Data", "Original", "x"), keys)
+            with lock:
+                outcomes.append(got)
+
+    threads = [threading.Thread(target=acknowledge, args=(s,)) for s in nodes * 4]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes.count("counted") == len(heads)
+    assert outcomes.count("replay") == len(heads) * 7
+    assert nodes[1].report()["total"] == len(heads)
+
+
+def test_a_database_that_does_not_answer_is_a_problem_not_a_crash(settings, tmp_path, caplog):
+    dead = "postgresql://nobody@127.0.0.1:1/none"
+    client = node(settings, tmp_path, "a", dead)
+    got = answer(client, RELATORIO)  # answered, signed with a key of this process only
+    ack(client, got)
+    health = client.get("/health", status=503).json
+    text = " ".join(health["problems"])
+    assert "shared URL-key secret" in text and "acknowledgments are not counted" in text
+    assert "nobody@127.0.0.1:1" in text
+    with pytest.raises(stats.StatsError, match="cannot read database"):
+        stats.open_store(tmp_path, dead).report()
