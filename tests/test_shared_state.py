@@ -5,15 +5,22 @@ create_app with the same database and different state_dirs stand for two nodes."
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
+import time
+from decimal import Decimal
 
 import psycopg
 import pytest
 
 from archive_service import cli
+from archive_service.collection import mint
 from archive_service.common import postgres
 from archive_service.protocol import pairs, urlkeys
 from archive_service.web import create_app, stats
+from serve_process import ROOT
 from support import Client
 
 NOTICE = "notice {acknowledgment received}"
@@ -144,3 +151,82 @@ def test_a_database_that_does_not_answer_is_a_problem_not_a_crash(settings, tmp_
     assert "nobody@127.0.0.1:1" in text
     with pytest.raises(stats.StatsError, match="cannot read database"):
         stats.open_store(tmp_path, dead).report()
+
+
+# --- minting across nodes ---
+
+MINTER = """
+import sys, time
+from archive_service.collection.mint import mint
+state_dir, database = sys.argv[1], sys.argv[2]
+start, seconds = float(sys.argv[3]), float(sys.argv[4])
+time.sleep(max(0.0, start - time.time()))
+while time.time() < start + seconds:
+    m = mint("mint.example.org", 8080, "192.0.2.7", "both", state_dir=state_dir,
+             granularity="0.01", database=database)
+    print(m.rep, m.ibip, flush=True)
+"""
+MINT_SECONDS = 10
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_two_nodes_minting_at_once_never_repeat_a_label(tmp_path, database_url):
+    """Two processes with their own state_dir (two nodes) mint for one archiveaddress for
+    MINT_SECONDS: every label is distinct, and each node minted."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    start = time.time() + 1.5  # both interpreters are up by then, so they really compete
+    nodes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                MINTER,
+                str(tmp_path / n),
+                database_url,
+                str(start),
+                str(MINT_SECONDS),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for n in ("a", "b")
+    ]
+    outputs = []
+    for process in nodes:
+        out, err = process.communicate(timeout=MINT_SECONDS + 60)
+        assert process.returncode == 0, err
+        outputs.append(out.split())
+    assert all(len(out) > 20 for out in outputs), [len(o) for o in outputs]
+    labels = [label for out in outputs for label in out]
+    assert len(labels) == len(set(labels)), "a label was minted twice"
+
+
+def test_a_node_goes_on_after_what_it_minted_before_sharing(tmp_path, database_url):
+    clock = [Decimal("1287588115.2")]
+
+    def sleep(seconds):
+        clock[0] += Decimal(str(seconds))
+
+    before = mint.mint(
+        "mint.example.org", 80, form="rep", state_dir=tmp_path, now=lambda: clock[0], sleep=sleep
+    )
+    shared = mint.mint(
+        "mint.example.org",
+        80,
+        form="rep",
+        state_dir=tmp_path,
+        now=lambda: clock[0],
+        sleep=sleep,
+        database=database_url,
+    )
+    assert shared.time > before.time and shared.rep != before.rep
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT prefix, last FROM mint_last").fetchall() == [
+            ("rep:example.org/mint", shared.time)
+        ]
