@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from decimal import Decimal
+from urllib.parse import urlencode
 
 import psycopg
 import pytest
@@ -20,7 +21,7 @@ from archive_service.collection import mint
 from archive_service.common import postgres
 from archive_service.protocol import pairs, urlkeys
 from archive_service.web import create_app, stats
-from serve_process import ROOT
+from serve_process import ROOT, Serve, free_port, run_command
 from support import Client
 
 NOTICE = "notice {acknowledgment received}"
@@ -43,8 +44,16 @@ def answer(client: Client, ibi: str) -> dict[str, str]:
     return dict(pairs.parse(client.url_request(ibi).text))
 
 
-def ack(client: Client, got: dict[str, str]) -> None:
-    params = {
+def url_request(ibi: str) -> dict[str, str]:
+    return {
+        "servicesubject": "urlRequest",
+        "clientinformation.ipaddress": "150.163.2.175",
+        "parsedibiurl.ibi": ibi,
+    }
+
+
+def ack_query(got: dict[str, str]) -> dict[str, str]:
+    return {
         "servicesubject": "acknowledgment",
         "clientinformation.ipaddress": "150.163.2.175",
         "contenttype": got["contenttype"],
@@ -54,7 +63,10 @@ def ack(client: Client, got: dict[str, str]) -> None:
         "url.persistent": "http://urlib.net/" + got["ibi"].strip("{}"),
         "urlkey": got["urlkey"],
     }
-    assert client.service(**params).text == NOTICE
+
+
+def ack(client: Client, got: dict[str, str]) -> None:
+    assert client.service(**ack_query(got)).text == NOTICE
 
 
 def stats_json(capsys, state_dir: str, database: str) -> dict:
@@ -230,3 +242,58 @@ def test_a_node_goes_on_after_what_it_minted_before_sharing(tmp_path, database_u
         assert conn.execute("SELECT prefix, last FROM mint_last").fetchall() == [
             ("rep:example.org/mint", shared.time)
         ]
+
+
+# --- two real `serve` nodes ---
+
+
+@pytest.mark.process
+def test_two_serve_nodes_on_one_collection_and_one_database(tmp_path, collection, database_url):
+    """urlRequest on node A, its acknowledgment on node B counted once, the replay on A
+    refused, and `stats` on either node shows the same total."""
+    shared = f"127.0.0.1:{free_port()}"  # the address both nodes answer for (a balancer's)
+    nodes = []
+    try:
+        for name in ("a", "b"):
+            nodes.append(
+                Serve(
+                    tmp_path,
+                    "--collection",
+                    str(collection),
+                    "--state-dir",
+                    str(tmp_path / name),
+                    "--no-announce",
+                    "--workers",
+                    "2",
+                    "--database",
+                    database_url,
+                    "--archiveaddress",
+                    shared,
+                )
+            )
+        for serve in nodes:
+            serve.wait_answering(timeout=60)
+        a, b = nodes
+        got = dict(pairs.parse(a.get(urlencode(url_request(RELATORIO)))))
+        assert b.get(urlencode(ack_query(got))) == NOTICE
+        assert a.get(urlencode(ack_query(got))) == NOTICE  # the replay, on the issuing node
+        for name in ("a", "b"):
+            done = run_command(
+                [
+                    "stats",
+                    "--state-dir",
+                    str(tmp_path / name),
+                    "--database",
+                    database_url,
+                    "--format",
+                    "json",
+                ]
+            )
+            assert done.returncode == 0, done.stderr
+            report = json.loads(done.stdout)
+            assert (report["total"], report["rejected_by_reason"]) == (1, {"replay": 1}), name
+        for serve in nodes:
+            assert serve.stop() == 0
+    finally:
+        for serve in nodes:
+            serve.kill()
