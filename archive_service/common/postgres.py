@@ -131,6 +131,22 @@ def transaction(url: str, timeout: float | None = None) -> Iterator[Any]:
         yield conn
 
 
+@contextmanager
+def autocommit(url: str, timeout: float | None = None) -> Iterator[Any]:
+    """A connection where each statement is a transaction of its own: one round trip where
+    `transaction` takes three (BEGIN, the statement, COMMIT), for a write that is one
+    statement. The connection goes back to the pool as `transaction` expects it."""
+    with transaction(url, timeout) as conn:
+        conn.autocommit = True
+        try:
+            yield conn
+        finally:
+            try:
+                conn.autocommit = False
+            except Exception:  # noqa: BLE001 (a broken connection: the pool discards it)
+                pass
+
+
 def upgrade(url: str) -> list[str]:
     """Apply the steps of SCHEMA the database does not have yet; returns what was applied
     (`component N`), nothing when it was up to date."""

@@ -362,12 +362,30 @@ class Store(Statistics):
         return build_report(counts, rejected, since, top)
 
 
+# Data-modifying CTEs share one snapshot: `fresh` is what the INSERT did, read by the others.
+COUNT_ONCE = """
+WITH fresh AS (
+    INSERT INTO stats_seen_keys (issued, nonce) VALUES (%s, %s)
+    ON CONFLICT DO NOTHING RETURNING 1
+), counted AS (
+    INSERT INTO stats_counts SELECT %s, %s, %s, %s, 1 WHERE EXISTS (SELECT FROM fresh)
+    ON CONFLICT (day, ibi, contenttype, state) DO UPDATE SET n = stats_counts.n + 1
+), replayed AS (
+    INSERT INTO stats_rejected SELECT %s, 'replay', 1 WHERE NOT EXISTS (SELECT FROM fresh)
+    ON CONFLICT (day, reason) DO UPDATE SET n = stats_rejected.n + 1
+)
+SELECT EXISTS (SELECT FROM fresh)
+"""
+
+
 class PostgresStore(Statistics):
     """The statistics in the PostgreSQL database every node shares (the `database` setting):
     the same three tables (`stats_seen_keys`, `stats_counts`, `stats_rejected`, schema in
     common/postgres.py), one transaction per acknowledgment. The primary key of
     `stats_seen_keys` makes a head count once whichever node its acknowledgments reach: a
-    second node inserting the same head waits for the first's commit, then inserts nothing."""
+    second node inserting the same head waits for the first's commit, then inserts nothing.
+    Each write is one statement in autocommit (COUNT_ONCE): one round trip an acknowledgment,
+    twice the rate of BEGIN, statement, COMMIT."""
 
     def __init__(self, url: str, clock: Callable[[], float] = time.time):
         super().__init__(clock)
@@ -391,25 +409,28 @@ class PostgresStore(Statistics):
         purge = now - self._purged > PURGE_EVERY
         # A pool without a free connection for this long means the database is not keeping up:
         # the acknowledgment is answered anyway and counted as lost.
-        with self._postgres.transaction(self.url, timeout=ACK_WAIT) as conn:
+        with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
             if purge:
                 conn.execute(
                     "DELETE FROM stats_seen_keys WHERE issued < %s",
                     (int(now) - lifetime - CLOCK_SKEW,),
                 )
             if reason == "valid":
-                fresh = conn.execute(
-                    "INSERT INTO stats_seen_keys (issued, nonce) VALUES (%s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    (verdict.issued, verdict.nonce),
-                ).rowcount
+                # One statement, one round trip: the head inserted unless seen, then a count
+                # or a replay refusal, as the insert found.
+                (fresh,) = conn.execute(
+                    COUNT_ONCE,
+                    (
+                        verdict.issued,
+                        verdict.nonce,
+                        _day(now),
+                        ack.ibi,
+                        ack.contenttype,
+                        ack.state,
+                        _day(now),
+                    ),
+                ).fetchone()
                 reason = "counted" if fresh else "replay"
-            if reason == "counted":
-                conn.execute(
-                    "INSERT INTO stats_counts VALUES (%s, %s, %s, %s, 1) ON CONFLICT "
-                    "(day, ibi, contenttype, state) DO UPDATE SET n = stats_counts.n + 1",
-                    (_day(now), ack.ibi, ack.contenttype, ack.state),
-                )
             else:
                 conn.execute(
                     "INSERT INTO stats_rejected VALUES (%s, %s, 1) ON CONFLICT (day, reason) "
