@@ -39,6 +39,9 @@ per-answer storage, that this Archive answered a given URL at a given time:
   and every restart shares it, so any worker can check any key. If the state directory cannot
   hold it, the service logs an error and signs with a per-process secret: answers continue,
   and acknowledgments verify until the next restart.
+- With the `database` setting (several nodes) the secret lives in PostgreSQL instead
+  (`urlkey_secret`, one row): each node offers a random one with INSERT … ON CONFLICT DO
+  NOTHING and reads back the one that won, so a key any node issued verifies on every node.
 
 A key proves the URL came from this Archive; counting its head once (replays, respellings) is
 the statistics store's job (web/stats.py). Anyone may send a urlRequest, so a key is not proof

@@ -22,6 +22,12 @@ refused as expired before `seen_keys` is consulted, and a new database gives the
 back to the file system: at most an hour of answers is remembered), `counts` (per UTC day,
 item, contenttype and state: bounded by the items held) and `rejected` (per UTC day and
 reason: a handful of rows however many are refused). No Flask here.
+
+With the `database` setting the same tables live in PostgreSQL (`PostgresStore`, prefixed
+`stats_`), shared by every node: the primary key of the seen heads is what makes "counted
+once" hold across nodes, and `report` reads the same rows on any node. `open_store` picks the
+store; both stand behind `Statistics`, which holds what a refusal is and how failures are
+logged.
 """
 
 from __future__ import annotations
