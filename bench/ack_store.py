@@ -1,7 +1,7 @@
 """Acknowledgment throughput of the statistics stores on one node (issue 19): PostgreSQL (the
 `database` setting) ÷ SQLite in the state directory (the default).
 
-    python bench/ack_store.py [--rounds 5] [--acks 2000] [--threads 1,8]
+    python bench/ack_store.py [--rounds 5] [--acks 2000] [--threads 1,8] [--app]
 
 Each round counts `--acks` acknowledgments, every one a fresh head (so each is an INSERT into
 the seen keys and an upsert of a count: the service's common case), through
@@ -10,6 +10,8 @@ figure is the median of the per-round ratios. The PostgreSQL server is a throwaw
 Debian's binaries on loopback (tests/postgres_server.py, fsync off as in the tests: the ratio
 is the store's code and round trips, not the disk; SQLite keeps its own synchronous=NORMAL
 WAL). In process, no HTTP: a request's own cost would only compress the ratio toward 1.
+With --app, a second figure: whole acknowledgment requests (the sample collection, keys from
+urlRequests made beforehand) through the app of `create_app`, called as WSGI in one thread.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from archive_service.common import postgres  # noqa: E402
 from archive_service.protocol.urlkeys import UrlKeys  # noqa: E402
 from archive_service.web import stats  # noqa: E402
 
+SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"  # the sample collection's
+ITEM = "8JMKD3MGP7W/3EPGUE5"
 URL = "http://bench.example.org/col/sid.inpe.br/bench/2024/01.01.00.00/doc/a.pdf"
 
 
@@ -58,11 +62,90 @@ def one_round(store: stats.Statistics, keys: UrlKeys, acks: int, threads: int) -
     return acks / took
 
 
+def app_round(app, queries: list[str]) -> float:
+    """Acknowledgment requests answered per second by `app` (WSGI, in process)."""
+    from werkzeug.test import EnvironBuilder
+
+    environs = [EnvironBuilder(path="/" + SERVICE, query_string=q).get_environ() for q in queries]
+    start = time.perf_counter()
+    for environ in environs:
+        body = b"".join(app(environ, lambda status, headers: None))
+        if body != b"notice {acknowledgment received}":
+            raise SystemExit(f"unexpected answer {body!r}")
+    return len(environs) / (time.perf_counter() - start)
+
+
+def app_figure(server, state: str, rounds: int, acks: int) -> None:
+    from urllib.parse import urlencode
+
+    from werkzeug.test import Client
+
+    from archive_service.protocol import pairs
+    from archive_service.web import create_app
+
+    apps = {}
+    for name, database in (("sqlite", ""), ("postgresql", server.new_database())):
+        apps[name] = create_app(
+            {
+                "collection": str(ROOT / "sample_collection"),
+                "archiveaddress": "bench.example.org",
+                "archiveserviceibi": SERVICE,
+                "resolver": "none",
+                "state_dir": str(Path(state) / f"app-{name}"),
+                "database": database,
+            }
+        )
+
+    def queries(app) -> list[str]:
+        client = Client(app)
+        found = []
+        for _ in range(acks):
+            text = client.get(
+                "/" + SERVICE,
+                query_string={
+                    "servicesubject": "urlRequest",
+                    "clientinformation.ipaddress": "150.163.2.175",
+                    "parsedibiurl.ibi": ITEM,
+                },
+            ).get_data(as_text=True)
+            got = dict(pairs.parse(text))
+            found.append(
+                urlencode(
+                    {
+                        "servicesubject": "acknowledgment",
+                        "clientinformation.ipaddress": "150.163.2.175",
+                        "contenttype": got["contenttype"],
+                        "url": got["url"],
+                        "url.persistent": "http://urlib.net/" + ITEM,
+                        "urlkey": got["urlkey"],
+                    }
+                )
+            )
+        return found
+
+    app_round(apps["sqlite"], queries(apps["sqlite"])[:50])  # warm up
+    app_round(apps["postgresql"], queries(apps["postgresql"])[:50])
+    ratios, rates = [], {"sqlite": [], "postgresql": []}
+    for r in range(rounds):
+        order = ["sqlite", "postgresql"] if r % 2 == 0 else ["postgresql", "sqlite"]
+        got = {name: app_round(apps[name], queries(apps[name])) for name in order}
+        for name in order:
+            rates[name].append(got[name])
+        ratios.append(got["postgresql"] / got["sqlite"])
+    print(
+        f"whole requests (create_app, WSGI, 1 thread): PostgreSQL ÷ SQLite "
+        f"{statistics.median(ratios):.2f}× (rounds {', '.join(f'{x:.2f}' for x in ratios)}; "
+        f"medians {statistics.median(rates['postgresql']):,.0f} vs "
+        f"{statistics.median(rates['sqlite']):,.0f} acknowledgments/s)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--acks", type=int, default=2000)
     parser.add_argument("--threads", default="1,8")
+    parser.add_argument("--app", action="store_true", help="also whole requests through the app")
     args = parser.parse_args()
     import postgres_server
 
@@ -96,6 +179,8 @@ def main() -> int:
                     f"{statistics.median(rates['sqlite']):,.0f} acknowledgments/s)"
                 )
                 sqlite.close()
+            if args.app:
+                app_figure(server, state, args.rounds, args.acks)
     finally:
         postgres.close_all()
         server.stop()
