@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -60,6 +61,23 @@ def one_round(store: stats.Statistics, keys: UrlKeys, acks: int, threads: int) -
     if sum(counted) != acks:
         raise SystemExit(f"{type(store).__name__} counted {sum(counted)} of {acks}")
     return acks / took
+
+
+def abba(title: str, rounds: int, measure: Callable[[str], float]) -> None:
+    """`measure('sqlite')` and `measure('postgresql')` in ABBA order; prints the median ratio."""
+    ratios, rates = [], {"sqlite": [], "postgresql": []}
+    for r in range(rounds):
+        order = ["sqlite", "postgresql"] if r % 2 == 0 else ["postgresql", "sqlite"]
+        got = {name: measure(name) for name in order}
+        for name in order:
+            rates[name].append(got[name])
+        ratios.append(got["postgresql"] / got["sqlite"])
+    print(
+        f"{title}: PostgreSQL ÷ SQLite {statistics.median(ratios):.2f}× "
+        f"(rounds {', '.join(f'{x:.2f}' for x in ratios)}; medians "
+        f"{statistics.median(rates['postgresql']):,.0f} vs "
+        f"{statistics.median(rates['sqlite']):,.0f} acknowledgments/s)"
+    )
 
 
 def app_round(app, queries: list[str]) -> float:
@@ -125,18 +143,10 @@ def app_figure(server, state: str, rounds: int, acks: int) -> None:
 
     app_round(apps["sqlite"], queries(apps["sqlite"])[:50])  # warm up
     app_round(apps["postgresql"], queries(apps["postgresql"])[:50])
-    ratios, rates = [], {"sqlite": [], "postgresql": []}
-    for r in range(rounds):
-        order = ["sqlite", "postgresql"] if r % 2 == 0 else ["postgresql", "sqlite"]
-        got = {name: app_round(apps[name], queries(apps[name])) for name in order}
-        for name in order:
-            rates[name].append(got[name])
-        ratios.append(got["postgresql"] / got["sqlite"])
-    print(
-        f"whole requests (create_app, WSGI, 1 thread): PostgreSQL ÷ SQLite "
-        f"{statistics.median(ratios):.2f}× (rounds {', '.join(f'{x:.2f}' for x in ratios)}; "
-        f"medians {statistics.median(rates['postgresql']):,.0f} vs "
-        f"{statistics.median(rates['sqlite']):,.0f} acknowledgments/s)"
+    abba(
+        "whole requests (create_app, WSGI, 1 thread)",
+        rounds,
+        lambda name: app_round(apps[name], queries(apps[name])),
     )
 
 
@@ -163,20 +173,11 @@ def main() -> int:
                 shared = stats.open_store(state, database)
                 one_round(sqlite, keys, 50, threads)  # warm up: schema, pool, connections
                 one_round(shared, keys, 50, threads)
-                ratios, rates = [], {"sqlite": [], "postgresql": []}
-                for r in range(args.rounds):
-                    order = [sqlite, shared] if r % 2 == 0 else [shared, sqlite]
-                    got = {}
-                    for store in order:
-                        name = "sqlite" if store is sqlite else "postgresql"
-                        got[name] = one_round(store, keys, args.acks, threads)
-                        rates[name].append(got[name])
-                    ratios.append(got["postgresql"] / got["sqlite"])
-                print(
-                    f"{threads} thread(s): PostgreSQL ÷ SQLite {statistics.median(ratios):.2f}× "
-                    f"(rounds {', '.join(f'{x:.2f}' for x in ratios)}; medians "
-                    f"{statistics.median(rates['postgresql']):,.0f} vs "
-                    f"{statistics.median(rates['sqlite']):,.0f} acknowledgments/s)"
+                stores = {"sqlite": sqlite, "postgresql": shared}
+                abba(
+                    f"{threads} thread(s)",
+                    args.rounds,
+                    lambda name: one_round(stores[name], keys, args.acks, threads),  # noqa: B023
                 )
                 sqlite.close()
             if args.app:

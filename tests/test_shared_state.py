@@ -22,7 +22,7 @@ from archive_service.common import postgres
 from archive_service.protocol import pairs, urlkeys
 from archive_service.web import create_app, stats
 from serve_process import ROOT, Serve, free_port, run_command
-from support import Client
+from support import Client, acknowledgment, at_once
 
 NOTICE = "notice {acknowledgment received}"
 RELATORIO = "8JMKD3MGP7W/3EPGUE5"  # sid.inpe.br/mtc-m19/2013/09.04.12.27.57
@@ -52,21 +52,8 @@ def url_request(ibi: str) -> dict[str, str]:
     }
 
 
-def ack_query(got: dict[str, str]) -> dict[str, str]:
-    return {
-        "servicesubject": "acknowledgment",
-        "clientinformation.ipaddress": "150.163.2.175",
-        "contenttype": got["contenttype"],
-        "ibi": got["ibi"].strip("{}"),
-        "state": got["state"],
-        "url": got["url"],
-        "url.persistent": "http://urlib.net/" + got["ibi"].strip("{}"),
-        "urlkey": got["urlkey"],
-    }
-
-
 def ack(client: Client, got: dict[str, str]) -> None:
-    assert client.service(**ack_query(got)).text == NOTICE
+    assert client.service(**acknowledgment(got)).text == NOTICE
 
 
 def stats_json(capsys, state_dir: str, database: str) -> dict:
@@ -107,21 +94,8 @@ def test_the_statistics_page_shows_the_same_counts_on_every_node(settings, tmp_p
 
 
 def test_nodes_starting_together_share_one_secret(database_url):
-    found, errors = [], []
-
-    def start():
-        try:
-            # Threads of one process share its pool; each start is an INSERT then a SELECT.
-            found.append(urlkeys.load_shared_secret(database_url))
-        except Exception as exc:  # noqa: BLE001 (reported below)
-            errors.append(exc)
-
-    threads = [threading.Thread(target=start) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
+    # Threads of one process share its pool; each start is an INSERT then a SELECT.
+    found = at_once(lambda: urlkeys.load_shared_secret(database_url), 8)
     assert len(set(found)) == 1 and len(found[0]) == urlkeys.SECRET_BYTES
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM urlkey_secret").fetchone() == (1,)
@@ -216,6 +190,7 @@ def test_two_nodes_minting_at_once_never_repeat_a_label(tmp_path, database_url):
         outputs.append(out.split())
     assert all(len(out) > 20 for out in outputs), [len(o) for o in outputs]
     labels = [label for out in outputs for label in out]
+    print(f"{len(labels)} labels ({[len(o) for o in outputs]}) in {MINT_SECONDS} s")
     assert len(labels) == len(set(labels)), "a label was minted twice"
 
 
@@ -275,8 +250,8 @@ def test_two_serve_nodes_on_one_collection_and_one_database(tmp_path, collection
             serve.wait_answering(timeout=60)
         a, b = nodes
         got = dict(pairs.parse(a.get(urlencode(url_request(RELATORIO)))))
-        assert b.get(urlencode(ack_query(got))) == NOTICE
-        assert a.get(urlencode(ack_query(got))) == NOTICE  # the replay, on the issuing node
+        assert b.get(urlencode(acknowledgment(got))) == NOTICE
+        assert a.get(urlencode(acknowledgment(got))) == NOTICE  # the replay, on the issuing node
         for name in ("a", "b"):
             done = run_command(
                 [
