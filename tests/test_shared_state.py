@@ -272,3 +272,23 @@ def test_two_serve_nodes_on_one_collection_and_one_database(tmp_path, collection
     finally:
         for serve in nodes:
             serve.kill()
+
+
+def test_mint_and_deposit_commands_take_the_shared_minting_state(
+    tmp_path, collection, database_url, capsys
+):
+    common = ["--archiveaddress", "mint.example.org", "--database", database_url]
+    labels = []
+    for node in ("a", "b"):
+        assert cli.main(["mint", "--state-dir", str(tmp_path / node), *common]) == 0
+        labels.append(capsys.readouterr().out)
+    assert labels[0].startswith("rep example.org/mint/") and labels[0] != labels[1]
+    source = tmp_path / "paper.txt"
+    source.write_text("a paper\n")
+    argv = ["deposit", str(source), "--collection", str(collection), "--state-dir"]
+    assert cli.main([*argv, str(tmp_path / "c"), *common]) == 0
+    capsys.readouterr()
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT prefix FROM mint_last").fetchall() == [
+            ("rep:example.org/mint",)
+        ]
