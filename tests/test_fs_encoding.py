@@ -54,7 +54,9 @@ out["by path"] = by_path
 files = answer(sys.argv[2], verblist="GetFileList")
 page = app.get(urlsplit(files["url"]).path)
 out["file list"] = page.text
-out["listed"] = {link: get(link) for link in re.findall(r'href="([^"]+)"', page.text)}
+# The files the page lists (its layout's links, such as the skip link, are not files).
+links = re.findall(r'href="([^"]+)"', page.text)
+out["listed"] = {link: get(link) for link in links if "/col/" in link}
 out["latin-1"] = get("http://x/col/%s/doc/%s" % (sys.argv[3], quote(bytes.fromhex(sys.argv[4]))))
 print(json.dumps(out))
 """

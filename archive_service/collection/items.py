@@ -15,6 +15,8 @@ import logging
 import os
 import re
 import stat
+import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -87,6 +89,26 @@ def _resolved(path: str) -> tuple[str, os.stat_result] | None:
             os.close(fd)
 
 
+# Seconds a thread reuses its resolution of the collection root (see _resolved_root).
+ROOT_FRESH = 0.01
+_root_kept = threading.local()
+
+
+def _resolved_root(root: str) -> tuple[str, os.stat_result] | None:
+    """`_resolved(root)`, reused by the calling thread for ROOT_FRESH seconds: the checks of
+    one answer (three files for a full one, re-checked every second while it is kept)
+    resolve the root once instead of once per file, 7 of each file's 25 us here. A root
+    link moved to another tree takes effect ROOT_FRESH later, as if the request had come
+    that much earlier."""
+    now = time.monotonic()
+    kept = getattr(_root_kept, "last", None)
+    if kept is not None and kept[0] == root and now - kept[1] < ROOT_FRESH:
+        return kept[2]
+    found = _resolved(root)
+    _root_kept.last = (root, now, found)
+    return found
+
+
 def _resolve(
     root: str | os.PathLike, directory: str, relpath: str
 ) -> tuple[str, os.stat_result] | None:
@@ -101,7 +123,7 @@ def _resolve(
     it is where the admin put the collection."""
     if ".." in relpath.split("/") or "\x00" in relpath or "\\" in relpath:
         return None
-    real_root = _resolved(to_os(os.fspath(root)))
+    real_root = _resolved_root(to_os(os.fspath(root)))
     if real_root is None:
         return None
     doc = os.path.join(real_root[0], directory, DOC)
