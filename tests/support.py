@@ -5,6 +5,8 @@ processes and servers in serve_process.py."""
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import webtest
@@ -19,6 +21,42 @@ SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
 PLATFORM = "dpi.inpe.br/banon/1998/08.02.08.56"
 ADDRESS = "mtc-m16c.sid.inpe.br"
 PHONE = (360, 800)  # CSS pixels: a small phone held upright (the browser tests' screen)
+
+
+def acknowledgment(got: dict[str, str]) -> dict[str, str]:
+    """The acknowledgment a resolver sends for the answer `got` (its pairs, parsed)."""
+    ibi = got["ibi"].strip("{}")
+    return {
+        "servicesubject": "acknowledgment",
+        "clientinformation.ipaddress": "150.163.2.175",
+        "contenttype": got["contenttype"],
+        "ibi": ibi,
+        "state": got["state"],
+        "url": got["url"],
+        "url.persistent": "http://urlib.net/" + ibi,
+        "urlkey": got["urlkey"],
+    }
+
+
+def at_once(work: Callable[[], object], count: int) -> list:
+    """`work()` in `count` threads started together; what each returned. Any exception is
+    raised here (the first), after every thread has ended."""
+    results, errors = [], []
+
+    def run():
+        try:
+            results.append(work())
+        except Exception as exc:  # noqa: BLE001 (raised below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
 
 
 def break_collection(collection: Path) -> None:

@@ -20,7 +20,7 @@ from archive_service.resolver.app import create_resolver_app
 from archive_service.serve import inclusion
 from archive_service.web import create_app
 from isolation import in_child, shared_tmp
-from support import ROOT, SAMPLE, SERVICE, Client
+from support import ROOT, SAMPLE, SERVICE, Client, acknowledgment
 
 BROKEN = "iconet.com.br/banon/2013/01.01.00.00"
 OAIS = "8JMKD3MGP8W/35MMLL8"
@@ -82,16 +82,7 @@ def test_the_archive_page_shows_the_inclusion_and_the_collections_problems(setti
 def test_the_statistics_page_shows_what_was_counted(settings):
     client = Client(create_app(settings), "")
     got = dict(pairs.parse(client.url_request(OAIS).text))
-    ack = {
-        "servicesubject": "acknowledgment",
-        "clientinformation.ipaddress": "150.163.2.175",
-        "contenttype": got["contenttype"],
-        "ibi": got["ibi"].strip("{}"),
-        "state": got["state"],
-        "url": got["url"],
-        "url.persistent": "http://urlib.net/" + OAIS,
-        "urlkey": got["urlkey"],
-    }
+    ack = acknowledgment(got)
     client.test.get(f"/{SERVICE}?{urlencode(ack)}", status=200)
     page = client.get(f"/{SERVICE}/statistics", status=200)
     assert facts(page)["Counted"] == "1"

@@ -1,12 +1,11 @@
 """The kit's PostgreSQL schema: versioned per component, upgraded once, by one node at a time."""
 
-import threading
-
 import psycopg
 import pytest
 
 from archive_service import settings
 from archive_service.common import postgres
+from support import at_once
 
 
 @pytest.fixture
@@ -27,21 +26,8 @@ def test_upgrade_applies_each_step_once(database_url, schema):
 
 
 def test_two_nodes_upgrading_at_once_apply_each_step_once(database_url, schema):
-    results, errors = [], []
-
-    def node():
-        try:
-            # A pool per process: two threads stand for two nodes once the first has its own.
-            results.append(postgres.upgrade(database_url))
-        except Exception as exc:  # noqa: BLE001 (reported below)
-            errors.append(exc)
-
-    threads = [threading.Thread(target=node) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
+    # A pool per process: four threads stand for four nodes once the first has its own.
+    results = at_once(lambda: postgres.upgrade(database_url), 4)
     assert sorted(map(tuple, results)) == [(), (), (), ("demo 1", "demo 2")]
 
 

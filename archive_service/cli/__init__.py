@@ -124,7 +124,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     config = load_config(args)
     say_state_dir(config, "stats")
     try:
-        report = stats.Store(config.state_dir).report(args.since, args.top or None)
+        store = stats.open_store(config.state_dir, config.database)
+        report = store.report(args.since, args.top or None)
     except stats.StatsError as exc:
         print(f"archive-service stats: {exc}", file=sys.stderr)
         return 2
@@ -258,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="table",
         help="output format (default: table)",
     )
-    add_settings(report, names=("state_dir",))
+    add_settings(report, names=("state_dir", "database"))
     report.set_defaults(func=cmd_stats)
 
     init = sub.add_parser(

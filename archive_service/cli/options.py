@@ -8,6 +8,7 @@ import os
 import sys
 
 from .. import settings
+from ..common import postgres
 
 
 def add_settings(parser: argparse.ArgumentParser, names=None, table=settings.SETTINGS) -> None:
@@ -59,3 +60,6 @@ def say_state_dir(config: settings.Config, command: str) -> None:
             "$STATE_DIRECTORY" if os.environ.get("STATE_DIRECTORY") else "no setting"
         )
     print(f"archive-service {command}: state dir {config.state_dir} ({source})", file=sys.stderr)
+    if config.get("database"):
+        shared = postgres.redacted(config.database)
+        print(f"archive-service {command}: shared state in database {shared}", file=sys.stderr)

@@ -73,6 +73,7 @@ def cmd_mint(args: argparse.Namespace, load_config: LoadConfig) -> int:
             form,
             state_dir=config.state_dir,
             granularity=args.granularity,
+            database=config.database,
         )
     except (ibimod.IbiError, mintmod.MintError, depositmod.DepositError) as exc:
         return _fail("mint", exc)
@@ -197,8 +198,8 @@ def add_commands(
         help="mint a new IBI (repository name and/or IBIp)",
         description="Mint a new IBI of this Archive's identification subsystem (ID "
         "Algorithms 1-7). Host and port default to archiveaddress, the IP to archiveip; the "
-        "last date handed out is kept in state_dir, so labels never repeat. Prints one line "
-        "per form: 'rep LABEL', 'ibip LABEL'.",
+        "last date handed out is kept in state_dir (or the shared database), so labels never "
+        "repeat. Prints one line per form: 'rep LABEL', 'ibip LABEL'.",
         epilog="examples: archive-service mint --config archive.yaml; "
         "archive-service mint --host mtc-m18.sid.inpe.br --port 19050; "
         "archive-service mint --ip 150.163.34.243 --form ibip",
@@ -217,7 +218,7 @@ def add_commands(
         help="which form(s) to mint (default: every form that can be)",
     )
     _add_granularity(mint, "temporal distributor step in seconds: 60, 1, 0.1, ... (default 1)")
-    add_settings(mint, names=("archiveaddress", "archiveip", "state_dir"))
+    add_settings(mint, names=("archiveaddress", "archiveip", "state_dir", "database"))
     mint.set_defaults(func=lambda args: cmd_mint(args, load_config))
 
     ibi = sub.add_parser(
@@ -280,7 +281,9 @@ def add_commands(
         help="the item this one translates (both get 'translations:' entries; needs --language)",
     )
     _add_granularity(deposit, "temporal distributor step in seconds (default 1)")
-    add_settings(deposit, names=("collection", "archiveaddress", "archiveip", "state_dir"))
+    add_settings(
+        deposit, names=("collection", "archiveaddress", "archiveip", "state_dir", "database")
+    )
     deposit.set_defaults(func=lambda args: cmd_deposit(args, load_config))
 
     delete = sub.add_parser(

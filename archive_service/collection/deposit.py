@@ -536,6 +536,7 @@ def deposit(
             granularity=granularity,
             now=now,
             sleep=sleep,
+            database=config.get("database") or "",
         )
         for label in filter(None, (minted.rep, minted.ibip)):
             if catalog.lookup(label) is not None:

@@ -191,19 +191,76 @@ class Distributor:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with open(self.lock_path, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-            t, wait = distribute(self.clock(), self.last(), self.granularity)
-            if wait > 0:
-                if self.max_wait is not None and wait > self.max_wait:
-                    raise MintError(
-                        f"the next label's date is {wait} s ahead of the clock "
-                        f"(limit {self.max_wait} s): was the clock set back?"
-                    )
-                self.sleep(float(wait))
+            t = self._draw(self.last())
             self._write_last(t)
+        return t
+
+    def _draw(self, last: Decimal | None) -> Decimal:
+        """Algorithm 4 after `last`, waiting until its date has come (under the caller's lock)."""
+        t, wait = distribute(self.clock(), last, self.granularity)
+        if wait > 0:
+            if self.max_wait is not None and wait > self.max_wait:
+                raise MintError(
+                    f"the next label's date is {wait} s ahead of the clock "
+                    f"(limit {self.max_wait} s): was the clock set back?"
+                )
+            self.sleep(float(wait))
         return t
 
     def _write_last(self, t: Decimal) -> None:
         files.replace_file(self.state_path, f"{t}\n")
+
+
+class SharedDistributor(Distributor):
+    """Algorithm 4 for nodes sharing the PostgreSQL `database` (the setting): the last date
+    per prefix in table `mint_last`, so two nodes minting for one archiveaddress never hand
+    out the same label. `next_time()` locks the rows of its prefixes (SELECT ... FOR UPDATE,
+    in prefix order, after creating missing ones) from reading the last date, through the
+    wait, to writing the new one in the same transaction; the last is the latest of those
+    rows and of this node's `state_dir/mint-last-date` (what it minted before it shared its
+    state). `prefixes` name the label forms drawn from one time (`rep:<prefix>`,
+    `ibip:<prefix>`)."""
+
+    def __init__(
+        self,
+        database: str,
+        prefixes: list[str],
+        state_dir: str | os.PathLike[str],
+        granularity: Decimal | int | float | str = 1,
+        **kwargs,
+    ) -> None:
+        super().__init__(state_dir, granularity, **kwargs)
+        self.database = database
+        self.prefixes = sorted(set(prefixes))
+
+    def next_time(self) -> Decimal:
+        import psycopg
+
+        from archive_service.common import postgres
+
+        try:
+            with postgres.transaction(self.database) as conn:
+                conn.execute(
+                    "INSERT INTO mint_last (prefix) SELECT unnest(%s::text[]) ORDER BY 1 "
+                    "ON CONFLICT DO NOTHING",
+                    (self.prefixes,),
+                )
+                rows = conn.execute(
+                    "SELECT last FROM mint_last WHERE prefix = ANY(%s) ORDER BY prefix FOR UPDATE",
+                    (self.prefixes,),
+                ).fetchall()
+                known = [last for (last,) in rows if last is not None]
+                local = self.last()
+                if local is not None:
+                    known.append(local)
+                t = self._draw(max(known, default=None))
+                conn.execute(
+                    "UPDATE mint_last SET last = %s WHERE prefix = ANY(%s)", (t, self.prefixes)
+                )
+        except (psycopg.Error, postgres.DatabaseError) as exc:
+            where = postgres.redacted(self.database)
+            raise MintError(f"cannot keep the minting state in database {where}: {exc}") from None
+        return t
 
 
 # --- minting ---
@@ -240,6 +297,7 @@ def mint(
     granularity: Decimal | int | float | str = 1,
     now: Callable[[], Decimal | int | float] = time.time,
     sleep: Callable[[float], object] = time.sleep,
+    database: str = "",
 ) -> Minted:
     """Mint a new IBI of the identification subsystem (host or IP, port).
 
@@ -251,7 +309,8 @@ def mint(
       default (80 and 800).
 
     The time comes from `Distributor(state_dir, granularity, clock=now, sleep=sleep)`
-    (state_dir default: `default_state_dir()`), so it may wait up to `granularity` seconds;
+    (state_dir default: `default_state_dir()`), or with `database` (the setting) from the
+    `SharedDistributor` every node shares, so it may wait up to `granularity` seconds;
     a test that fakes `now` must fake `sleep` too, or the clock never catches up. Every label is
     checked with `archive_service.protocol.ibi.parse`; bad inputs raise IbiError before any
     time is drawn.
@@ -269,7 +328,15 @@ def mint(
             raise IbiError(f"form {form!r} needs an IP address")
         ibip_pre = ibip.encode_prefix(ip, ibip.IBIP_DEFAULT_PORT if port is None else port)
     directory = default_state_dir() if state_dir is None else state_dir
-    t = Distributor(directory, granularity, clock=now, sleep=sleep).next_time()
+    if database:
+        forms = [f"rep:{rep_pre}"] if rep_pre else []
+        forms += [f"ibip:{ibip_pre}"] if ibip_pre else []
+        distributor = SharedDistributor(
+            database, forms, directory, granularity, clock=now, sleep=sleep
+        )
+    else:
+        distributor = Distributor(directory, granularity, clock=now, sleep=sleep)
+    t = distributor.next_time()
     minted = Minted(
         time=t,
         rep=rep_name(rep_pre, rep_suffix(t)) if rep_pre else None,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,26 @@ from typing import Any
 # released, a change is a new step. Components are the stores that share state: each appends
 # its own steps here so that one place shows the whole schema.
 SCHEMA: dict[str, list[str]] = {
+    # web/stats.py PostgresStore: the heads counted (the primary key is what makes an
+    # acknowledgment count once across nodes), counts per day and item, refusals per reason.
+    "stats": [
+        "CREATE TABLE stats_seen_keys (issued bigint NOT NULL, nonce bigint NOT NULL, "
+        "PRIMARY KEY (issued, nonce)); "
+        "CREATE TABLE stats_counts (day text NOT NULL, ibi text NOT NULL, "
+        "contenttype text NOT NULL, state text NOT NULL, n bigint NOT NULL, "
+        "PRIMARY KEY (day, ibi, contenttype, state)); "
+        "CREATE TABLE stats_rejected (day text NOT NULL, reason text NOT NULL, "
+        "n bigint NOT NULL, PRIMARY KEY (day, reason))",
+    ],
+    # protocol/urlkeys.py: the one secret every node signs and checks urlkeys with.
+    "urlkeys": [
+        "CREATE TABLE urlkey_secret (id smallint PRIMARY KEY CHECK (id = 1), "
+        "secret bytea NOT NULL, created timestamptz NOT NULL DEFAULT now())",
+    ],
+    # collection/mint.py SharedDistributor: the temporal distributor's last date per prefix.
+    "mint": [
+        "CREATE TABLE mint_last (prefix text PRIMARY KEY, last numeric)",
+    ],
     # resolver/registry.py: the registered Archives (the SQLite file's `archive` table).
     "resolver": [
         "CREATE TABLE resolver_archive ("
@@ -45,6 +66,11 @@ _UPGRADE_LOCK = 0x41_52_43_48_53_43_48_4D  # "ARCHSCHM"
 _pools: dict[tuple[int, str], Any] = {}
 _pools_lock = threading.Lock()
 _upgraded: set[tuple[int, str]] = set()
+# A server that could not be reached, per process and URL: (when, why). Until RETRY_AFTER
+# has passed, pool() fails at once with the same reason instead of waiting out its connect
+# timeout again: an outage costs a request that timeout once, not every request.
+_down: dict[tuple[int, str], tuple[float, str]] = {}
+RETRY_AFTER = 30.0
 
 
 class DatabaseError(RuntimeError):
@@ -85,6 +111,9 @@ def pool(url: str, max_size: int = 4):
     with _pools_lock:
         found = _pools.get(key)
         if found is None:
+            down = _down.get(key)
+            if down and time.monotonic() - down[0] < RETRY_AFTER:
+                raise DatabaseError(down[1])
             found = ConnectionPool(
                 url,
                 min_size=1,
@@ -97,19 +126,39 @@ def pool(url: str, max_size: int = 4):
                 found.open(wait=True, timeout=10)
             except Exception as exc:
                 found.close()
-                raise DatabaseError(f"database {redacted(url)}: cannot connect ({exc})") from None
+                why = f"database {redacted(url)}: cannot connect ({exc})"
+                _down[key] = (time.monotonic(), why)
+                raise DatabaseError(why) from None
+            _down.pop(key, None)
             _pools[key] = found
         return found
 
 
 @contextmanager
-def transaction(url: str) -> Iterator[Any]:
+def transaction(url: str, timeout: float | None = None) -> Iterator[Any]:
     """A connection in one transaction: committed when the block ends, rolled back if it
-    raises. The schema is brought up to date first, once per process."""
+    raises. The schema is brought up to date first, once per process. `timeout`: seconds to
+    wait for a free connection (psycopg_pool.PoolTimeout after; None: the pool's 30 s)."""
     if (os.getpid(), url) not in _upgraded:
         upgrade(url)
-    with pool(url).connection() as conn:
+    with pool(url).connection(**({} if timeout is None else {"timeout": timeout})) as conn:
         yield conn
+
+
+@contextmanager
+def autocommit(url: str, timeout: float | None = None) -> Iterator[Any]:
+    """A connection where each statement is a transaction of its own: one round trip where
+    `transaction` takes three (BEGIN, the statement, COMMIT), for a write that is one
+    statement. The connection goes back to the pool as `transaction` expects it."""
+    with transaction(url, timeout) as conn:
+        conn.autocommit = True
+        try:
+            yield conn
+        finally:
+            try:
+                conn.autocommit = False
+            except Exception:  # noqa: BLE001 (a broken connection: the pool discards it)
+                pass
 
 
 def upgrade(url: str) -> list[str]:
@@ -150,6 +199,7 @@ def close_all() -> None:
         for key in [k for k in _pools if k[0] == os.getpid()]:
             _pools.pop(key).close()
         _upgraded.clear()
+        _down.clear()
 
 
 # A node that vanishes (power, network) holds its session's advisory locks until the server

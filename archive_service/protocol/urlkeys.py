@@ -39,6 +39,9 @@ per-answer storage, that this Archive answered a given URL at a given time:
   and every restart shares it, so any worker can check any key. If the state directory cannot
   hold it, the service logs an error and signs with a per-process secret: answers continue,
   and acknowledgments verify until the next restart.
+- With the `database` setting (several nodes) the secret lives in PostgreSQL instead
+  (`urlkey_secret`, one row): each node offers a random one with INSERT … ON CONFLICT DO
+  NOTHING and reads back the one that won, so a key any node issued verifies on every node.
 
 A key proves the URL came from this Archive; counting its head once (replays, respellings) is
 the statistics store's job (web/stats.py). Anyone may send a urlRequest, so a key is not proof
@@ -140,6 +143,31 @@ class UrlKeys:
     def ephemeral(cls) -> UrlKeys:
         """Keys only this process (and its forks) can check: for tools and tests."""
         return cls(secrets.token_bytes(SECRET_BYTES))
+
+    @classmethod
+    def of_archive(cls, state_dir: str | os.PathLike, database: str = "") -> UrlKeys:
+        """The Archive's keys: with `database` (the setting) the secret every node shares,
+        kept in that database; else the one in `state_dir`. An unusable store is logged,
+        never fatal."""
+        if not database:
+            return cls.from_state_dir(state_dir)
+        from ..common import postgres
+
+        try:
+            return cls(load_shared_secret(database))
+        except postgres.DatabaseError as exc:
+            log.error(
+                "cannot read the shared URL-key secret (%s): using a secret of this process "
+                "only; acknowledgments of this node's answers reaching another node are not "
+                "counted until this node restarts with the database reachable",
+                exc,
+            )
+            keys = cls.ephemeral()
+            keys.problem = (
+                f"the shared URL-key secret cannot be read ({exc}): keys this node issues "
+                "verify on no other node; restart it once the database answers"
+            )
+            return keys
 
     @classmethod
     def from_state_dir(cls, state_dir: str | os.PathLike) -> UrlKeys:
@@ -257,6 +285,32 @@ def load_secret(state_dir: str | os.PathLike) -> bytes:
             f"{path} holds {len(secret)} bytes, not {SECRET_BYTES}: remove it to make a new one"
         )
     return secret
+
+
+def load_shared_secret(database: str) -> bytes:
+    """The secret in the PostgreSQL `database` (table `urlkey_secret`), made by whichever node
+    comes first: every node offers a random one, the primary key keeps the first committed and
+    the others read it back (a concurrent offer waits for that commit, then inserts nothing)."""
+    import psycopg
+
+    from ..common import postgres
+
+    try:
+        with postgres.transaction(database) as conn:
+            conn.execute(
+                "INSERT INTO urlkey_secret (id, secret) VALUES (1, %s) ON CONFLICT DO NOTHING",
+                (secrets.token_bytes(SECRET_BYTES),),
+            )
+            (secret,) = conn.execute("SELECT secret FROM urlkey_secret WHERE id = 1").fetchone()
+    except psycopg.Error as exc:
+        where = postgres.redacted(database)
+        raise postgres.DatabaseError(f"database {where}: {str(exc).strip()}") from None
+    if len(secret) < SECRET_BYTES:
+        where = postgres.redacted(database)
+        raise postgres.DatabaseError(
+            f"database {where}: urlkey_secret holds {len(secret)} bytes, not {SECRET_BYTES}"
+        )
+    return bytes(secret)
 
 
 def _create_secret(path: Path) -> None:

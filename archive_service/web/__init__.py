@@ -267,9 +267,10 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         log.warning("%s", problem)
     log.info("indexed %d items from %s", catalog.count(), config.collection)
     catalog.close()  # nothing open in this process if it forks workers next
-    # Both live in state_dir; an unusable one is logged and the service answers anyway.
-    keys = urlkeys.UrlKeys.from_state_dir(config.state_dir)
-    store = stats.Store(config.state_dir)
+    # Both live in state_dir, or in the database every node shares; an unusable one is
+    # logged and the service answers anyway.
+    keys = urlkeys.UrlKeys.of_archive(config.state_dir, config.database)
+    store = stats.open_store(config.state_dir, config.database)
     archive = Archive(
         catalog,
         config.archiveaddress,

@@ -22,6 +22,12 @@ refused as expired before `seen_keys` is consulted, and a new database gives the
 back to the file system: at most an hour of answers is remembered), `counts` (per UTC day,
 item, contenttype and state: bounded by the items held) and `rejected` (per UTC day and
 reason: a handful of rows however many are refused). No Flask here.
+
+With the `database` setting the same tables live in PostgreSQL (`PostgresStore`, prefixed
+`stats_`), shared by every node: the primary key of the seen heads is what makes "counted
+once" hold across nodes, and `report` reads the same rows on any node. `open_store` picks the
+store; both stand behind `Statistics`, which holds what a refusal is and how failures are
+logged.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ PURGE_EVERY = 600  # seconds between purges of expired `seen_keys` rows, per pro
 BUSY_RETRIES = 8  # tries again when SQLite says "locked" without using its busy timeout
 ERROR_LOG_EVERY = 60  # seconds between two logs of a failing store, per process
 REFUSAL_LOG_EVERY = 60  # seconds between two summaries of refused acknowledgments, per process
+ACK_WAIT = 5  # seconds an acknowledgment waits for a pooled PostgreSQL connection
 REASONS = ("malformed", "future", "expired", "forged", "unknown", "replay")
 SEEN_TABLE = "seen_keys"
 
@@ -88,15 +95,16 @@ def _day(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).date().isoformat()
 
 
-class Store:
-    """The statistics of one Archive; connects lazily, once per process (safe across fork)."""
+class Statistics:
+    """The one store interface of the statistics: `acknowledge` (the service), `report` (the
+    page and `archive-service stats`), `problem` (the health check), `close`. Two stores stand
+    behind it: `Store` (SQLite in the state directory, the default) and `PostgresStore` (the
+    `database` setting, shared by every node); `open_store` picks one. What a refusal is and
+    how failures are logged lives here, once; a store only records and reads."""
 
-    def __init__(self, state_dir: str | os.PathLike, clock: Callable[[], float] = time.time):
-        self.path = Path(state_dir) / DB_FILE
+    def __init__(self, clock: Callable[[], float] = time.time):
         self._clock = clock
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = 0
         self._purged = 0.0
         self._error_logged = 0.0
         self._problem: str | None = None
@@ -105,11 +113,140 @@ class Store:
         self._refusals_logged = 0.0
         self._last_refused = ""
 
+    # What a store that cannot write raises (anything else is a bug, not an outage).
+    storage_errors: tuple[type[BaseException], ...] = (OSError,)
+
     @property
     def problem(self) -> str | None:
         """None, or one line saying why acknowledgments are not being counted (the last
         write of this process failed): for a health check."""
         return self._problem
+
+    def where(self) -> str:
+        """Where the statistics are kept, for messages."""
+        raise NotImplementedError
+
+    def remedy(self) -> str:
+        """What must change for a failing store to record again, for the error log."""
+        raise NotImplementedError
+
+    def _write(
+        self, ack: Acknowledgment, reason: str, verdict: Verdict, now: float, lifetime: int
+    ) -> str:
+        """Record one acknowledgment (`reason`: 'valid' or a refusal's) and call
+        `_recovered`; returns 'counted' or the refusal recorded."""
+        raise NotImplementedError
+
+    def report(self, since: date | None = None, top: int | None = None) -> dict[str, Any]:
+        """Counts from `since` (a UTC day, inclusive) on; `top` limits the item list."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def acknowledge(self, ack: Acknowledgment, keys: UrlKeys) -> str:
+        """Count `ack` or refuse it; returns 'counted', a refusal reason, or 'unrecorded'
+        when the store failed (logged). Never raises for a storage problem."""
+        verdict = keys.verify(ack.urlkey, ack.url)
+        reason = verdict.reason if not verdict.ok else "unknown" if ack.ibi is None else "valid"
+        now = self._clock()
+        try:
+            outcome = self._write(ack, reason, verdict, now, keys.lifetime)
+        except self.storage_errors as exc:
+            self._failed(exc)
+            return "unrecorded"
+        if outcome != "counted":
+            self._note_refusal(outcome, ack.url)
+        return outcome
+
+    def _note_refusal(self, reason: str, url: str) -> None:
+        # A flood of forged keys must not become a flood of log lines: the first refusal is
+        # logged at once, later ones summed up at most once a minute (the database has them all).
+        with self._lock:
+            self._refused[reason] += 1
+            self._last_refused = url[:200]
+            now = time.monotonic()
+            if self._refusals_logged and now - self._refusals_logged < REFUSAL_LOG_EVERY:
+                return
+            counts = ", ".join(f"{k} {v}" for k, v in sorted(self._refused.items()))
+            total = sum(self._refused.values())
+            first = not self._refusals_logged
+            self._refused.clear()
+            self._refusals_logged = now
+            last = self._last_refused
+        if first:
+            log.info(
+                "acknowledgment refused (%s): url=%r; further refusals are summed up "
+                "at most once a minute",
+                reason,
+                last,
+            )
+        else:
+            log.info("%d more acknowledgments refused (%s); the last: url=%r", total, counts, last)
+
+    def _failed(self, exc: Exception) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._unrecorded += 1
+            first = self._problem is None
+            if not first and now - self._error_logged < ERROR_LOG_EVERY:
+                return
+            self._error_logged = now
+            if first:
+                since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                self._problem = (
+                    f"acknowledgments are not counted since {since}: cannot "
+                    f"record them in {self.where()}: {exc}"
+                )
+            lost = self._unrecorded
+        if first:
+            log.error(
+                "cannot record acknowledgment statistics in %s: %s. Acknowledgments are "
+                "still answered but not counted until %s; this is logged again at most "
+                "once a minute",
+                self.where(),
+                exc,
+                self.remedy(),
+            )
+        else:
+            log.error(
+                "cannot record acknowledgment statistics in %s still: %s (%d "
+                "acknowledgments not counted so far)",
+                self.where(),
+                exc,
+                lost,
+            )
+
+    def _recovered(self) -> None:
+        # Called with the lock held, after a successful write.
+        if self._problem is not None:
+            log.warning(
+                "acknowledgment statistics are recorded in %s again; %d "
+                "acknowledgments were not counted meanwhile",
+                self.where(),
+                self._unrecorded,
+            )
+            self._problem, self._unrecorded, self._error_logged = None, 0, 0.0
+
+
+class Store(Statistics):
+    """The statistics in SQLite in the state directory (the default); connects lazily, once
+    per process (safe across fork)."""
+
+    storage_errors = (sqlite3.Error, OSError)
+
+    def __init__(self, state_dir: str | os.PathLike, clock: Callable[[], float] = time.time):
+        super().__init__(clock)
+        self.path = Path(state_dir) / DB_FILE
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+
+    def where(self) -> str:
+        return str(self.path)
+
+    def remedy(self) -> str:
+        parent = self.path.parent
+        return f"the state directory {parent} can be written again (free space? permissions?)"
 
     # -- writing (the service) ------------------------------------------------------------
 
@@ -130,32 +267,23 @@ class Store:
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 
-    def acknowledge(self, ack: Acknowledgment, keys: UrlKeys) -> str:
-        """Count `ack` or refuse it; returns 'counted', a refusal reason, or 'unrecorded'
-        when the store failed (logged). Never raises for a storage problem."""
-        verdict = keys.verify(ack.urlkey, ack.url)
-        reason = verdict.reason if not verdict.ok else "unknown" if ack.ibi is None else "valid"
-        now = self._clock()
+    def _write(
+        self, ack: Acknowledgment, reason: str, verdict: Verdict, now: float, lifetime: int
+    ) -> str:
         for attempt in range(BUSY_RETRIES + 1):
             try:
                 with self._lock:
-                    outcome = self._record(ack, reason, verdict, now, keys.lifetime)
+                    outcome = self._record(ack, reason, verdict, now, lifetime)
                     self._recovered()
-                break
+                return outcome
             except sqlite3.OperationalError as exc:
                 # SQLite answers "locked" without waiting in a few cases (a new database
                 # turning to WAL, WAL recovery): those are worth another try.
                 if "locked" in str(exc) and attempt < BUSY_RETRIES:
                     time.sleep(0.01 * (attempt + 1) + random.random() * 0.01)
                     continue
-                self._failed(exc)
-                return "unrecorded"
-            except (sqlite3.Error, OSError) as exc:
-                self._failed(exc)
-                return "unrecorded"
-        if outcome != "counted":
-            self._note_refusal(outcome, ack.url)
-        return outcome
+                raise
+        raise AssertionError("unreachable")
 
     def _record(
         self, ack: Acknowledgment, reason: str, verdict: Verdict, now: float, lifetime: int
@@ -201,82 +329,10 @@ class Store:
                 pass  # the acknowledgment is recorded; the free pages wait for the next purge
         return reason
 
-    def _note_refusal(self, reason: str, url: str) -> None:
-        # A flood of forged keys must not become a flood of log lines: the first refusal is
-        # logged at once, later ones summed up at most once a minute (the database has them all).
-        with self._lock:
-            self._refused[reason] += 1
-            self._last_refused = url[:200]
-            now = time.monotonic()
-            if self._refusals_logged and now - self._refusals_logged < REFUSAL_LOG_EVERY:
-                return
-            counts = ", ".join(f"{k} {v}" for k, v in sorted(self._refused.items()))
-            total = sum(self._refused.values())
-            first = not self._refusals_logged
-            self._refused.clear()
-            self._refusals_logged = now
-            last = self._last_refused
-        if first:
-            log.info(
-                "acknowledgment refused (%s): url=%r; further refusals are summed up "
-                "at most once a minute",
-                reason,
-                last,
-            )
-        else:
-            log.info("%d more acknowledgments refused (%s); the last: url=%r", total, counts, last)
-
-    def _failed(self, exc: Exception) -> None:
-        now = time.monotonic()
-        with self._lock:
-            self._unrecorded += 1
-            first = self._problem is None
-            if not first and now - self._error_logged < ERROR_LOG_EVERY:
-                return
-            self._error_logged = now
-            if first:
-                since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                self._problem = (
-                    f"acknowledgments are not counted since {since}: cannot "
-                    f"record them in {self.path}: {exc}"
-                )
-            lost = self._unrecorded
-        if first:
-            log.error(
-                "cannot record acknowledgment statistics in %s: %s. Acknowledgments are "
-                "still answered but not counted until the state directory %s can be "
-                "written again (free space? permissions?); this is logged again at most "
-                "once a minute",
-                self.path,
-                exc,
-                self.path.parent,
-            )
-        else:
-            log.error(
-                "cannot record acknowledgment statistics in %s still: %s (%d "
-                "acknowledgments not counted so far)",
-                self.path,
-                exc,
-                lost,
-            )
-
-    def _recovered(self) -> None:
-        # Called with the lock held, after a successful write.
-        if self._problem is not None:
-            log.warning(
-                "acknowledgment statistics are recorded in %s again; %d "
-                "acknowledgments were not counted meanwhile",
-                self.path,
-                self._unrecorded,
-            )
-            self._problem, self._unrecorded, self._error_logged = None, 0, 0.0
-
     def close(self) -> None:
         if self._conn is not None and self._pid == os.getpid():
             self._conn.close()
         self._conn = None
-
-    # -- reading (`archive-service stats`) ------------------------------------------------
 
     def report(self, since: date | None = None, top: int | None = None) -> dict[str, Any]:
         """Counts from `since` (a UTC day, inclusive) on; `top` limits the item list."""
@@ -310,6 +366,113 @@ class Store:
         except sqlite3.Error as exc:
             raise StatsError(f"cannot read {self.path}: {exc}") from None
         return build_report(counts, rejected, since, top)
+
+
+# Data-modifying CTEs share one snapshot: `fresh` is what the INSERT did, read by the others.
+COUNT_ONCE = """
+WITH fresh AS (
+    INSERT INTO stats_seen_keys (issued, nonce) VALUES (%s, %s)
+    ON CONFLICT DO NOTHING RETURNING 1
+), counted AS (
+    INSERT INTO stats_counts SELECT %s, %s, %s, %s, 1 WHERE EXISTS (SELECT FROM fresh)
+    ON CONFLICT (day, ibi, contenttype, state) DO UPDATE SET n = stats_counts.n + 1
+), replayed AS (
+    INSERT INTO stats_rejected SELECT %s, 'replay', 1 WHERE NOT EXISTS (SELECT FROM fresh)
+    ON CONFLICT (day, reason) DO UPDATE SET n = stats_rejected.n + 1
+)
+SELECT EXISTS (SELECT FROM fresh)
+"""
+
+
+class PostgresStore(Statistics):
+    """The statistics in the PostgreSQL database every node shares (the `database` setting):
+    the same three tables (`stats_seen_keys`, `stats_counts`, `stats_rejected`, schema in
+    common/postgres.py), one transaction per acknowledgment. The primary key of
+    `stats_seen_keys` makes a head count once whichever node its acknowledgments reach: a
+    second node inserting the same head waits for the first's commit, then inserts nothing.
+    Each write is one statement in autocommit (COUNT_ONCE): one round trip an acknowledgment,
+    twice the rate of BEGIN, statement, COMMIT."""
+
+    def __init__(self, url: str, clock: Callable[[], float] = time.time):
+        super().__init__(clock)
+        self.url = url
+        from ..common import postgres
+
+        self._postgres = postgres
+        import psycopg
+
+        self.storage_errors = (psycopg.Error, postgres.DatabaseError, OSError)
+
+    def where(self) -> str:
+        return f"database {self._postgres.redacted(self.url)}"
+
+    def remedy(self) -> str:
+        return "the database answers again (server up? connection limit?)"
+
+    def _write(
+        self, ack: Acknowledgment, reason: str, verdict: Verdict, now: float, lifetime: int
+    ) -> str:
+        purge = now - self._purged > PURGE_EVERY
+        # A pool without a free connection for this long means the database is not keeping up:
+        # the acknowledgment is answered anyway and counted as lost.
+        with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
+            if purge:
+                conn.execute(
+                    "DELETE FROM stats_seen_keys WHERE issued < %s",
+                    (int(now) - lifetime - CLOCK_SKEW,),
+                )
+            if reason == "valid":
+                # One statement, one round trip: the head inserted unless seen, then a count
+                # or a replay refusal, as the insert found.
+                (fresh,) = conn.execute(
+                    COUNT_ONCE,
+                    (
+                        verdict.issued,
+                        verdict.nonce,
+                        _day(now),
+                        ack.ibi,
+                        ack.contenttype,
+                        ack.state,
+                        _day(now),
+                    ),
+                ).fetchone()
+                reason = "counted" if fresh else "replay"
+            else:
+                conn.execute(
+                    "INSERT INTO stats_rejected VALUES (%s, %s, 1) ON CONFLICT (day, reason) "
+                    "DO UPDATE SET n = stats_rejected.n + 1",
+                    (_day(now), reason),
+                )
+        with self._lock:
+            if purge:
+                self._purged = now
+            self._recovered()
+        return reason
+
+    def report(self, since: date | None = None, top: int | None = None) -> dict[str, Any]:
+        first = since.isoformat() if since else ""
+        try:
+            with self._postgres.transaction(self.url) as conn:
+                counts = conn.execute(
+                    "SELECT day, ibi, contenttype, state, n FROM stats_counts WHERE day >= %s",
+                    (first,),
+                ).fetchall()
+                rejected = conn.execute(
+                    "SELECT day, reason, n FROM stats_rejected WHERE day >= %s", (first,)
+                ).fetchall()
+        except self.storage_errors as exc:
+            raise StatsError(f"cannot read {self.where()}: {exc}") from None
+        return build_report(counts, rejected, since, top)
+
+
+def open_store(
+    state_dir: str | os.PathLike, database: str = "", clock: Callable[[], float] = time.time
+) -> Statistics:
+    """The Archive's statistics: in `database` when it names one (shared by every node),
+    else in SQLite in `state_dir`."""
+    if database:
+        return PostgresStore(database, clock)
+    return Store(state_dir, clock)
 
 
 def build_report(counts, rejected, since: date | None, top: int | None) -> dict[str, Any]:
