@@ -124,7 +124,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     config = load_config(args)
     say_state_dir(config, "stats")
     try:
-        store = stats.open_store(config.state_dir, config.database)
+        store = stats.open_store(
+            config.state_dir, config.database, retention_days=config.stats_retention_days
+        )
         report = store.report(args.since, args.top or None)
     except stats.StatsError as exc:
         print(f"archive-service stats: {exc}", file=sys.stderr)
