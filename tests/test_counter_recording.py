@@ -50,16 +50,43 @@ def test_pages_files_and_acknowledgments_are_recorded_without_the_address(settin
             ("iconet.com.br/banon/2009/09.09.22.01", counter.INVESTIGATION, False),
             ("iconet.com.br/banon/2012/03.05.08.15", counter.INVESTIGATION, False),
             ("iconet.com.br/banon/2012/03.05.08.15", counter.INVESTIGATION, False),
-            (relatorio, counter.REQUEST, False),  # the acknowledgment (Data)
         ]
-    ), "a HEAD is no use"
+    ), "a HEAD is no use; the acknowledgment of a file served here is its download, seen"
     raw = store.path.read_bytes() + store.path.with_name(store.path.name + "-wal").read_bytes()
     for secret in (USER_IP, "Firefox", "Googlebot"):
         assert secret.encode() not in raw, f"{secret} kept at rest"
     users = {u.user for u in store.uses(0, 2**40)}
-    assert len(users) == 4, "browser, robot (same address), the pages' client, the ack's user"
+    assert len(users) == 3, "browser, robot (same address), the pages' client"
     report = stats.Store(settings["state_dir"]).report()
     assert (report["total"], report["rejected"]) == (1, 0), "`total` still counts acknowledgments"
+
+
+def acknowledge(client: Client, got: dict[str, str]) -> None:
+    client.service(
+        servicesubject="acknowledgment",
+        **{"clientinformation.ipaddress": f"{USER_IP} 10.0.0.1"},
+        contenttype=got["contenttype"],
+        state=got["state"],
+        url=got["url"],
+        **{"url.persistent": "http://urlib.net/" + RELATORIO},
+        urlkey=got["urlkey"],
+    )
+
+
+def test_acknowledgments_of_files_served_elsewhere_are_uses(settings):
+    client = Client(create_app({**settings, "url_base": "http://files.example.org/c"}), "")
+    got = dict(pairs.parse(client.url_request(RELATORIO).text))
+    assert got["url"].startswith("http://files.example.org/c/")
+    acknowledge(client, got)
+    acknowledge(client, got)  # a replay: no use
+    store = stats.Store(settings["state_dir"])
+    found = store.uses(0, 2**40)
+    assert [(u.ibi, u.kind, u.robot) for u in found] == [
+        ("sid.inpe.br/mtc-m19/2013/09.04.12.27.57", counter.REQUEST, False)
+    ]
+    other = stats.Seen("x", counter.REQUEST, USER_IP, None)
+    store.record_use(other)
+    assert len({u.user for u in store.uses(0, 2**40)}) == 1, "the user is the first address"
 
 
 def test_the_salt_lives_one_day_and_uses_the_retention(tmp_path):

@@ -149,6 +149,14 @@ def client_address(
     return address  # every hop a trusted proxy: the farthest one asked itself
 
 
+def _served_here(url: str, site: Links) -> bool:
+    """Whether this app serves `url` itself (a /col/ file or a page), so that it sees the use
+    when the user fetches it: not a file published by another server at `url_base`."""
+    if url.startswith(site.files + "/"):
+        return site.files == site.site + "/col"  # else url_base: another server's
+    return url.startswith(site.site + "/")
+
+
 OFFLOAD_LOCATION = "/.archive-service-files/"  # nginx's internal location for the collection
 
 
@@ -364,6 +372,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             ibi=item.name.text if item else None,
             # The user first, then proxies (SPEC: IP *(SP IP)); checked by monta_resposta.
             client=query["clientinformation.ipaddress"].split()[0],
+            served_here=_served_here(query["url"], site),
         )
 
     def used(item: index.Item, kind: str) -> None:

@@ -101,6 +101,9 @@ class Acknowledgment:
     state: str
     ibi: str | None
     client: str = ""  # the user's address as the resolver gave it (never stored)
+    # The URL is one this Archive serves (/col/, its pages): the use is seen when it is
+    # served, with its User-Agent; counting the acknowledgment too would count it twice.
+    served_here: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,22 @@ class Statistics:
         """The uses recorded from `begin` to before `end` (seconds since the epoch)."""
         raise NotImplementedError
 
+    def item_report(
+        self, begin: date, end: date, platform: str, created: datetime | None = None
+    ) -> dict[str, Any]:
+        """The COUNTER Item Report of the months `begin` to `end` (any day of each)."""
+        first = begin.replace(day=1)
+        after = counter.month_end(end).toordinal() + 1
+        start = datetime(first.year, first.month, 1, tzinfo=UTC).timestamp()
+        stop = datetime.combine(date.fromordinal(after), datetime.min.time(), UTC).timestamp()
+        return counter.item_report(
+            self.uses(start, stop),
+            first,
+            end.replace(day=1),
+            platform,
+            created or datetime.now(UTC),
+        )
+
     def record_use(self, seen: Seen) -> None:
         """Record one use for the COUNTER reports. Never the client's address: a hash of it
         and the User-Agent under a salt that every worker and node shares for one UTC day
@@ -227,7 +246,7 @@ class Statistics:
             return "unrecorded"
         if outcome != "counted":
             self._note_refusal(outcome, ack.url)
-        else:
+        elif not ack.served_here:
             # The acknowledgment says a user was sent to the URL: a request when it is the
             # item's data, an investigation when it is its metadata (docs/counter.md).
             kind = counter.REQUEST if ack.contenttype == "Data" else counter.INVESTIGATION
