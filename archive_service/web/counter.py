@@ -3,9 +3,10 @@
 What is recorded (web/stats.py `Statistics.record_use`) is one row per use: its time, the item,
 whether it was an investigation or a request, the content type, a `user` (a hash of client
 address and User-Agent under a salt that lives one UTC day, never the address itself) and
-whether the User-Agent is on the COUNTER robots list. This module applies the Code's rules to
-those rows (no storage, no Flask); docs/counter.md says how uses map to metric types and
-what the Archive cannot see.
+whether the User-Agent is on the COUNTER robots list. This module holds the Code's rules over
+those rows, as one SQL query each store runs per month (`month_query`), and the report's
+forms (no connection, no Flask); docs/counter.md says how uses map to metric types and what
+the Archive cannot see.
 
 - Robots: a use whose User-Agent the COUNTER list names (`counter-robots`) is left out.
 - Double-click: uses of one item of the same kind by the same user less than 30 s apart
@@ -95,47 +96,49 @@ def month_end(month: date) -> date:
     return date.fromordinal(date(y, m, 1).toordinal() - 1)
 
 
-def filtered(uses: Iterable[Use]) -> list[Use]:
-    """The uses COUNTER counts: robots out, then double-clicks out (the later one kept)."""
-    chains: dict[tuple[str, str, str], list[Use]] = defaultdict(list)
-    for use in uses:
-        if not use.robot:
-            chains[(use.user, use.ibi, use.kind)].append(use)
-    kept = []
-    for chain in chains.values():
-        chain.sort(key=lambda u: u.time)
-        for use, after in zip(chain, chain[1:] + [None], strict=True):
-            if after is None or after.time - use.time > DOUBLE_CLICK:
-                kept.append(use)
-    return kept
+def month_query(table: str, user: str, hour: str, param: str) -> str:
+    """The Code's rules over the uses of one month (`t` from the first `param` to before the
+    second), as one query for either store (their SQL differs in `user`'s column, the hour's
+    arithmetic and the parameter mark): robots out; of the uses of one item and kind by one
+    user, one followed by another within DOUBLE_CLICK seconds out (the later kept); then per
+    item the four metric types, a request also an investigation, unique per session (user
+    and hour). In the database: a month of a million uses is not a million Python objects."""
+    return f"""
+WITH w AS (
+    SELECT ibi, kind, {user} AS u, t,
+        LEAD(t) OVER (PARTITION BY {user}, ibi, kind ORDER BY t) AS next
+    FROM {table} WHERE t >= {param} AND t < {param} AND NOT robot
+), kept AS (
+    SELECT ibi, kind, u || ':' || {hour} AS session FROM w
+    WHERE next IS NULL OR next - t > {DOUBLE_CLICK}
+)
+SELECT ibi, count(*), count(DISTINCT session),
+    sum(CASE WHEN kind = '{REQUEST}' THEN 1 ELSE 0 END),
+    count(DISTINCT CASE WHEN kind = '{REQUEST}' THEN session END)
+FROM kept GROUP BY ibi
+"""
 
 
-def figures(uses: Iterable[Use]) -> dict[str, dict[str, dict[str, int]]]:
-    """{ibi: {metric type: {YYYY-MM: n}}} of the uses counted."""
-    totals: dict[str, dict[str, dict[str, int]]] = defaultdict(
-        lambda: {m: defaultdict(int) for m in METRIC_TYPES}
-    )
-    sessions: dict[tuple[str, str, str], set] = defaultdict(set)
-    for use in filtered(uses):
-        when = datetime.fromtimestamp(use.time, tz=UTC)
-        month = when.strftime("%Y-%m")
-        session = (use.user, when.strftime("%Y-%m-%d %H"))
-        metrics = totals[use.ibi]
-        metrics["Total_Item_Investigations"][month] += 1
-        sessions[(use.ibi, "Unique_Item_Investigations", month)].add(session)
-        if use.kind == REQUEST:
-            metrics["Total_Item_Requests"][month] += 1
-            sessions[(use.ibi, "Unique_Item_Requests", month)].add(session)
-    for (ibi, metric, month), seen in sessions.items():
-        totals[ibi][metric][month] = len(seen)
-    return {ibi: {m: dict(v) for m, v in t.items()} for ibi, t in totals.items()}
+def figures(months_rows: dict[str, Iterable[tuple]]) -> dict[str, dict[str, dict[str, int]]]:
+    """{ibi: {metric type: {YYYY-MM: n}}} from each month's rows of `month_query`."""
+    out: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: {m: {} for m in METRIC_TYPES})
+    for month, found in months_rows.items():
+        for ibi, *counts in found:
+            for metric, n in zip(METRIC_TYPES, counts, strict=True):
+                if n:
+                    out[ibi][metric][month] = int(n)
+    return out
 
 
 def item_report(
-    uses: Iterable[Use], begin: date, end: date, platform: str, created: datetime
+    counted: dict[str, dict[str, dict[str, int]]],
+    begin: date,
+    end: date,
+    platform: str,
+    created: datetime,
 ) -> dict[str, Any]:
-    """The IR of `uses` for the months `begin`..`end` (first days of months), in the shape of
-    COUNTER_SUSHI's JSON (Report_Header, Report_Items)."""
+    """The IR of the `figures` counted for the months `begin`..`end` (first days of months),
+    in the shape of COUNTER_SUSHI's JSON (Report_Header, Report_Items)."""
     last = month_end(end)
     header = {
         "Report_Name": "Item Report",
@@ -156,7 +159,7 @@ def item_report(
         "Registry_Record": "",
     }
     items = []
-    for ibi, metrics in sorted(figures(uses).items()):
+    for ibi, metrics in sorted(counted.items()):
         performance = {m: dict(sorted(metrics[m].items())) for m in METRIC_TYPES if metrics[m]}
         items.append(
             {

@@ -89,6 +89,11 @@ CREATE TABLE IF NOT EXISTS salts (day TEXT PRIMARY KEY, salt BLOB NOT NULL) WITH
 """
 
 
+# t is seconds since the epoch, positive: truncation is the hour's floor in SQLite.
+MONTH_SQLITE = counter.month_query("uses", "user", "CAST(t / 3600 AS INTEGER)", "?")
+MONTH_POSTGRES = counter.month_query("stats_uses", "user_hash", "floor(t / 3600)::bigint", "%s")
+
+
 @dataclass(frozen=True)
 class Acknowledgment:
     """One well-formed acknowledgment's `urlkey` and `url`, and what the Archive's index says
@@ -192,21 +197,24 @@ class Statistics:
         """The uses recorded from `begin` to before `end` (seconds since the epoch)."""
         raise NotImplementedError
 
+    def _month_rows(self, start: float, stop: float) -> list[tuple]:
+        """counter.month_query's rows for the uses from `start` to before `stop`."""
+        raise NotImplementedError
+
     def item_report(
         self, begin: date, end: date, platform: str, created: datetime | None = None
     ) -> dict[str, Any]:
         """The COUNTER Item Report of the months `begin` to `end` (any day of each)."""
-        first = begin.replace(day=1)
-        after = counter.month_end(end).toordinal() + 1
-        start = datetime(first.year, first.month, 1, tzinfo=UTC).timestamp()
-        stop = datetime.combine(date.fromordinal(after), datetime.min.time(), UTC).timestamp()
-        return counter.item_report(
-            self.uses(start, stop),
-            first,
-            end.replace(day=1),
-            platform,
-            created or datetime.now(UTC),
-        )
+        first, last = begin.replace(day=1), end.replace(day=1)
+        rows = {}
+        for month in counter.months(first, last):
+            year, number = map(int, month.split("-"))
+            after = counter.month_end(date(year, number, 1)).toordinal() + 1
+            start = datetime(year, number, 1, tzinfo=UTC).timestamp()
+            stop = datetime.combine(date.fromordinal(after), datetime.min.time(), UTC).timestamp()
+            rows[month] = self._month_rows(start, stop)
+        created = created or datetime.now(UTC)
+        return counter.item_report(counter.figures(rows), first, last, platform, created)
 
     def record_use(self, seen: Seen) -> None:
         """Record one use for the COUNTER reports. Never the client's address: a hash of it
@@ -468,6 +476,18 @@ class Store(Statistics):
             raise StatsError(f"cannot read {self.path}: {exc}") from None
         return [counter.Use(t, ibi, kind, user, bool(robot)) for t, ibi, kind, user, robot in found]
 
+    def _month_rows(self, start: float, stop: float) -> list[tuple]:
+        try:
+            if not self.path.exists():
+                return []
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
+            try:
+                return conn.execute(MONTH_SQLITE, (start, stop)).fetchall()
+            finally:
+                conn.close()
+        except (sqlite3.Error, OSError) as exc:
+            raise StatsError(f"cannot read {self.path}: {exc}") from None
+
     def close(self) -> None:
         if self._conn is not None and self._pid == os.getpid():
             self._conn.close()
@@ -619,6 +639,13 @@ class PostgresStore(Statistics):
         except self.storage_errors as exc:
             raise StatsError(f"cannot read {self.where()}: {exc}") from None
         return [counter.Use(t, ibi, kind, user, robot) for t, ibi, kind, user, robot in found]
+
+    def _month_rows(self, start: float, stop: float) -> list[tuple]:
+        try:
+            with self._postgres.transaction(self.url) as conn:
+                return conn.execute(MONTH_POSTGRES, (start, stop)).fetchall()
+        except self.storage_errors as exc:
+            raise StatsError(f"cannot read {self.where()}: {exc}") from None
 
     def report(self, since: date | None = None, top: int | None = None) -> dict[str, Any]:
         first = since.isoformat() if since else ""
