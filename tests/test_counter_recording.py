@@ -22,6 +22,18 @@ def recorded(store: stats.Statistics) -> list[tuple[str, str, bool]]:
     return sorted((u.ibi, u.kind, u.robot) for u in store.uses(0, 2**40))
 
 
+def acknowledge(client: Client, got: dict[str, str]) -> None:
+    client.service(
+        servicesubject="acknowledgment",
+        **{"clientinformation.ipaddress": f"{USER_IP} 10.0.0.1"},
+        contenttype=got["contenttype"],
+        state=got["state"],
+        url=got["url"],
+        **{"url.persistent": "http://urlib.net/" + RELATORIO},
+        urlkey=got["urlkey"],
+    )
+
+
 def test_pages_files_and_acknowledgments_are_recorded_without_the_address(settings):
     client = Client(create_app(settings), "")
     got = dict(pairs.parse(client.url_request(RELATORIO).text))
@@ -32,15 +44,7 @@ def test_pages_files_and_acknowledgments_are_recorded_without_the_address(settin
     client.get(FILELIST, headers={"User-Agent": BROWSER})
     client.get(METADATA, headers={"User-Agent": BROWSER})
     client.get(METADATA + "?format=oai_dc", headers={"User-Agent": BROWSER})
-    client.service(
-        servicesubject="acknowledgment",
-        **{"clientinformation.ipaddress": USER_IP},
-        contenttype=got["contenttype"],
-        state=got["state"],
-        url=got["url"],
-        **{"url.persistent": "http://urlib.net/" + RELATORIO},
-        urlkey=got["urlkey"],
-    )
+    acknowledge(client, got)
     store = stats.Store(settings["state_dir"])
     relatorio = "sid.inpe.br/mtc-m19/2013/09.04.12.27.57"
     assert recorded(store) == sorted(
@@ -59,18 +63,6 @@ def test_pages_files_and_acknowledgments_are_recorded_without_the_address(settin
     assert len(users) == 3, "browser, robot (same address), the pages' client"
     report = stats.Store(settings["state_dir"]).report()
     assert (report["total"], report["rejected"]) == (1, 0), "`total` still counts acknowledgments"
-
-
-def acknowledge(client: Client, got: dict[str, str]) -> None:
-    client.service(
-        servicesubject="acknowledgment",
-        **{"clientinformation.ipaddress": f"{USER_IP} 10.0.0.1"},
-        contenttype=got["contenttype"],
-        state=got["state"],
-        url=got["url"],
-        **{"url.persistent": "http://urlib.net/" + RELATORIO},
-        urlkey=got["urlkey"],
-    )
 
 
 def test_acknowledgments_of_files_served_elsewhere_are_uses(settings):
