@@ -42,6 +42,7 @@ import hashlib
 import logging
 import os
 import random
+import re
 import sqlite3
 import threading
 import time
@@ -51,8 +52,6 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
-
-import counter_robots
 
 from ..common import db
 from ..protocol.urlkeys import CLOCK_SKEW, UrlKeys, Verdict
@@ -88,6 +87,22 @@ CREATE INDEX IF NOT EXISTS uses_t ON uses (t);
 CREATE TABLE IF NOT EXISTS salts (day TEXT PRIMARY KEY, salt BLOB NOT NULL) WITHOUT ROWID;
 """
 
+
+def _robots() -> re.Pattern:
+    # counter_robots.is_robot_or_machine reads its lists in the locale's encoding: under LANG=C
+    # (mod_wsgi) their non-ASCII lines raise UnicodeDecodeError. Its files, read as UTF-8.
+    from importlib.resources import files
+
+    data = files("counter_robots") / "data"
+    lines = [
+        line
+        for name in ("robot.txt", "machine.txt")  # what is_robot_or_machine matches
+        for line in (data / name).read_text(encoding="utf-8").splitlines()
+    ]
+    return re.compile("|".join(lines))
+
+
+ROBOTS = _robots()  # the COUNTER robots list: a User-Agent it matches is a robot's
 
 # t is seconds since the epoch, positive: truncation is the hour's floor in SQLite.
 MONTH_SQLITE = counter.month_query("uses", "user", "CAST(t / 3600 AS INTEGER)", "?")
@@ -221,7 +236,7 @@ class Statistics:
         and the User-Agent under a salt that every worker and node shares for one UTC day
         and that is deleted after it. Never raises for a storage problem."""
         now = self._clock()
-        robot = seen.agent is not None and counter_robots.is_robot_or_machine(seen.agent)
+        robot = seen.agent is not None and ROBOTS.search(seen.agent) is not None
         day = _day(now)
         try:
             if self._salt_of[0] != day:
