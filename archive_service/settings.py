@@ -146,6 +146,16 @@ def positive_int(value: Any) -> int:
     return number
 
 
+def _days_or_off(value: Any) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ValueError("must be a whole number of days, 0 (keep for ever) or more")
+    return number
+
+
 def _seconds(value: Any) -> float:
     number = float(value)
     if not 0 < number <= 3600:
@@ -327,6 +337,13 @@ SETTINGS: tuple[Setting, ...] = (
         "pgpass file (PGPASSFILE, e.g. a systemd credential), never in the URL",
         database_url,
         shown=postgres_redacted,
+    ),
+    Setting(
+        "stats_retention_days",
+        400,
+        "days the uses COUNTER reports count are kept (hashed, never an address); "
+        "0 keeps them for ever",
+        _days_or_off,
     ),
     Setting(
         "bind", "127.0.0.1:8080", "address serve listens on: HOST:PORT or unix:PATH", bind_address

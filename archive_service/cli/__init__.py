@@ -9,7 +9,8 @@ import logging
 import os
 import sys
 import warnings
-from datetime import date
+from datetime import date, datetime
+from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from .. import __version__, settings
@@ -119,23 +120,61 @@ def _count(text: str) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from ..web import stats
+    from ..serve import identity
+    from ..web import counter, stats
 
     config = load_config(args)
     say_state_dir(config, "stats")
+    fmt = args.format or ("tsv" if args.report == "ir" else "table")
+    allowed = ("tsv", "json") if args.report == "ir" else ("table", "csv", "json")
+    if fmt not in allowed:
+        print(
+            f"archive-service stats: --report {args.report} is written as "
+            f"{' or '.join(allowed)}, not {fmt}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         store = stats.open_store(config.state_dir, config.database)
-        report = store.report(args.since, args.top or None)
+        if args.report == "ir":
+            this_month = date.today().replace(day=1)
+            begin, end = args.begin or args.end or this_month, args.end or args.begin or this_month
+            if end < begin:
+                print("archive-service stats: --end is before --begin", file=sys.stderr)
+                return 2
+            platform = config.archiveserviceibi
+            if not platform:
+                try:
+                    platform = identity.kept(Path(config.state_dir) / identity.SERVICE_FILE)
+                except (ValueError, OSError):
+                    platform = None
+            report = store.item_report(begin, end, platform or "archive-service")
+        else:
+            report = store.report(args.since, args.top or None)
     except stats.StatsError as exc:
         print(f"archive-service stats: {exc}", file=sys.stderr)
         return 2
-    if args.format == "json":
+    if args.report == "ir":
+        if fmt == "json":
+            print(json.dumps(counter.sushi(report), indent=2))
+        else:
+            csv.writer(sys.stdout, delimiter="\t", lineterminator="\n").writerows(
+                counter.tsv_rows(report)
+            )
+    elif fmt == "json":
         print(json.dumps(report, indent=2))
-    elif args.format == "csv":
+    elif fmt == "csv":
         csv.writer(sys.stdout, lineterminator="\n").writerows(stats.rows(report))
     else:
         print(stats.table(report))
     return 0
+
+
+def _month(text: str) -> date:
+    try:
+        return datetime.strptime(text, "%Y-%m").date()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a month YYYY-MM") from None
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -255,11 +294,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument(
         "--format",
-        choices=("table", "csv", "json"),
-        default="table",
-        help="output format (default: table)",
+        choices=("table", "csv", "json", "tsv"),
+        default=None,
+        help="output format: table, csv or json (default: table); for --report ir, tsv or "
+        "json (COUNTER_SUSHI's shape; default: tsv)",
     )
-    add_settings(report, names=("state_dir", "database"))
+    report.add_argument(
+        "--report",
+        choices=("summary", "ir"),
+        default="summary",
+        help="summary: the acknowledgments counted and refused (default); ir: the COUNTER "
+        "R5.1 Item Report of the uses seen, robots and double-clicks out (docs/counter.md)",
+    )
+    report.add_argument(
+        "--begin", type=_month, metavar="YYYY-MM", help="first month of --report ir"
+    )
+    report.add_argument("--end", type=_month, metavar="YYYY-MM", help="last month of --report ir")
+    add_settings(report, names=("state_dir", "database", "archiveserviceibi"))
     report.set_defaults(func=cmd_stats)
 
     init = sub.add_parser(

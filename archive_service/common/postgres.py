@@ -34,6 +34,11 @@ SCHEMA: dict[str, list[str]] = {
         "PRIMARY KEY (day, ibi, contenttype, state)); "
         "CREATE TABLE stats_rejected (day text NOT NULL, reason text NOT NULL, "
         "n bigint NOT NULL, PRIMARY KEY (day, reason))",
+        # The uses COUNTER reports count (web/counter.py): never an address, a day's hash.
+        "CREATE TABLE stats_uses (t double precision NOT NULL, ibi text NOT NULL, "
+        "kind text NOT NULL, user_hash text NOT NULL, robot boolean NOT NULL); "
+        "CREATE INDEX stats_uses_t ON stats_uses (t); "
+        "CREATE TABLE stats_salts (day text PRIMARY KEY, salt bytea NOT NULL)",
     ],
     # protocol/urlkeys.py: the one secret every node signs and checks urlkeys with.
     "urlkeys": [

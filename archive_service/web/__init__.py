@@ -40,7 +40,7 @@ from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
 from ..serve import inclusion
-from . import health, limits, stats
+from . import counter, health, limits, stats
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,14 @@ def client_address(
         ):
             return address
     return address  # every hop a trusted proxy: the farthest one asked itself
+
+
+def _served_here(url: str, site: Links) -> bool:
+    """Whether this app serves `url` itself (a /col/ file or a page), so that it sees the use
+    when the user fetches it: not a file published by another server at `url_base`."""
+    if url.startswith(site.files + "/"):
+        return site.files == site.site + "/col"  # else url_base: another server's
+    return url.startswith(site.site + "/")
 
 
 OFFLOAD_LOCATION = "/.archive-service-files/"  # nginx's internal location for the collection
@@ -270,7 +278,9 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     # Both live in state_dir, or in the database every node shares; an unusable one is
     # logged and the service answers anyway.
     keys = urlkeys.UrlKeys.of_archive(config.state_dir, config.database)
-    store = stats.open_store(config.state_dir, config.database)
+    store = stats.open_store(
+        config.state_dir, config.database, retention_days=config.stats_retention_days
+    )
     archive = Archive(
         catalog,
         config.archiveaddress,
@@ -360,7 +370,18 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             contenttype=contenttype,
             state=item.state if item else "",
             ibi=item.name.text if item else None,
+            # The user first, then proxies (SPEC: IP *(SP IP)); checked by monta_resposta.
+            client=query["clientinformation.ipaddress"].split()[0],
+            served_here=_served_here(query["url"], site),
         )
+
+    def used(item: index.Item, kind: str) -> None:
+        # What COUNTER counts of the pages and files served here (docs/counter.md); a HEAD
+        # fetches nothing. The store hashes the address: it is never kept.
+        if request.method == "GET":
+            address = client_address(request.environ, trusted)
+            agent = request.environ.get("HTTP_USER_AGENT", "")
+            store.record_use(stats.Seen(item.name.text, kind, str(address or ""), agent))
 
     @app.before_request
     def start_request() -> Response | None:
@@ -383,6 +404,8 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                 for rel, size in index.list_files(catalog.root, item)
             ]
         page = render_template("filelist.html", ibi=item.name.text, files=files)
+        if files is not None:
+            used(item, counter.INVESTIGATION)
         return Response(
             page, status=200 if files is not None else 403, content_type="text/html; charset=utf-8"
         )
@@ -394,6 +417,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             abort(404)
         fmt = request.args.get("format")
         if fmt == "oai_dc":
+            used(item, counter.INVESTIGATION)
             return Response(oai_dc_xml(item.dc), content_type="text/xml; charset=utf-8")
         if fmt:
             return error_response("unknown metadata format; oai_dc is the one offered", 404)
@@ -404,6 +428,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             dc=dc,
             oai_dc=links(request.environ).metadata(item, "oai_dc"),
         )
+        used(item, counter.INVESTIGATION)
         return Response(page, content_type="text/html; charset=utf-8")
 
     @app.get("/col/<path:rest>", endpoint="col")
@@ -425,6 +450,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                     )
                     if real is None:
                         break
+                    used(item, counter.REQUEST)
                     if config.file_offload != "none":
                         offloaded = _offload(config.file_offload, real, real_root)
                         if offloaded is not None:

@@ -28,13 +28,21 @@ With the `database` setting the same tables live in PostgreSQL (`PostgresStore`,
 once" hold across nodes, and `report` reads the same rows on any node. `open_store` picks the
 store; both stand behind `Statistics`, which holds what a refusal is and how failures are
 logged.
+
+For COUNTER (web/counter.py, docs/counter.md) the same stores keep `uses`: one row per use
+(`record_use`: a /col/ file, file list or metadata page served, or an acknowledgment counted)
+with its time, item, kind, robot flag and a user that is a hash of client address and
+User-Agent under a salt of the UTC day (`salts`, one row, the earlier days' deleted with it):
+never the address. Rows older than `stats_retention_days` are deleted.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import random
+import re
 import sqlite3
 import threading
 import time
@@ -47,6 +55,7 @@ from typing import Any
 
 from ..common import db
 from ..protocol.urlkeys import CLOCK_SKEW, UrlKeys, Verdict
+from . import counter
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +80,33 @@ CREATE TABLE IF NOT EXISTS counts (
 CREATE TABLE IF NOT EXISTS rejected (
     day TEXT NOT NULL, reason TEXT NOT NULL, n INTEGER NOT NULL,
     PRIMARY KEY (day, reason)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS uses (
+    t REAL NOT NULL, ibi TEXT NOT NULL, kind TEXT NOT NULL, user TEXT NOT NULL,
+    robot INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS uses_t ON uses (t);
+CREATE TABLE IF NOT EXISTS salts (day TEXT PRIMARY KEY, salt BLOB NOT NULL) WITHOUT ROWID;
 """
+
+
+def _robots() -> re.Pattern:
+    # counter_robots.is_robot_or_machine reads its lists in the locale's encoding: under LANG=C
+    # (mod_wsgi) their non-ASCII lines raise UnicodeDecodeError. Its files, read as UTF-8.
+    from importlib.resources import files
+
+    data = files("counter_robots") / "data"
+    lines = [
+        line
+        for name in ("robot.txt", "machine.txt")  # what is_robot_or_machine matches
+        for line in (data / name).read_text(encoding="utf-8").splitlines()
+    ]
+    return re.compile("|".join(lines))
+
+
+ROBOTS = _robots()  # the COUNTER robots list: a User-Agent it matches is a robot's
+
+# t is seconds since the epoch, positive: truncation is the hour's floor in SQLite.
+MONTH_SQLITE = counter.month_query("uses", "user", "CAST(t / 3600 AS INTEGER)", "?")
+MONTH_POSTGRES = counter.month_query("stats_uses", "user_hash", "floor(t / 3600)::bigint", "%s")
 
 
 @dataclass(frozen=True)
@@ -85,6 +120,22 @@ class Acknowledgment:
     contenttype: str
     state: str
     ibi: str | None
+    client: str = ""  # the user's address as the resolver gave it (never stored)
+    # The URL is one this Archive serves (/col/, its pages): the use is seen when it is
+    # served, with its User-Agent; counting the acknowledgment too would count it twice.
+    served_here: bool = False
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One use the Archive served itself (/col/ file, file list, metadata page) or an
+    acknowledgment counted: what COUNTER needs. `client` and `agent` are hashed into a
+    day's user before anything is stored; `agent` None: not seen (an acknowledgment)."""
+
+    ibi: str
+    kind: str  # counter.REQUEST or counter.INVESTIGATION
+    client: str
+    agent: str | None
 
 
 class StatsError(RuntimeError):
@@ -102,8 +153,11 @@ class Statistics:
     `database` setting, shared by every node); `open_store` picks one. What a refusal is and
     how failures are logged lives here, once; a store only records and reads."""
 
-    def __init__(self, clock: Callable[[], float] = time.time):
+    def __init__(self, clock: Callable[[], float] = time.time, retention_days: int = 0):
         self._clock = clock
+        self.retention_days = retention_days  # 0: uses are kept for ever
+        self._salt_of: tuple[str, bytes] = ("", b"")
+        self._uses_purged = 0.0
         self._lock = threading.Lock()
         self._purged = 0.0
         self._error_logged = 0.0
@@ -144,6 +198,64 @@ class Statistics:
     def close(self) -> None:
         pass
 
+    def _day_salt(self, day: str, fresh: bytes) -> bytes:
+        """The salt of UTC `day` (`fresh` if it has none yet); forgets earlier days' salts."""
+        raise NotImplementedError
+
+    def _insert_use(self, t: float, ibi: str, kind: str, user: str, robot: bool) -> None:
+        raise NotImplementedError
+
+    def _purge_uses(self, before: float) -> None:
+        raise NotImplementedError
+
+    def uses(self, begin: float, end: float) -> list[counter.Use]:
+        """The uses recorded from `begin` to before `end` (seconds since the epoch)."""
+        raise NotImplementedError
+
+    def _month_rows(self, start: float, stop: float) -> list[tuple]:
+        """counter.month_query's rows for the uses from `start` to before `stop`."""
+        raise NotImplementedError
+
+    def item_report(
+        self, begin: date, end: date, platform: str, created: datetime | None = None
+    ) -> dict[str, Any]:
+        """The COUNTER Item Report of the months `begin` to `end` (any day of each)."""
+        first, last = begin.replace(day=1), end.replace(day=1)
+        rows = {}
+        for month in counter.months(first, last):
+            year, number = map(int, month.split("-"))
+            after = counter.month_end(date(year, number, 1)).toordinal() + 1
+            start = datetime(year, number, 1, tzinfo=UTC).timestamp()
+            stop = datetime.combine(date.fromordinal(after), datetime.min.time(), UTC).timestamp()
+            rows[month] = self._month_rows(start, stop)
+        created = created or datetime.now(UTC)
+        return counter.item_report(counter.figures(rows), first, last, platform, created)
+
+    def record_use(self, seen: Seen) -> None:
+        """Record one use for the COUNTER reports. Never the client's address: a hash of it
+        and the User-Agent under a salt that every worker and node shares for one UTC day
+        and that is deleted after it. Never raises for a storage problem."""
+        now = self._clock()
+        robot = seen.agent is not None and ROBOTS.search(seen.agent) is not None
+        day = _day(now)
+        try:
+            if self._salt_of[0] != day:
+                self._salt_of = (day, self._day_salt(day, os.urandom(16)))
+            user = hashlib.blake2b(
+                f"{seen.client}\0{seen.agent or ''}".encode(errors="replace"),
+                key=self._salt_of[1],
+                digest_size=12,
+            ).hexdigest()
+            self._insert_use(now, seen.ibi, seen.kind, user, robot)
+            if self.retention_days and now - self._uses_purged > PURGE_EVERY:
+                self._purge_uses(now - self.retention_days * 86400)
+                self._uses_purged = now
+        except self.storage_errors as exc:
+            self._failed(exc)
+            return
+        with self._lock:
+            self._recovered()
+
     def acknowledge(self, ack: Acknowledgment, keys: UrlKeys) -> str:
         """Count `ack` or refuse it; returns 'counted', a refusal reason, or 'unrecorded'
         when the store failed (logged). Never raises for a storage problem."""
@@ -157,6 +269,11 @@ class Statistics:
             return "unrecorded"
         if outcome != "counted":
             self._note_refusal(outcome, ack.url)
+        elif not ack.served_here:
+            # The acknowledgment says a user was sent to the URL: a request when it is the
+            # item's data, an investigation when it is its metadata (docs/counter.md).
+            kind = counter.REQUEST if ack.contenttype == "Data" else counter.INVESTIGATION
+            self.record_use(Seen(str(ack.ibi), kind, ack.client, None))
         return outcome
 
     def _note_refusal(self, reason: str, url: str) -> None:
@@ -235,8 +352,13 @@ class Store(Statistics):
 
     storage_errors = (sqlite3.Error, OSError)
 
-    def __init__(self, state_dir: str | os.PathLike, clock: Callable[[], float] = time.time):
-        super().__init__(clock)
+    def __init__(
+        self,
+        state_dir: str | os.PathLike,
+        clock: Callable[[], float] = time.time,
+        retention_days: int = 0,
+    ):
+        super().__init__(clock, retention_days)
         self.path = Path(state_dir) / DB_FILE
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
@@ -329,6 +451,58 @@ class Store(Statistics):
                 pass  # the acknowledgment is recorded; the free pages wait for the next purge
         return reason
 
+    def _day_salt(self, day: str, fresh: bytes) -> bytes:
+        with self._lock:
+            conn = self._connection()
+            with conn:  # one transaction: every worker ends up with the first salt written
+                conn.execute("DELETE FROM salts WHERE day < ?", (day,))
+                conn.execute("INSERT INTO salts VALUES (?, ?) ON CONFLICT DO NOTHING", (day, fresh))
+                (salt,) = conn.execute("SELECT salt FROM salts WHERE day = ?", (day,)).fetchone()
+        return bytes(salt)
+
+    def _insert_use(self, t: float, ibi: str, kind: str, user: str, robot: bool) -> None:
+        with self._lock:
+            self._connection().execute(
+                "INSERT INTO uses VALUES (?, ?, ?, ?, ?)", (t, ibi, kind, user, int(robot))
+            )
+
+    def _purge_uses(self, before: float) -> None:
+        with self._lock:
+            conn = self._connection()
+            conn.execute("DELETE FROM uses WHERE t < ?", (before,))
+            try:
+                conn.executescript("PRAGMA incremental_vacuum;")  # the pages back, as above
+            except sqlite3.Error:
+                pass
+
+    def uses(self, begin: float, end: float) -> list[counter.Use]:
+        try:
+            if not self.path.exists():
+                return []
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
+            try:
+                found = conn.execute(
+                    "SELECT t, ibi, kind, user, robot FROM uses WHERE t >= ? AND t < ?",
+                    (begin, end),
+                ).fetchall()
+            finally:
+                conn.close()
+        except (sqlite3.Error, OSError) as exc:
+            raise StatsError(f"cannot read {self.path}: {exc}") from None
+        return [counter.Use(t, ibi, kind, user, bool(robot)) for t, ibi, kind, user, robot in found]
+
+    def _month_rows(self, start: float, stop: float) -> list[tuple]:
+        try:
+            if not self.path.exists():
+                return []
+            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
+            try:
+                return conn.execute(MONTH_SQLITE, (start, stop)).fetchall()
+            finally:
+                conn.close()
+        except (sqlite3.Error, OSError) as exc:
+            raise StatsError(f"cannot read {self.path}: {exc}") from None
+
     def close(self) -> None:
         if self._conn is not None and self._pid == os.getpid():
             self._conn.close()
@@ -393,8 +567,8 @@ class PostgresStore(Statistics):
     Each write is one statement in autocommit (COUNT_ONCE): one round trip an acknowledgment,
     twice the rate of BEGIN, statement, COMMIT."""
 
-    def __init__(self, url: str, clock: Callable[[], float] = time.time):
-        super().__init__(clock)
+    def __init__(self, url: str, clock: Callable[[], float] = time.time, retention_days: int = 0):
+        super().__init__(clock, retention_days)
         self.url = url
         from ..common import postgres
 
@@ -449,6 +623,45 @@ class PostgresStore(Statistics):
             self._recovered()
         return reason
 
+    def _day_salt(self, day: str, fresh: bytes) -> bytes:
+        with self._postgres.transaction(self.url, timeout=ACK_WAIT) as conn:
+            conn.execute("DELETE FROM stats_salts WHERE day < %s", (day,))
+            conn.execute(
+                "INSERT INTO stats_salts VALUES (%s, %s) ON CONFLICT (day) DO NOTHING",
+                (day, fresh),
+            )
+            (salt,) = conn.execute("SELECT salt FROM stats_salts WHERE day = %s", (day,)).fetchone()
+        return bytes(salt)
+
+    def _insert_use(self, t: float, ibi: str, kind: str, user: str, robot: bool) -> None:
+        with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
+            conn.execute(
+                "INSERT INTO stats_uses VALUES (%s, %s, %s, %s, %s)", (t, ibi, kind, user, robot)
+            )
+
+    def _purge_uses(self, before: float) -> None:
+        with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
+            conn.execute("DELETE FROM stats_uses WHERE t < %s", (before,))
+
+    def uses(self, begin: float, end: float) -> list[counter.Use]:
+        try:
+            with self._postgres.transaction(self.url) as conn:
+                found = conn.execute(
+                    "SELECT t, ibi, kind, user_hash, robot FROM stats_uses "
+                    "WHERE t >= %s AND t < %s",
+                    (begin, end),
+                ).fetchall()
+        except self.storage_errors as exc:
+            raise StatsError(f"cannot read {self.where()}: {exc}") from None
+        return [counter.Use(t, ibi, kind, user, robot) for t, ibi, kind, user, robot in found]
+
+    def _month_rows(self, start: float, stop: float) -> list[tuple]:
+        try:
+            with self._postgres.transaction(self.url) as conn:
+                return conn.execute(MONTH_POSTGRES, (start, stop)).fetchall()
+        except self.storage_errors as exc:
+            raise StatsError(f"cannot read {self.where()}: {exc}") from None
+
     def report(self, since: date | None = None, top: int | None = None) -> dict[str, Any]:
         first = since.isoformat() if since else ""
         try:
@@ -466,13 +679,16 @@ class PostgresStore(Statistics):
 
 
 def open_store(
-    state_dir: str | os.PathLike, database: str = "", clock: Callable[[], float] = time.time
+    state_dir: str | os.PathLike,
+    database: str = "",
+    clock: Callable[[], float] = time.time,
+    retention_days: int = 0,
 ) -> Statistics:
     """The Archive's statistics: in `database` when it names one (shared by every node),
-    else in SQLite in `state_dir`."""
+    else in SQLite in `state_dir`. Uses older than `retention_days` are deleted (0: kept)."""
     if database:
-        return PostgresStore(database, clock)
-    return Store(state_dir, clock)
+        return PostgresStore(database, clock, retention_days)
+    return Store(state_dir, clock, retention_days)
 
 
 def build_report(counts, rejected, since: date | None, top: int | None) -> dict[str, Any]:
