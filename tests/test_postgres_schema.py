@@ -5,6 +5,7 @@ import pytest
 
 from archive_service import settings
 from archive_service.common import postgres
+from serve_process import run_command
 from support import at_once
 
 
@@ -57,42 +58,10 @@ def test_the_database_setting_takes_no_password():
 
 
 def test_db_upgrade_command(database_url, schema):
-    import subprocess
-    import sys
-
-    def run():
-        return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "archive_service.cli",
-                "db",
-                "upgrade",
-                "--database",
-                database_url,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-
-    first = run()
-    # The child process has the kit's own schema, not this test's: it applies that.
-    assert first.returncode == 0 and "applied" in first.stdout or "up to date" in first.stdout
-    second = run()
+    # The child process has the kit's own schema, not this test's: a fresh database gets it.
+    first = run_command(["db", "upgrade", "--database", database_url])
+    assert first.returncode == 0 and "applied" in first.stdout, first
+    second = run_command(["db", "upgrade", "--database", database_url])
     assert second.returncode == 0 and "up to date" in second.stdout, second
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "archive_service.cli",
-            "db",
-            "upgrade",
-            "--database",
-            "postgresql://a:pw@127.0.0.1:1/x",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = run_command(["db", "upgrade", "--database", "postgresql://a:pw@127.0.0.1:1/x"])
     assert bad.returncode != 0 and "pgpass" in bad.stderr and ":pw@" not in bad.stderr
