@@ -63,6 +63,13 @@ def with_service_ibi(config: settings.Config, problems: list[str]) -> settings.C
     a new one minted and kept there; a line in `problems` if none can be had."""
     if config.archiveserviceibi:
         return config
+    if config.get("database"):
+        # Nodes sharing a database are one Archive; a minted IBI would be each node's own.
+        problems.append(
+            "setting archiveserviceibi is missing: nodes that share a database are one "
+            "Archive and must all give the same archiveserviceibi (none is minted then)"
+        )
+        return config
     path = Path(config.state_dir) / SERVICE_FILE
     try:
         service, source = kept(path), KEPT_SOURCE
