@@ -457,6 +457,10 @@ class Archive:
             if relpath is None or not self.file_exists(item, relpath):
                 return None
             return links.file(item, relpath), item, item.contenttype
+        if item.location is not None:
+            # Its content lives elsewhere (issue 21): CriarParURL ⟨r,i⟩ lets the Archive
+            # choose the access URL, and this one is the existing repository's.
+            return item.location, item, item.contenttype
         if item.target is None:
             return links.filelist(item), item, item.contenttype
         # The index may be older than the disk: never hand out a URL that would 404.

@@ -403,7 +403,9 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                 (_displayable(rel), site.file(item, rel), size)
                 for rel, size in index.list_files(catalog.root, item)
             ]
-        page = render_template("filelist.html", ibi=item.name.text, files=files)
+        page = render_template(
+            "filelist.html", ibi=item.name.text, files=files, location=item.location
+        )
         if files is not None:
             used(item, counter.INVESTIGATION)
         return Response(
