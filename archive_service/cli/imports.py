@@ -61,27 +61,32 @@ def run_import(
     args: argparse.Namespace,
     load_config: LoadConfig,
     source: str,
-    read: Callable[[], Iterable[Record]],
+    read: Callable[[], Iterable[Record] | tuple[Iterable[Record], list[str]]],
     *,
     complete: bool,
 ) -> int:
-    """Read the records (`read`), apply them, print what was done; the shared tail of every
-    `import` subcommand."""
+    """Read the records (`read`: the records, or the records and the problems met reading
+    them), apply them, print what was done; the shared tail of every `import` subcommand."""
     command = f"import {args.import_command}"
     config = load_config(args, "collection")
     bar = Bar() if sys.stderr.isatty() else None
     try:
+        got = read()
+        records, problems = got if isinstance(got, tuple) else (got, [])
         summary = applymod.apply(
             config,
             source,
-            read(),
+            records,
             dry_run=args.dry_run,
             complete=complete,
             progress=bar,
             granularity=args.granularity,
+            problems=problems,
         )
     except applymod.ImportRefused as exc:
-        for problem in exc.problems:
+        from ..imports.manifest import shorten
+
+        for problem in shorten(exc.problems):
             print(problem, file=sys.stderr)
         print(f"archive-service {command}: refused, nothing changed", file=sys.stderr)
         return 1
@@ -136,7 +141,7 @@ def cmd_manifest(args: argparse.Namespace, load_config: LoadConfig) -> int:
         args,
         load_config,
         manifest.source_name(args.file),
-        lambda: manifest.read(args.file, args.root),
+        lambda: manifest.scan(args.file, args.root),
         complete=True,
     )
 

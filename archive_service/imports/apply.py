@@ -227,6 +227,13 @@ def _problems(
     return problems
 
 
+def _place(problem: str) -> tuple:
+    """The order of problem lines: by file, then line number (`file:12: …`)."""
+    where = problem.split(": ", 1)[0]
+    name, _, line = where.rpartition(":")
+    return (name, int(line), "") if line.isdigit() else (where, 0, problem)
+
+
 def _edition_problems(live: Mapping[str, Record]) -> list[str]:
     problems = []
     nexts: dict[str, str] = {}  # source id -> the id of its next edition
@@ -274,6 +281,7 @@ def apply(
     complete: bool = True,
     progress: Callable[[int, int], object] | None = None,
     granularity: Decimal | int | float | str = GRANULARITY,
+    problems: Iterable[str] = (),
 ) -> Summary:
     """Apply `records` of `source` (a stable name: "manifest:/path/x.csv", "oai-pmh:URL")
     to the collection of `config` (see the module docstring).
@@ -281,9 +289,12 @@ def apply(
     `complete`: the records are everything the source holds, so a mapped record missing
     from them is turned into a tombstone (False for incremental harvests, which report
     deletions as records with `deleted`). `progress(done, total)` is called as records are
-    applied. Raises ImportRefused (nothing changed) when a record cannot be applied, and
-    DepositError or OSError when the collection refuses a change midway: what was done by
-    then is mapped, and a re-run goes on from there."""
+    applied. `problems`: faults the source met reading its records (a manifest's bad cells),
+    refused together with those found here, in the order of their places.
+
+    Raises ImportRefused (nothing changed) when a record cannot be applied, and DepositError
+    or OSError when the collection refuses a change midway: what was done by then is
+    mapped, and a re-run goes on from there."""
     summary = Summary(dry_run=dry_run)
     records = list(records)
     with _import_lock(config["state_dir"]):
@@ -295,9 +306,9 @@ def apply(
                 if not row.deleted and not _directory(config, row.ibi).is_dir():
                     del mapped[source_id]
             languages: dict[str, str] = {}
-            problems = _problems(records, mapped, languages)
+            problems = [*problems, *_problems(records, mapped, languages)]
             if problems:
-                raise ImportRefused(problems)
+                raise ImportRefused(sorted(problems, key=_place))
             _run(
                 config,
                 source,

@@ -50,12 +50,23 @@ def source_name(path: str | os.PathLike[str]) -> str:
 def read(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> list[Record]:
     """The records of the manifest at `path` (CSV unless it ends in .yaml or .yml), files
     confined to `root` (default: the manifest's directory). ImportRefused lists every fault."""
+    records, problems = scan(path, root)
+    if problems:
+        raise ImportRefused(shorten(problems))
+    return records
+
+
+def scan(
+    path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None
+) -> tuple[list[Record], list[str]]:
+    """`read`'s records of the rows that could be read, and the faults of the others (for
+    `apply(problems=…)`, which adds those it finds itself)."""
     path = Path(path)
     base = Path(root) if root is not None else path.parent
     try:
         real_root = Path(os.path.realpath(base, strict=True))
     except OSError as exc:
-        raise ImportRefused([f"{base}: {exc.strerror}"]) from None
+        return [], [f"{base}: {exc.strerror}"]
     problems: list[str] = []
     records: list[Record] = []
     try:
@@ -74,9 +85,7 @@ def read(path: str | os.PathLike[str], root: str | os.PathLike[str] | None = Non
         problems.append(f"{path}: cannot read: {exc.strerror}")
     except UnicodeDecodeError as exc:
         problems.append(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
-    if problems:
-        raise ImportRefused(shorten(problems))
-    return records
+    return records, problems
 
 
 def shorten(problems: list[str]) -> list[str]:
