@@ -102,7 +102,7 @@ class _Fault(Exception):
 def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     csv.field_size_limit(MAX_FIELD)
     with open(path, encoding="utf-8-sig", newline="") as stream:
-        reader = csv.reader(stream)
+        reader = csv.reader(stream, strict=True)
         try:
             header = next(reader, None)
             if header is None:
