@@ -231,3 +231,17 @@ def test_every_bad_row_is_one_line_and_nothing_is_applied(config, tree):
         f"{path}:5",
         f"{path}:6",
     ]
+
+
+@pytest.mark.process
+def test_with_a_shared_database_every_node_knows_what_was_imported(
+    config, tree, tmp_path, database_url
+):
+    # Two nodes of one Archive: one collection, state directories of their own, the mapping
+    # in PostgreSQL. What one node imported, the other does not mint again.
+    path = write(tree, ROWS)
+    first = run({**config, "database": database_url, "state_dir": str(tmp_path / "a")}, path)
+    assert first.minted == 4
+    assert not (tmp_path / "a" / MAPPING_FILE).exists()
+    again = run({**config, "database": database_url, "state_dir": str(tmp_path / "b")}, path)
+    assert again.minted == 0 and again.unchanged == 4 and again.ibis == first.ibis
