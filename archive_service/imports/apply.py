@@ -139,7 +139,10 @@ def _fingerprint(own: Mapping[str, Any], files: Iterable[Path]) -> tuple[str, st
 
 
 def _problems(
-    records: list[Record], mapped: Mapping[str, Mapped], languages: dict[str, str]
+    records: list[Record],
+    mapped: Mapping[str, Mapped],
+    languages: dict[str, str],
+    complete: bool = False,
 ) -> list[str]:
     """Every fault of `records` that would stop them being applied, one line each."""
     problems: list[str] = []
@@ -188,11 +191,9 @@ def _problems(
                 problems.append(f"{where}: {key} names the record itself")
             elif other in seen and seen[other].deleted:
                 problems.append(f"{where}: {key} {other!r}: that record is deleted")
-            elif other not in live and (other not in mapped or mapped[other].deleted):
-                problems.append(
-                    f"{where}: {key} {other!r}: no record has this id, in this run or an "
-                    "earlier one of this source"
-                )
+            elif other not in live and (complete or other not in mapped or mapped[other].deleted):
+                earlier = "" if complete else ", in this run or an earlier one of this source"
+                problems.append(f"{where}: {key} {other!r}: no record has this id{earlier}")
         other = record.relations.get(TRANSLATION_OF)
         if other is not None and other in live:
             if record.source_id not in languages:
@@ -306,7 +307,7 @@ def apply(
                 if not row.deleted and not _directory(config, row.ibi).is_dir():
                     del mapped[source_id]
             languages: dict[str, str] = {}
-            problems = [*problems, *_problems(records, mapped, languages)]
+            problems = [*problems, *_problems(records, mapped, languages, complete)]
             if problems:
                 raise ImportRefused(sorted(problems, key=_place))
             _run(
@@ -389,13 +390,18 @@ def _run(
             files = None
             if record.source_id not in fresh and data != old_data:
                 files = list(record.files)
-            depositmod.revise(
+            revised = _revise(
                 config,
+                summary,
+                record.where,
                 ibi,
                 changes=own,
                 removed=[k for k in OWN_KEYS if k not in own],
                 files=files,
             )
+            if not revised:
+                step()
+                continue
         if needs and record.source_id not in fresh:
             summary.updated += 1
             what = (
@@ -409,27 +415,42 @@ def _run(
         if not dry:
             mapping.put(source, record.source_id, Mapped(ibi, fingerprint, False))
         step()
-    # 3. Relations set on the other item (its next edition, its metadata).
+    # 3. Relations set on the other item (its next edition, its metadata); with the whole
+    # source at hand, those this source set that no record says any longer are taken out.
+    wanted: dict[tuple[str, str], tuple[str, str]] = {}  # (item, key) -> (value, where)
     for record in live:
         for key, sidecar_key in ((EDITION_OF, "nextedition"), (METADATA_OF, "metadata")):
             other = record.relations.get(key)
-            if other is None:
+            if other is not None:
+                wanted[(ibis[other], sidecar_key)] = (ibis[record.source_id], record.where)
+    for (target, sidecar_key), (value, where) in wanted.items():
+        current = None if target.startswith("(new") else _sidecar_value(config, target, sidecar_key)
+        if current == value:
+            continue
+        if current is not None:
+            summary.notes.append(f"{where}: {target} had {sidecar_key} {current}; now {value}")
+        if not dry and not _revise(config, summary, where, target, changes={sidecar_key: value}):
+            continue
+        summary.linked += 1
+        summary.actions.append(f"{'would set' if dry else 'set'} {sidecar_key} {value} on {target}")
+    if complete:
+        ours = set(ibis.values())
+        for record in live:
+            target = ibis[record.source_id]
+            if target.startswith("(new"):
                 continue
-            target, value = ibis[other], ibis[record.source_id]
-            if not dry or not target.startswith("(new"):
-                current = _sidecar_value(config, target, sidecar_key) if not dry else None
-                if current == value:
-                    continue
-                if current is not None and not dry:
-                    summary.notes.append(
-                        f"{record.where}: {target} had {sidecar_key} {current}; now {value}"
+            for sidecar_key in ("nextedition", "metadata"):
+                current = _sidecar_value(config, target, sidecar_key)
+                if current in ours and (target, sidecar_key) not in wanted:
+                    if not dry and not _revise(
+                        config, summary, record.where, target, removed=[sidecar_key]
+                    ):
+                        continue
+                    summary.linked += 1
+                    summary.actions.append(
+                        f"{'would take' if dry else 'took'} {sidecar_key} {current} out of "
+                        f"{target} (no row says so any longer)"
                     )
-            if not dry:
-                depositmod.revise(config, target, changes={sidecar_key: value})
-            summary.linked += 1
-            summary.actions.append(
-                f"{'set' if not dry else 'would set'} {sidecar_key} {value} on {target} ({other})"
-            )
     # 4. Tombstones.
     for source_id in sorted(gone):
         ibi = mapped[source_id].ibi
@@ -444,6 +465,19 @@ def _run(
         summary.actions.append(f"{'delete' if dry else 'deleted'} {ibi} ({source_id})")
         step()
     summary.ibis = {r.source_id: ibis[r.source_id] for r in live}
+
+
+def _revise(config, summary: Summary, where: str, ibi: str, **change) -> bool:
+    """`deposit.revise`, but an item an admin has turned into a tombstone since is left as
+    it is, with a note (a tombstone is never brought back)."""
+    try:
+        depositmod.revise(config, ibi, **change)
+    except depositmod.DepositError:
+        if _sidecar_value(config, ibi, "state") != "Deleted":
+            raise
+        summary.notes.append(f"{where}: {ibi} is Deleted (by hand?): left as it is")
+        return False
+    return True
 
 
 def _sidecar_value(config: Mapping[str, Any], ibi: str, key: str) -> str | None:
