@@ -12,7 +12,7 @@ import pytest
 
 from archive_service.imports import manifest
 from archive_service.imports.apply import ImportRefused
-from serve_process import run_command
+from serve_process import command, run_command
 
 HEADER = "id,files,location,title\n"
 
@@ -187,3 +187,37 @@ def test_the_command_refuses_a_bad_manifest_with_one_line_per_row(tree, tmp_path
     assert done.stdout.startswith("2 minted, 0 updated")
     done = run_command(["import", "manifest", str(path), *common])
     assert done.stdout.startswith("0 minted, 0 updated") and "2 unchanged" in done.stdout
+
+
+@pytest.mark.process
+def test_a_progress_bar_shows_on_a_terminal_only(tree, tmp_path):
+    import pty
+
+    path = tree / "m.csv"
+    path.write_text(HEADER + "".join(f"r{n},,https://repo.example.org/{n},\n" for n in range(30)))
+    common = ["--collection", str(tmp_path / "c"), "--state-dir", str(tmp_path / "state")]
+    common += ["--archiveaddress", "archive.example.org"]
+    (tmp_path / "c").mkdir()
+    main, terminal = pty.openpty()
+    try:
+        child = command(["import", "manifest", str(path), *common], stderr=terminal)
+        assert child.wait(60) == 0
+        os.close(terminal)
+        terminal = None
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(main)
+        if terminal is not None:
+            os.close(terminal)
+    assert b"\rimport [" in shown and b"] 30/30 " in shown
+    path.write_text(HEADER + "r0,,https://repo.example.org/0,changed\n")
+    done = run_command(["import", "manifest", str(path), *common])  # stderr a pipe: no bar
+    assert done.returncode == 0 and "import [" not in done.stderr
