@@ -34,10 +34,8 @@ def tree(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def config(tmp_path: Path, settings) -> dict:
-    collection = tmp_path / "imported"
-    collection.mkdir()
-    return {**settings, "collection": str(collection)}
+def config(import_settings) -> dict:
+    return import_settings
 
 
 def write(tree: Path, rows: str, name: str = "items.csv") -> Path:

@@ -30,10 +30,8 @@ def make(tmp_path: Path, name: str, files: dict[str, bytes], info: dict | None =
 
 
 @pytest.fixture
-def config(tmp_path: Path, settings) -> dict:
-    collection = tmp_path / "imported"
-    collection.mkdir()
-    return {**settings, "collection": str(collection)}
+def config(import_settings) -> dict:
+    return import_settings
 
 
 def refusal(*directories: Path) -> str:
