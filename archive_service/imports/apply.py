@@ -28,8 +28,9 @@ import fcntl
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -49,6 +50,39 @@ OWN_KEYS = ("location", "language", "dc", "contenttype", "translations")
 # deposit's one second (repository names then end in `.ss.ff`, as ID§6 allows).
 GRANULARITY = Decimal("0.01")
 CHUNK = 1 << 20
+# Deposits and revisions share one deposit lock and one look at the index for this many
+# items or seconds, whichever comes first (half the cost of an item was opening and closing
+# those); then the lock is let go, so a deposit by hand waits at most that long.
+BATCH_ITEMS, BATCH_SECONDS = 50, 0.5
+
+
+class _Batches:
+    """`deposit.batch` taken and let go in turns (see BATCH_ITEMS)."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        self.config = config
+        self.stack: ExitStack | None = None
+        self.holdings = None
+        self.count = 0
+        self.opened = 0.0
+
+    def __call__(self):
+        """The holdings for the next deposit or revision."""
+        if self.stack is not None and (
+            self.count >= BATCH_ITEMS or time.monotonic() - self.opened > BATCH_SECONDS
+        ):
+            self.close()
+        if self.stack is None:
+            self.stack = ExitStack()
+            self.holdings = self.stack.enter_context(depositmod.batch(self.config))
+            self.count, self.opened = 0, time.monotonic()
+        self.count += 1
+        return self.holdings
+
+    def close(self) -> None:
+        if self.stack is not None:
+            self.stack.close()
+            self.stack = self.holdings = None
 
 
 class ImportRefused(Exception):
@@ -310,25 +344,40 @@ def apply(
             problems = [*problems, *_problems(records, mapped, languages, complete)]
             if problems:
                 raise ImportRefused(sorted(problems, key=_place))
-            _run(
-                config,
-                source,
-                records,
-                mapped,
-                languages,
-                mapping,
-                summary,
-                complete,
-                progress,
-                granularity,
-            )
+            batches = _Batches(config)
+            try:
+                _run(
+                    config,
+                    source,
+                    records,
+                    mapped,
+                    languages,
+                    mapping,
+                    summary,
+                    complete,
+                    progress,
+                    granularity,
+                    batches,
+                )
+            finally:
+                batches.close()
         finally:
             mapping.close()
     return summary
 
 
 def _run(
-    config, source, records, mapped, languages, mapping, summary, complete, progress, granularity
+    config,
+    source,
+    records,
+    mapped,
+    languages,
+    mapping,
+    summary,
+    complete,
+    progress,
+    granularity,
+    batches: _Batches,
 ) -> None:
     dry = summary.dry_run
     live = [r for r in records if not r.deleted]
@@ -364,6 +413,7 @@ def _run(
                 location=location,
                 extra=own,
                 granularity=granularity,
+                holdings=batches(),
                 on_minted=lambda label, sid=record.source_id: mapping.put(
                     source, sid, Mapped(label, "", False)
                 ),
@@ -392,6 +442,7 @@ def _run(
                 files = list(record.files)
             revised = _revise(
                 config,
+                batches,
                 summary,
                 record.where,
                 ibi,
@@ -429,7 +480,9 @@ def _run(
             continue
         if current is not None:
             summary.notes.append(f"{where}: {target} had {sidecar_key} {current}; now {value}")
-        if not dry and not _revise(config, summary, where, target, changes={sidecar_key: value}):
+        if not dry and not _revise(
+            config, batches, summary, where, target, changes={sidecar_key: value}
+        ):
             continue
         summary.linked += 1
         summary.actions.append(f"{'would set' if dry else 'set'} {sidecar_key} {value} on {target}")
@@ -443,7 +496,7 @@ def _run(
                 current = _sidecar_value(config, target, sidecar_key)
                 if current in ours and (target, sidecar_key) not in wanted:
                     if not dry and not _revise(
-                        config, summary, record.where, target, removed=[sidecar_key]
+                        config, batches, summary, record.where, target, removed=[sidecar_key]
                     ):
                         continue
                     summary.linked += 1
@@ -451,7 +504,8 @@ def _run(
                         f"{'would take' if dry else 'took'} {sidecar_key} {current} out of "
                         f"{target} (no row says so any longer)"
                     )
-    # 4. Tombstones.
+    # 4. Tombstones (delete takes the deposit lock itself).
+    batches.close()
     for source_id in sorted(gone):
         ibi = mapped[source_id].ibi
         if not dry:
@@ -467,11 +521,11 @@ def _run(
     summary.ibis = {r.source_id: ibis[r.source_id] for r in live}
 
 
-def _revise(config, summary: Summary, where: str, ibi: str, **change) -> bool:
+def _revise(config, batches: _Batches, summary: Summary, where: str, ibi: str, **change) -> bool:
     """`deposit.revise`, but an item an admin has turned into a tombstone since is left as
     it is, with a note (a tombstone is never brought back)."""
     try:
-        depositmod.revise(config, ibi, **change)
+        depositmod.revise(config, ibi, holdings=batches(), **change)
     except depositmod.DepositError:
         if _sidecar_value(config, ibi, "state") != "Deleted":
             raise
