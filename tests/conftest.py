@@ -166,3 +166,11 @@ def postgres_server():
 def database_url(postgres_server) -> str:
     """The URL of a fresh, empty database for this test (the `database` setting)."""
     return postgres_server.new_database()
+
+
+@pytest.fixture
+def import_settings(tmp_path: Path, settings) -> dict:
+    """`settings` with an empty collection of its own, for what an import brings in."""
+    collection = tmp_path / "imported"
+    collection.mkdir()
+    return {**settings, "collection": str(collection)}

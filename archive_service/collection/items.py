@@ -422,6 +422,7 @@ def load_item(
         dc=side.dc,
         filelist_public=side.filelist_public,
         networks=side.networks,
+        location=side.location,
     )
     return item, problems
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -114,6 +115,7 @@ KEYS = (
     "dc",
     "filelist",
     "access",
+    "location",
 )
 # What one sidecar may hold (issue 15). Sidecars are a few key lines and some inline Dublin
 # Core (the sample's are under 800 bytes, a rich one with abstracts a few KB): far above that,
@@ -158,6 +160,7 @@ class Sidecar:
     dc: dict[str, list[str]] | None = None
     filelist_public: bool = True
     networks: tuple = ()
+    location: str | None = None
     unknown_keys: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # usable, but `check` should say so
 
@@ -231,6 +234,37 @@ def _dc_warnings(dc: dict[str, list[str]]) -> list[str]:
     return found
 
 
+# Longer than any landing page URL seen in DSpace, EPrints or Dataverse; well within a
+# pairs line and a log line.
+MAX_LOCATION = 2048
+
+
+def location_url(value: Any) -> str:
+    """An absolute http(s) URL where the item's content lives (issue 21): the Archive answers
+    it as the item's `url` (CriarParURL lets the Archive choose the access URL)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a URL")
+    text = value.strip()
+    if len(text) > MAX_LOCATION:
+        raise ValueError(f"longer than {MAX_LOCATION} characters")
+    if not text.isascii() or any(c.isspace() or not c.isprintable() for c in text):
+        raise ValueError(
+            f"{text!r} holds a blank, a control or a non-ASCII character (percent-encode it)"
+        )
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 (raises on a port that is not a number in range)
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError(f"{text!r} is not an http:// or https:// URL")
+    if not parts.hostname:
+        raise ValueError(f"{text!r} names no host")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{text!r} holds a user name or password; a location is public")
+    return text
+
+
 def _networks(value: Any) -> tuple:
     if not isinstance(value, dict) or set(value) != {"networks"}:
         raise ValueError("must be a map with one key, networks: [CIDR, ...]")
@@ -297,6 +331,7 @@ _FIELDS = (
     ),
     ("filelist", "filelist_public", lambda v: _FILELIST(v) == "public"),
     ("access", "networks", _networks),
+    ("location", "location", location_url),
 )
 _KNOWN = frozenset(KEYS)
 

@@ -45,6 +45,7 @@ def encode(item: Item) -> str:
         "dc": item.dc,
         "filelist_public": item.filelist_public,
         "networks": [str(net) for net in item.networks],
+        "location": item.location,
     }
     return json.dumps(
         {k: v for k, v in record.items() if v not in (None, {}, [])}, separators=(",", ":")
@@ -69,6 +70,7 @@ def decode(directory: str, text: str) -> Item:
         dc=r.get("dc"),
         filelist_public=r.get("filelist_public", True),
         networks=tuple(ipaddress.ip_network(n) for n in r.get("networks", ())),
+        location=r.get("location"),
     )
 
 

@@ -40,7 +40,7 @@ from .walk import SEP, Walk, cover, estimate_items, sortkey
 log = logging.getLogger(__name__)
 
 # Bump when a record's shape or what index.load_item derives changes: old indexes are rebuilt.
-SCHEMA = "6"  # 6: the kinds and conflicts tables (issue 18)
+SCHEMA = "7"  # 6: the kinds and conflicts tables (issue 18); 7: location (issue 21)
 BATCH_ITEMS = 1000
 BATCH_SECONDS = 1.0
 PROGRESS_SECONDS = 5.0

@@ -37,6 +37,7 @@ class Item:
     dc: dict[str, list[str]] | None = None
     filelist_public: bool = True
     networks: tuple = ()
+    location: str | None = None  # http(s) URL where the content lives: the item's url
 
     @property
     def primary(self) -> Forms:
