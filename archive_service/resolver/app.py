@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from flask import Flask, Response, redirect, render_template, request
+from flask import Flask, Response, jsonify, redirect, render_template, request
 from flask.logging import default_handler
 
 from .. import settings
@@ -27,7 +27,7 @@ from ..protocol.answers import RequestError
 from . import config as rconfig
 from . import purl as purlmod
 from . import resolve as resolvemod
-from .archives import ArchiveClient, OwnAddress, loop_reason
+from .archives import Acknowledgments, ArchiveClient, OwnAddress, loop_reason
 from .registry import Refused, Registry, Throttled
 
 log = logging.getLogger(__name__)
@@ -87,8 +87,15 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     app.url_map.merge_slashes = False  # the path after the IBI is the item's, kept as is
     app.config["RESOLVER"] = config
     registry = Registry(config.state_dir, config.database)
-    client = ArchiveClient(config.timeout, pool_size=max(32, 4 * config.threads))
-    app.extensions["resolver"] = {"registry": registry, "client": client}
+    client = ArchiveClient(
+        config.timeout, pool_size=max(32, 4 * config.threads), connections=config.threads
+    )
+    acknowledgments = Acknowledgments(client, config.ack_queue)
+    app.extensions["resolver"] = {
+        "registry": registry,
+        "client": client,
+        "acknowledgments": acknowledgments,
+    }
     pages.install(app, PAGE_SOURCES)
     service_path = "/" + config.resolveribi
     bind = config.bind if not config.bind.startswith("unix:") else "localhost"
@@ -141,6 +148,21 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         )
         return Response(page, content_type="text/html; charset=utf-8")
 
+    @app.get("/health", endpoint="health")
+    def health() -> Response:
+        """For load balancers and admins: the registry answers; this worker's counts. An IBI
+        has at least two segments, so no persistent URL is /health."""
+        try:
+            included = len(registry.included())
+        except Exception as exc:  # the registry's database is down: this instance cannot resolve
+            log.warning("health: registry %s: %s", registry.where, exc)
+            return jsonify(status="failing", registry=str(exc)), 503
+        return jsonify(
+            status="ok",
+            included=included,
+            acknowledgments=acknowledgments.counts(),
+        )
+
     @app.get("/<path:_rest>", endpoint="persistent")
     def persistent(_rest: str) -> Response:
         # Names on disk are bytes: read the raw PATH_INFO, not Werkzeug's decoding.
@@ -181,7 +203,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             )
         chosen = outcome.reading.answer.archive
         if request.method != "HEAD":  # a link checker's HEAD is no access to thank for
-            client.acknowledge(
+            acknowledgments.put(
                 chosen, resolvemod.acknowledgment(outcome.reading, ips, persistent_url), via
             )
         target = outcome.url

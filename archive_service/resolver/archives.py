@@ -13,18 +13,20 @@ answered at once instead of being resolved again, recursively, until the timeout
 
 from __future__ import annotations
 
+import heapq
 import ipaddress
 import logging
 import os
 import secrets
 import socket
 import threading
-import urllib.error
-import urllib.request
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from concurrent.futures import TimeoutError as FuturesTimeout
 from urllib.parse import quote, urlsplit
+
+import urllib3
 
 from .. import __version__
 from ..protocol import pairs as pairsmod
@@ -156,24 +158,50 @@ def service_url(archive: ArchiveRef, params: Mapping[str, str]) -> str:
 
 
 class ArchiveClient:
-    """HTTP to Archives. The thread pool is made on first use in each process, so a gunicorn
-    master that builds the app before forking never owns threads its workers would lose."""
+    """HTTP to Archives through urllib3's pools: the connection to an Archive is kept open
+    and reused by the next request (a new TCP connection per request cost more than the
+    Archive's answer). The pools and the thread pool are made on first use in each process,
+    so a gunicorn master that builds the app before forking owns neither sockets nor threads
+    its workers would share or lose."""
 
-    def __init__(self, timeout: float, pool_size: int = 32, pseudonym: str | None = None):
+    def __init__(
+        self,
+        timeout: float,
+        pool_size: int = 32,
+        pseudonym: str | None = None,
+        connections: int = 4,
+    ):
         self.timeout = timeout
         self.pool_size = pool_size
+        self.connections = connections  # kept open per Archive
         self.pseudonym = pseudonym or new_pseudonym()
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._http: urllib3.PoolManager | None = None
         self._pid = 0
 
     def _executor(self) -> ThreadPoolExecutor:
+        self._own()
+        return self._pool
+
+    def _own(self) -> None:
         with self._lock:
-            if self._pool is None or self._pid != os.getpid():
+            if self._pid != os.getpid():
                 self._pool = ThreadPoolExecutor(self.pool_size, thread_name_prefix="archive")
+                self._http = urllib3.PoolManager(
+                    # One pool per Archive; beyond this many Archives the least recently
+                    # asked one's connections are closed.
+                    num_pools=4096,
+                    maxsize=self.connections,
+                    block=False,  # more at once than `connections`: opened, then closed
+                    timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout),
+                    # No retry: a silent Archive costs one timeout, not two. Redirects
+                    # followed, as urllib did.
+                    retries=urllib3.Retry(
+                        total=None, connect=0, read=0, status=0, other=0, redirect=3
+                    ),
+                )
                 self._pid = os.getpid()
-            return self._pool
 
     def get(
         self, archive: ArchiveRef, params: Mapping[str, str], via: str = ""
@@ -181,24 +209,30 @@ class ArchiveClient:
         """One request to an Archive service; its list of pairs, or ArchiveError.
 
         `via`: the Via header of the request being resolved, which this one continues."""
-        request = urllib.request.Request(
-            service_url(archive, params),
-            headers={
-                "User-Agent": f"archive-service-resolver/{__version__}",
-                "Via": ", ".join(filter(None, (via.strip(), f"1.1 {self.pseudonym}"))),
-            },
-        )
+        self._own()
+        headers = {
+            "User-Agent": f"archive-service-resolver/{__version__}",
+            "Via": ", ".join(filter(None, (via.strip(), f"1.1 {self.pseudonym}"))),
+        }
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                body = response.read(MAX_ANSWER + 1)
-        except urllib.error.HTTPError as exc:
-            detail = exc.read(300).decode("ascii", "replace").strip()
-            raise ArchiveError(f"HTTP {exc.code}" + (f": {detail}" if detail else "")) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
+            response = self._http.request(
+                "GET", service_url(archive, params), headers=headers, preload_content=False
+            )
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or exc
             raise ArchiveError(f"no answer ({reason})") from None
+        try:
+            body = response.read(MAX_ANSWER + 1)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            response.close()
+            raise ArchiveError(f"no answer ({exc})") from None
         if len(body) > MAX_ANSWER:
+            response.close()  # the rest is not read: the connection cannot be reused
             raise ArchiveError(f"answer longer than {MAX_ANSWER} bytes")
+        response.release_conn()
+        if response.status >= 300:
+            detail = body[:300].decode("ascii", "replace").strip()
+            raise ArchiveError(f"HTTP {response.status}" + (f": {detail}" if detail else ""))
         try:
             return pairsmod.parse(body.decode("ascii"))
         except (UnicodeDecodeError, pairsmod.PairsError) as exc:
@@ -248,14 +282,14 @@ class ArchiveClient:
         )
 
     def acknowledge(self, archive: ArchiveRef, params: Mapping[str, str], via: str = "") -> bool:
-        """Send the acknowledgment (Table 6.11); a failure is logged, the user is still sent on."""
-        return self._expect(
-            "acknowledgment to",
-            archive,
-            params,
-            [("notice", "{acknowledgment received}")],
-            via,
-        )
+        """Send the acknowledgment (Table 6.11): True when the Archive answered the notice.
+        ArchiveError when it gave no answer (worth sending again: `Acknowledgments`); any
+        other answer is logged (sending it again would be answered the same)."""
+        answer = self.get(archive, params, via)
+        if answer != [("notice", "{acknowledgment received}")]:
+            log.warning("acknowledgment to %s: unexpected answer %r", archive, answer)
+            return False
+        return True
 
     def _expect(
         self,
@@ -275,3 +309,88 @@ class ArchiveClient:
             log.warning("%s %s: unexpected answer %r", what, archive, answer)
             return False
         return True
+
+
+class Acknowledgments:
+    """Acknowledgments sent after the user has been redirected, off the resolution's path.
+
+    A bounded queue (`size` waiting) served by SENDERS threads of this process (started on
+    first use, so after gunicorn's fork); one that gets no answer is sent again after
+    BACKOFF, 2 x BACKOFF, … up to RETRIES times. When the queue is full or the retries are
+    spent it is dropped: counted (`counts()`, shown on /health) and logged, never waited on.
+    An acknowledgment only feeds the Archive's statistics; the user has their URL."""
+
+    SENDERS = 4
+    RETRIES = 3
+    BACKOFF = 0.25  # seconds before the first retry; doubled for each next one
+
+    def __init__(self, client: ArchiveClient, size: int):
+        self.client = client
+        self.size = size
+        self._cond = threading.Condition()
+        self._waiting: list[tuple[float, int, int, ArchiveRef, dict, str]] = []  # a heap
+        self._seq = 0
+        self._pid = 0
+        self._counts = dict.fromkeys(("queued", "sent", "unexpected", "retried", "dropped"), 0)
+
+    def counts(self) -> dict[str, int]:
+        with self._cond:
+            return {**self._counts, "waiting": len(self._waiting)}
+
+    def put(self, archive: ArchiveRef, params: Mapping[str, str], via: str = "") -> bool:
+        """Queue one acknowledgment; False (counted, logged) when the queue is full."""
+        with self._cond:
+            if self._pid != os.getpid():  # first use in this process (or a fork's copy)
+                self._waiting.clear()
+                self._pid = os.getpid()
+                for i in range(self.SENDERS):
+                    threading.Thread(
+                        target=self._send, name=f"acknowledgment-{i}", daemon=True
+                    ).start()
+            self._counts["queued"] += 1
+            return self._push(0.0, 0, archive, dict(params), via)
+
+    def _push(self, due: float, attempt: int, archive, params, via) -> bool:
+        if len(self._waiting) >= self.size:
+            self._counts["dropped"] += 1
+            log.warning(
+                "acknowledgment dropped for %s (%s): %d waiting already",
+                archive,
+                params.get("url", ""),
+                len(self._waiting),
+            )
+            return False
+        self._seq += 1
+        heapq.heappush(self._waiting, (due, self._seq, attempt, archive, params, via))
+        self._cond.notify()
+        return True
+
+    def _send(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting or self._waiting[0][0] > time.monotonic():
+                    wait = self._waiting[0][0] - time.monotonic() if self._waiting else None
+                    self._cond.wait(wait)
+                _, _, attempt, archive, params, via = heapq.heappop(self._waiting)
+            try:
+                done = "sent" if self.client.acknowledge(archive, params, via) else "unexpected"
+            except ArchiveError as exc:
+                with self._cond:
+                    if attempt < self.RETRIES:
+                        self._counts["retried"] += 1
+                        due = time.monotonic() + self.BACKOFF * 2**attempt
+                        self._push(due, attempt + 1, archive, params, via)
+                    else:
+                        self._counts["dropped"] += 1
+                        log.warning(
+                            "acknowledgment dropped for %s after %d attempts: %s",
+                            archive,
+                            attempt + 1,
+                            exc,
+                        )
+                continue
+            except Exception:  # a sender must outlive any one acknowledgment
+                log.exception("acknowledgment to %s failed", archive)
+                done = "dropped"
+            with self._cond:
+                self._counts[done] += 1

@@ -78,6 +78,14 @@ RESOLVER_SETTINGS: tuple[Setting, ...] = (
         settings.positive_int,
         env_prefix=_P,
     ),
+    Setting(
+        "ack_queue",
+        10000,
+        "acknowledgments waiting to be sent, per worker; they are sent after the redirect, "
+        "and one more is dropped (counted on /health, logged)",
+        settings.positive_int,
+        env_prefix=_P,
+    ),
     Setting("workers", 1, "gunicorn worker processes", settings.positive_int, env_prefix=_P),
     Setting(
         "threads",
