@@ -174,8 +174,9 @@ def test_connections_to_an_archive_are_reused(tmp_path, registered):
             what="six acknowledgments",
         )
         made = connections_to(archive.port) - before
-        # The urlRequest and the acknowledgment of one resolution may overlap with the next.
-        assert 1 <= len(made) <= 3, made
+        # The acknowledgments, sent by up to 4 threads while the next urlRequest is under
+        # way, take a kept connection when one is free.
+        assert 1 <= len(made) <= 4, made
     finally:
         archive.stop()
 

@@ -22,11 +22,13 @@ from flask.logging import default_handler
 from .. import settings
 from ..common import pages
 from ..common.http import TEXT, answer_unexpected_errors, error_response
+from ..protocol import ibi as ibimod
 from ..protocol import pairs
 from ..protocol.answers import RequestError
 from . import config as rconfig
 from . import purl as purlmod
 from . import resolve as resolvemod
+from .answered import Answered
 from .archives import Acknowledgments, ArchiveClient, OwnAddress, loop_reason
 from .registry import Refused, Registry, Throttled
 
@@ -91,10 +93,12 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         config.timeout, pool_size=max(32, 4 * config.threads), connections=config.threads
     )
     acknowledgments = Acknowledgments(client, config.ack_queue)
+    answered = Answered(config.answered_ttl, config.database)
     app.extensions["resolver"] = {
         "registry": registry,
         "client": client,
         "acknowledgments": acknowledgments,
+        "answered": answered,
     }
     pages.install(app, PAGE_SOURCES)
     service_path = "/" + config.resolveribi
@@ -161,6 +165,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             status="ok",
             included=included,
             acknowledgments=acknowledgments.counts(),
+            answered=answered.counts(),
         )
 
     @app.get("/<path:_rest>", endpoint="persistent")
@@ -179,11 +184,20 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         ips = client_ips(request.environ)
         via = request.headers.get("Via", "")
 
-        def ask(question: resolvemod.Question) -> list[resolvemod.Answer]:
-            return client.ask_all(registry.included(), question.params(ips, purl.filepath), via)
+        def ask(question: resolvemod.Question, only=None, skip=(), enough=None):
+            archives = registry.included()
+            if only is not None or skip:
+                archives = [
+                    a
+                    for a in archives
+                    if (only is None or ibimod.key(a.serviceibi) in only)
+                    and ibimod.key(a.serviceibi) not in skip
+                ]
+            params = question.params(ips, purl.filepath)
+            return client.ask_all(archives, params, via, enough)
 
         outcome = resolvemod.resolve(
-            purl, ask, request.headers.get("Accept-Language"), config.rounds
+            purl, ask, request.headers.get("Accept-Language"), config.rounds, answered
         )
         rounds = len(outcome.questions)
         if outcome.url is None:

@@ -17,13 +17,13 @@ import heapq
 import ipaddress
 import logging
 import os
+import queue
 import secrets
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from concurrent.futures import TimeoutError as FuturesTimeout
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from urllib.parse import quote, urlsplit
 
 import urllib3
@@ -42,6 +42,9 @@ _SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%&+=?#")
 
 PSEUDONYM = "archive-service-resolver"
 MAX_HOPS = 4  # resolvers of this kit a request may already have passed through
+# Once an answer satisfies a round, the other Archives are waited for as long again as it
+# took, and at least this long (seconds): an Archive nearly as fast still has its say.
+SETTLE = 0.02
 
 
 class ArchiveError(Exception):
@@ -239,36 +242,56 @@ class ArchiveClient:
             raise ArchiveError(f"answer is not a list of pairs ({exc})") from None
 
     def ask_all(
-        self, archives: Sequence[ArchiveRef], params: Mapping[str, str], via: str = ""
+        self,
+        archives: Sequence[ArchiveRef],
+        params: Mapping[str, str],
+        via: str = "",
+        enough: Callable[[list[Answer]], bool] | None = None,
     ) -> list[Answer]:
-        """The same urlRequest to every Archive at once; answers in arrival order."""
+        """The same urlRequest to every Archive at once; answers in arrival order.
+
+        Each request has its own timeout, and the round ends `timeout` + 0.5 s after it began
+        whatever the pool's queue or an Archive trickling its answer; the Archives that had
+        not answered by then are reported (an `error` answer). `enough(answers)`: once it is
+        true, the others are waited for only as long again as those answers took (SETTLE at
+        least), then left out (not reported: a slow or silent Archive delays no resolution
+        that did not need it)."""
         if not archives:
             return []
         pool = self._executor()
-        futures: dict[Future, ArchiveRef] = {
-            pool.submit(self.get, a, params, via): a for a in archives
-        }
+        start = time.monotonic()
+        arrived: queue.SimpleQueue[Future] = queue.SimpleQueue()
+        futures: dict[Future, ArchiveRef] = {}
+        for archive in archives:
+            future = pool.submit(self.get, archive, params, via)
+            futures[future] = archive
+            future.add_done_callback(arrived.put)
         answers: list[Answer] = []
-        try:
-            # Each request has its own timeout; this bounds the whole round even when the
-            # pool is busy or an Archive trickles its answer.
-            for future in as_completed(futures, timeout=self.timeout + 0.5):
-                archive = futures[future]
-                try:
-                    answers.append(Answer.of(archive, future.result(), len(answers)))
-                except ArchiveError as exc:
-                    log.warning("Archive %s: %s", archive, exc)
-                    answers.append(Answer(archive, {}, len(answers), error=str(exc)))
-        except FuturesTimeout:
-            for future, archive in futures.items():
-                if not future.done():
-                    future.cancel()
-                    log.warning("Archive %s: no answer within %.1f s", archive, self.timeout)
-                    answers.append(
-                        Answer(
-                            archive, {}, len(answers), error=f"no answer within {self.timeout:g} s"
-                        )
-                    )
+        waiting = len(futures)
+        deadline, settle = start + self.timeout + 0.5, None
+        while waiting:
+            limit = deadline if settle is None else min(deadline, settle)
+            try:
+                future = arrived.get(timeout=max(0.0, limit - time.monotonic()))
+            except queue.Empty:
+                break
+            waiting -= 1
+            archive = futures.pop(future)
+            try:
+                answers.append(Answer.of(archive, future.result(), len(answers)))
+            except ArchiveError as exc:
+                log.warning("Archive %s: %s", archive, exc)
+                answers.append(Answer(archive, {}, len(answers), error=str(exc)))
+            if settle is None and enough and answers[-1].pairs and enough(answers):
+                now = time.monotonic()
+                settle = now + min(max(SETTLE, now - start), self.timeout)
+        for future, archive in futures.items():
+            future.cancel()
+            if settle is None:
+                log.warning("Archive %s: no answer within %.1f s", archive, self.timeout)
+                answers.append(
+                    Answer(archive, {}, len(answers), error=f"no answer within {self.timeout:g} s")
+                )
         return answers
 
     def confirm(self, archive: ArchiveRef) -> bool:
