@@ -5,8 +5,9 @@ instances share them through PostgreSQL, and a silent Archive delays no resoluti
 not need it.
 
 Archives A and B are the project's app on real loopback sockets (the collections of
-resolver_support); C serves A's collection under another service IBI with 8JMKD3MGP8W/35MMLL8
-hidden until a test moves it there (C answers empty for every other IBI); S accepts connections and never answers.
+resolver_support); C serves A's collection under another service IBI but answers empty for
+every IBI until a test moves 8JMKD3MGP8W/35MMLL8 there; S accepts connections and never
+answers.
 """
 
 from __future__ import annotations
