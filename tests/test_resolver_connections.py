@@ -8,6 +8,7 @@ connection each request came on and can make its acknowledgments slow or failing
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 
@@ -15,7 +16,9 @@ import pytest
 import webtest
 
 from archive_service.resolver.app import create_resolver_app
+from archive_service.resolver.archives import ArchiveClient
 from archive_service.resolver.registry import Registry
+from archive_service.resolver.resolve import ArchiveRef
 from archive_service.web import create_app
 from resolver_support import (
     KEY_A,
@@ -223,3 +226,48 @@ def test_a_full_acknowledgment_queue_drops_and_counts(resolver_for, archive):
         lambda: acknowledgments(app)["sent"] + acknowledgments(app)["dropped"] == 8,
         what="every acknowledgment sent or dropped",
     )
+
+
+def test_an_archive_trickling_its_answer_costs_a_bounded_time(tmp_path, registered):
+    """The one Archive asked alone (from the resolving thread) sends its answer a byte at a
+    time, each within the timeout: the round still ends about `timeout` + 0.5 s after it
+    began, not when the answer is complete."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    stop = threading.Event()
+
+    def trickle():
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(65536)
+                body = b"url http://x.example/a\r\n" * 10
+                head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body)
+                try:
+                    conn.sendall(head)
+                    for byte in body:
+                        if stop.wait(0.2):
+                            return
+                        conn.sendall(bytes([byte]))
+                except OSError:
+                    continue
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        client = ArchiveClient(0.5)
+        archive = ArchiveRef(f"127.0.0.1:{listener.getsockname()[1]}", SERVICE_A)
+        start = time.monotonic()
+        (answer,) = client.ask_all([archive], {"servicesubject": "urlRequest"})
+        took = time.monotonic() - start
+        assert answer.error and "not complete within 0.5 s" in answer.error
+        assert took < 0.5 + 0.5 + 0.5, took  # the round, and one more piece at most
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()

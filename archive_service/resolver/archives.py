@@ -198,11 +198,17 @@ class ArchiveClient:
                 self._pid = os.getpid()
 
     def get(
-        self, archive: ArchiveRef, params: Mapping[str, str], via: str = ""
+        self,
+        archive: ArchiveRef,
+        params: Mapping[str, str],
+        via: str = "",
+        deadline: float | None = None,
     ) -> list[tuple[str, str]]:
         """One request to an Archive service; its list of pairs, or ArchiveError.
 
-        `via`: the Via header of the request being resolved, which this one continues."""
+        `via`: the Via header of the request being resolved, which this one continues.
+        `deadline` (time.monotonic()): past it, an answer still arriving is given up at its
+        next piece (each piece waits `timeout` at most)."""
         self._own()
         headers = {
             "User-Agent": f"archive-service-resolver/{__version__}",
@@ -225,11 +231,20 @@ class ArchiveClient:
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise ArchiveError(f"no answer ({reason})") from None
+        body = bytearray()
         try:
-            body = response.read(MAX_ANSWER + 1)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            while len(body) <= MAX_ANSWER:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise ArchiveError(f"answer not complete within {self.timeout:g} s")
+                piece = response.read1(MAX_ANSWER + 1 - len(body))
+                if not piece:
+                    break
+                body += piece
+        except (urllib3.exceptions.HTTPError, OSError, ArchiveError) as exc:
             response.close()
-            raise ArchiveError(f"no answer ({exc})") from None
+            raise ArchiveError(
+                str(exc) if isinstance(exc, ArchiveError) else f"no answer ({exc})"
+            ) from None
         if len(body) > MAX_ANSWER:
             response.close()  # the rest is not read: the connection cannot be reused
             raise ArchiveError(f"answer longer than {MAX_ANSWER} bytes")
@@ -259,12 +274,23 @@ class ArchiveClient:
         that did not need it)."""
         if not archives:
             return []
-        pool = self._executor()
         start = time.monotonic()
+        if len(archives) == 1:
+            # One Archive (the one that answered for this IBI, most of the time): asked from
+            # this thread, no hand-over to the pool and back, each a wake-up that waits for
+            # a CPU on a loaded machine.
+            archive = archives[0]
+            try:
+                pairs = self.get(archive, params, via, deadline=start + self.timeout + 0.5)
+                return [Answer.of(archive, pairs)]
+            except ArchiveError as exc:
+                log.warning("Archive %s: %s", archive, exc)
+                return [Answer(archive, {}, 0, error=str(exc))]
+        pool = self._executor()
         arrived: queue.SimpleQueue[Future] = queue.SimpleQueue()
         futures: dict[Future, ArchiveRef] = {}
         for archive in archives:
-            future = pool.submit(self.get, archive, params, via)
+            future = pool.submit(self.get, archive, params, via, start + self.timeout + 0.5)
             futures[future] = archive
             future.add_done_callback(arrived.put)
         answers: list[Answer] = []
