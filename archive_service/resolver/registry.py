@@ -221,6 +221,18 @@ class _Postgres:
         except postgres.DatabaseError as exc:
             raise RegistryError(f"registry {exc}") from None
 
+    def version(self) -> tuple:
+        """What the included Archives are, in one round trip and a few numbers: their count
+        and a sum of hashes of their IBIs and addresses (reading every row for every
+        resolution was the registry's whole load)."""
+        with postgres.autocommit(self.url) as conn:
+            return tuple(
+                conn.execute(
+                    "SELECT count(*), coalesce(sum(hashtext(ibikey || ' ' || "
+                    "coalesce(address, ''))), 0) FROM resolver_archive WHERE included = 1"
+                ).fetchone()
+            )
+
     @contextmanager
     def session(self):
         from psycopg.rows import dict_row
@@ -297,11 +309,11 @@ class Registry:
         return [Record(**{**row, "included": bool(row["included"])}) for row in rows]
 
     def included(self) -> list[ArchiveRef]:
-        """The included Archives; from SQLite, read again only when the file has changed
-        (every write goes through a connection of its own, so it bumps `version`)."""
-        version = self._store.version() if isinstance(self._store, _SQLite) else None
+        """The included Archives, read again only when the store's `version` changed (in
+        SQLite every write goes through a connection of its own, so it bumps it)."""
+        version = self._store.version()
         kept = getattr(self._kept, "included", None)
-        if version is not None and kept is not None and kept[0] == version:
+        if kept is not None and kept[0] == version:
             return kept[1]
         refs = [r.ref for r in self.records(included_only=True)]
         self._kept.included = (version, refs)
