@@ -38,7 +38,7 @@ from resolver_support import (
     ThreadedServer,
     build_collections,
 )
-from serve_process import free_port
+from serve_process import free_port, wait_until
 
 LL8_IBIP = "8JMKD3MGP8W/35MMLL8"
 SERVICE_C = "sid.inpe.br/mtc-m19/2013/01.01.00.00"
@@ -278,3 +278,19 @@ def test_instances_share_what_they_learned_through_postgresql(database_url, tmp_
     assert instances[1].get("/" + LL8_IBIP).status_int == 302  # learned from the first
     assert bed["B"].take() == []
     assert bed["A"].take() == [LL8_IBIP] * 2
+
+
+def test_a_silent_archive_is_asked_last_for_a_while(resolver, bed):
+    """Each request to a silent Archive holds a thread of the pool for the timeout: once it
+    gave no answer, it is asked only when the others' answers are not enough."""
+    app = resolver()
+    app.get(f"/{E4E}")
+    time.sleep(TIMEOUT + 0.3)  # its request has timed out by now
+    before = len(bed["S"].accepted)
+    _, took = timed_get(app, "/" + LL8_IBIP)  # nothing remembered: every Archive but S
+    assert took < TIMEOUT / 2, took
+    time.sleep(0.3)
+    assert len(bed["S"].accepted) == before
+    unknown = app.get("/8JMKD3MGP8W/35MMLL9", status=404)  # no other answer: S asked too
+    assert "1 of them did not answer" in unknown.text
+    wait_until(lambda: len(bed["S"].accepted) == before + 1, what="S asked again")

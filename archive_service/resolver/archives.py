@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from urllib.parse import quote, urlsplit
 
 import urllib3
@@ -45,6 +46,9 @@ MAX_HOPS = 4  # resolvers of this kit a request may already have passed through
 # Once an answer satisfies a round, the other Archives are waited for as long again as it
 # took, and at least this long (seconds): an Archive nearly as fast still has its say.
 SETTLE = 0.02
+# Seconds an Archive that gave no answer (timeout, refused) is asked only after the others,
+# when theirs are not enough (`ArchiveClient.ask_all`).
+QUIET = 60.0
 
 
 class ArchiveError(Exception):
@@ -177,6 +181,7 @@ class ArchiveClient:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._http: urllib3.PoolManager | None = None
+        self._quiet: dict[str, float] = {}  # address: until when it is asked last
         self._pid = 0
 
     def _executor(self) -> ThreadPoolExecutor:
@@ -230,7 +235,9 @@ class ArchiveClient:
             )
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             reason = getattr(exc, "reason", None) or exc
+            self._quiet[archive.address] = time.monotonic() + QUIET
             raise ArchiveError(f"no answer ({reason})") from None
+        self._quiet.pop(archive.address, None)
         body = bytearray()
         try:
             while len(body) <= MAX_ANSWER:
@@ -272,6 +279,28 @@ class ArchiveClient:
         true, the others are waited for only as long again as those answers took (SETTLE at
         least), then left out (not reported: a slow or silent Archive delays no resolution
         that did not need it)."""
+        if not archives:
+            return []
+        if enough:
+            # Archives that gave no answer lately are asked only when the others' answers
+            # are not enough: each would hold a thread of the pool for `timeout`.
+            now = time.monotonic()
+            quiet = {a for a in archives if self._quiet.get(a.address, 0) > now}
+            if quiet:
+                answers = self._round([a for a in archives if a not in quiet], params, via, enough)
+                if enough(answers):
+                    return answers
+                more = self._round([a for a in archives if a in quiet], params, via, enough)
+                return answers + [replace(a, order=len(answers) + a.order) for a in more]
+        return self._round(archives, params, via, enough)
+
+    def _round(
+        self,
+        archives: Sequence[ArchiveRef],
+        params: Mapping[str, str],
+        via: str,
+        enough: Callable[[list[Answer]], bool] | None,
+    ) -> list[Answer]:
         if not archives:
             return []
         start = time.monotonic()
