@@ -24,18 +24,17 @@ import webtest
 
 from archive_service.resolver.app import create_resolver_app
 from archive_service.resolver.registry import Registry
-from archive_service.web import create_app
 from resolver_support import (
     DOUBLE,
     E4E,
     KEY_A,
     KEY_B,
     LL8,
-    PLATFORM,
     RESOLVER_IBI,
     SERVICE_A,
     SERVICE_B,
     ThreadedServer,
+    archive_app,
     build_collections,
 )
 from serve_process import free_port, wait_until
@@ -115,16 +114,7 @@ def bed(tmp_path_factory):
         ("C", a, SERVICE_C, set()),
     ):
         port = free_port()
-        app = create_app(
-            {
-                "collection": str(collection),
-                "archiveaddress": f"127.0.0.1:{port}",
-                "archiveserviceibi": service,
-                "platformsoftware": PLATFORM,
-                "resolver": "none",
-                "state_dir": str(base / f"state-{name}"),
-            }
-        )
+        app = archive_app(collection, port, service, base / f"state-{name}")
         archives[name] = Archive(app, shown=shown)
         archives[name].address = f"127.0.0.1:{port}"
         servers.append(ThreadedServer(archives[name], port))

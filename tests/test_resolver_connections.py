@@ -19,14 +19,13 @@ from archive_service.resolver.app import create_resolver_app
 from archive_service.resolver.archives import ArchiveClient
 from archive_service.resolver.registry import Registry
 from archive_service.resolver.resolve import ArchiveRef
-from archive_service.web import create_app
 from resolver_support import (
     KEY_A,
     LL8,
-    PLATFORM,
     RESOLVER_IBI,
     SERVICE_A,
     ThreadedServer,
+    archive_app,
     build_collections,
 )
 from serve_process import free_port, serve_collection, wait_until
@@ -74,18 +73,7 @@ def archive(tmp_path_factory):
     base = tmp_path_factory.mktemp("archive")
     collection, _ = build_collections(base)
     port = free_port()
-    wrapped = Archive(
-        create_app(
-            {
-                "collection": str(collection),
-                "archiveaddress": f"127.0.0.1:{port}",
-                "archiveserviceibi": SERVICE_A,
-                "platformsoftware": PLATFORM,
-                "resolver": "none",
-                "state_dir": str(base / "state"),
-            }
-        )
-    )
+    wrapped = Archive(archive_app(collection, port, SERVICE_A, base / "state"))
     server = ThreadedServer(wrapped, port)
     wrapped.address = f"127.0.0.1:{port}"
     yield wrapped
