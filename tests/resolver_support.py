@@ -82,6 +82,22 @@ def received(log_text: str, subject: str | None = None) -> list[tuple[dict, int]
 # ------------------------------------------------------------- in-process real servers
 
 
+def archive_app(collection: Path, port: int, service: str, state: Path):
+    """The project's Archive app for `collection`, at 127.0.0.1:`port`, announcing nothing."""
+    from archive_service.web import create_app
+
+    return create_app(
+        {
+            "collection": str(collection),
+            "archiveaddress": f"127.0.0.1:{port}",
+            "archiveserviceibi": service,
+            "platformsoftware": PLATFORM,
+            "resolver": "none",
+            "state_dir": str(state),
+        }
+    )
+
+
 class ThreadedServer:
     """A WSGI app of this project on a real loopback socket, served from a thread."""
 

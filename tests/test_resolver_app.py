@@ -31,7 +31,7 @@ from resolver_support import (
     ThreadedServer,
     build_collections,
 )
-from serve_process import free_port
+from serve_process import free_port, wait_until
 
 SERVICE = "/" + RESOLVER_IBI
 
@@ -244,7 +244,8 @@ def test_resolution_redirects_and_acknowledges_example_8_1(resolver, archives):
                 "parsedibiurl.ibi": "8JMKD3MGP8W/35MMLL8",
             }
         ]
-    (ack,) = a_seen.subjects("acknowledgment")
+    # Sent after the redirect (issue 24).
+    (ack,) = wait_until(lambda: a_seen.subjects("acknowledgment"), what="the acknowledgment")
     assert archives["B"][1].subjects("acknowledgment") == []
     assert ack == {
         "servicesubject": "acknowledgment",

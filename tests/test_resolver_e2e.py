@@ -323,17 +323,15 @@ def test_example_8_1(bed):
     url = f"http://{bed.a.address}/col/{LL8}/doc/CCSDS%20650.0-B-1.pdf"
     assert (status, headers["Location"]) == (302, url)
     ips = f"{user} 127.0.0.1"
-    for archive in (bed.a, bed.b):  # "Solicitar URL" to every included Archive
-        asked = wait_until(
-            lambda archive=archive: archive.asked_by(ips), what="the urlRequest in the log"
-        )
-        assert asked == [
-            {
-                "servicesubject": "urlRequest",
-                "clientinformation.ipaddress": ips,
-                "parsedibiurl.ibi": "8JMKD3MGP8W/35MMLL8",
-            }
-        ]
+    question = {
+        "servicesubject": "urlRequest",
+        "clientinformation.ipaddress": ips,
+        "parsedibiurl.ibi": "8JMKD3MGP8W/35MMLL8",
+    }
+    # "Solicitar URL" to every included Archive the first time; once A has answered for
+    # this IBI (example 6.1 above, when the module runs whole), to A alone (issue 24).
+    assert wait_until(lambda: bed.a.asked_by(ips), what="the urlRequest in the log") == [question]
+    assert bed.b.asked_by(ips) in ([], [question])
     ((ack, ack_status),) = wait_until(lambda: bed.a.acks_from(user), what="the acknowledgment")
     assert ack_status == 200
     assert ack == {
@@ -357,20 +355,24 @@ def test_example_8_2_two_rounds(bed):
     assert (status, headers["Location"]) == (302, url)
     ips = f"{user} 127.0.0.1"
     verbs = "GetLastEdition GetMetadata(oai_dc)"
-    for archive in (bed.a, bed.b):  # both rounds went to both Archives
+    questions = [
+        {
+            "servicesubject": "urlRequest",
+            "clientinformation.ipaddress": ips,
+            "parsedibiurl.ibi": ibi,
+            "parsedibiurl.verblist": verbs,
+        }
+        for ibi in ("8JMKD3MGP8W/35MMLL8", NEXT_EDITION)
+    ]
+    # Each round went to both Archives, or (issue 24), once examples 6.1 and 6.4 above have
+    # resolved these IBIs, to the one that answered for it: A for the first, B for the next
+    # edition.
+    for archive, holds in ((bed.a, questions[0]), (bed.b, questions[1])):
         asked = wait_until(
-            lambda archive=archive: len(archive.asked_by(ips)) == 2 and archive.asked_by(ips),
-            what="two urlRequests in the log",
-        )
-        assert asked == [
-            {
-                "servicesubject": "urlRequest",
-                "clientinformation.ipaddress": ips,
-                "parsedibiurl.ibi": ibi,
-                "parsedibiurl.verblist": verbs,
-            }
-            for ibi in ("8JMKD3MGP8W/35MMLL8", NEXT_EDITION)
-        ]
+            lambda archive=archive, holds=holds: holds in archive.asked_by(ips) and archive,
+            what="the urlRequest in the log",
+        ).asked_by(ips)
+        assert asked in (questions, [holds])
     ((ack, ack_status),) = wait_until(lambda: bed.b.acks_from(user), what="the acknowledgment")
     assert bed.a.acks_from(user) == []
     assert ack_status == 200

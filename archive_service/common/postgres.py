@@ -68,6 +68,10 @@ SCHEMA: dict[str, list[str]] = {
         " since text,"
         " address text, ip text, platformversion text, email text,"
         " confirmation text)",
+        # resolver/answered.py: which Archives answered for an IBI, until `expires` (Unix
+        # time), shared by the resolver's instances.
+        "CREATE TABLE resolver_answered (ibikey text PRIMARY KEY, holders text NOT NULL,"
+        " expires double precision NOT NULL)",
     ],
 }
 

@@ -16,18 +16,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from flask import Flask, Response, redirect, render_template, request
+from flask import Flask, Response, jsonify, redirect, render_template, request
 from flask.logging import default_handler
 
 from .. import settings
 from ..common import pages
 from ..common.http import TEXT, answer_unexpected_errors, error_response
+from ..protocol import ibi as ibimod
 from ..protocol import pairs
 from ..protocol.answers import RequestError
 from . import config as rconfig
 from . import purl as purlmod
 from . import resolve as resolvemod
-from .archives import ArchiveClient, OwnAddress, loop_reason
+from .answered import Answered
+from .archives import Acknowledgments, ArchiveClient, OwnAddress, loop_reason
 from .registry import Refused, Registry, Throttled
 
 log = logging.getLogger(__name__)
@@ -87,8 +89,17 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     app.url_map.merge_slashes = False  # the path after the IBI is the item's, kept as is
     app.config["RESOLVER"] = config
     registry = Registry(config.state_dir, config.database)
-    client = ArchiveClient(config.timeout, pool_size=max(32, 4 * config.threads))
-    app.extensions["resolver"] = {"registry": registry, "client": client}
+    client = ArchiveClient(
+        config.timeout, pool_size=max(32, 4 * config.threads), connections=config.threads
+    )
+    acknowledgments = Acknowledgments(client, config.ack_queue)
+    answered = Answered(config.answered_ttl, config.database)
+    app.extensions["resolver"] = {
+        "registry": registry,
+        "client": client,
+        "acknowledgments": acknowledgments,
+        "answered": answered,
+    }
     pages.install(app, PAGE_SOURCES)
     service_path = "/" + config.resolveribi
     bind = config.bind if not config.bind.startswith("unix:") else "localhost"
@@ -141,6 +152,22 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         )
         return Response(page, content_type="text/html; charset=utf-8")
 
+    @app.get("/health", endpoint="health")
+    def health() -> Response:
+        """For load balancers and admins: the registry answers; this worker's counts. An IBI
+        has at least two segments, so no persistent URL is /health."""
+        try:
+            included = len(registry.included())
+        except Exception as exc:  # the registry's database is down: this instance cannot resolve
+            log.warning("health: registry %s: %s", registry.where, exc)
+            return jsonify(status="failing", registry=str(exc)), 503
+        return jsonify(
+            status="ok",
+            included=included,
+            acknowledgments=acknowledgments.counts(),
+            answered=answered.counts(),
+        )
+
     @app.get("/<path:_rest>", endpoint="persistent")
     def persistent(_rest: str) -> Response:
         # Names on disk are bytes: read the raw PATH_INFO, not Werkzeug's decoding.
@@ -157,11 +184,20 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         ips = client_ips(request.environ)
         via = request.headers.get("Via", "")
 
-        def ask(question: resolvemod.Question) -> list[resolvemod.Answer]:
-            return client.ask_all(registry.included(), question.params(ips, purl.filepath), via)
+        def ask(question: resolvemod.Question, only=None, skip=(), enough=None):
+            archives = registry.included()
+            if only is not None or skip:
+                archives = [
+                    a
+                    for a in archives
+                    if (only is None or ibimod.key(a.serviceibi) in only)
+                    and ibimod.key(a.serviceibi) not in skip
+                ]
+            params = question.params(ips, purl.filepath)
+            return client.ask_all(archives, params, via, enough)
 
         outcome = resolvemod.resolve(
-            purl, ask, request.headers.get("Accept-Language"), config.rounds
+            purl, ask, request.headers.get("Accept-Language"), config.rounds, answered
         )
         rounds = len(outcome.questions)
         if outcome.url is None:
@@ -181,7 +217,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             )
         chosen = outcome.reading.answer.archive
         if request.method != "HEAD":  # a link checker's HEAD is no access to thank for
-            client.acknowledge(
+            acknowledgments.put(
                 chosen, resolvemod.acknowledgment(outcome.reading, ips, persistent_url), via
             )
         target = outcome.url

@@ -13,18 +13,21 @@ answered at once instead of being resolved again, recursively, until the timeout
 
 from __future__ import annotations
 
+import heapq
 import ipaddress
 import logging
 import os
+import queue
 import secrets
 import socket
 import threading
-import urllib.error
-import urllib.request
-from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from concurrent.futures import TimeoutError as FuturesTimeout
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from urllib.parse import quote, urlsplit
+
+import urllib3
 
 from .. import __version__
 from ..protocol import pairs as pairsmod
@@ -40,6 +43,12 @@ _SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%&+=?#")
 
 PSEUDONYM = "archive-service-resolver"
 MAX_HOPS = 4  # resolvers of this kit a request may already have passed through
+# Once an answer satisfies a round, the other Archives are waited for as long again as it
+# took, and at least this long (seconds): an Archive nearly as fast still has its say.
+SETTLE = 0.02
+# Seconds an Archive that gave no answer (timeout, refused) is asked only after the others,
+# when theirs are not enough (`ArchiveClient.ask_all`).
+QUIET = 60.0
 
 
 class ArchiveError(Exception):
@@ -151,90 +160,194 @@ def encode_query(params: Mapping[str, str]) -> str:
     return "&".join(f"{enc(name)}={enc(value)}" for name, value in params.items())
 
 
-def service_url(archive: ArchiveRef, params: Mapping[str, str]) -> str:
-    return f"http://{archive.address}/{archive.serviceibi}?{encode_query(params)}"
-
-
 class ArchiveClient:
-    """HTTP to Archives. The thread pool is made on first use in each process, so a gunicorn
-    master that builds the app before forking never owns threads its workers would lose."""
+    """HTTP to Archives through urllib3's pools: the connection to an Archive is kept open
+    and reused by the next request (a new TCP connection per request cost more than the
+    Archive's answer). The pools and the thread pool are made on first use in each process,
+    so a gunicorn master that builds the app before forking owns neither sockets nor threads
+    its workers would share or lose."""
 
-    def __init__(self, timeout: float, pool_size: int = 32, pseudonym: str | None = None):
+    def __init__(
+        self,
+        timeout: float,
+        pool_size: int = 32,
+        pseudonym: str | None = None,
+        connections: int = 4,
+    ):
         self.timeout = timeout
         self.pool_size = pool_size
+        self.connections = connections  # kept open per Archive
         self.pseudonym = pseudonym or new_pseudonym()
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._http: urllib3.PoolManager | None = None
+        self._quiet: dict[str, float] = {}  # address: until when it is asked last
         self._pid = 0
 
     def _executor(self) -> ThreadPoolExecutor:
+        self._own()
+        return self._pool
+
+    def _own(self) -> None:
         with self._lock:
-            if self._pool is None or self._pid != os.getpid():
+            if self._pid != os.getpid():
                 self._pool = ThreadPoolExecutor(self.pool_size, thread_name_prefix="archive")
+                self._http = urllib3.PoolManager(
+                    # One pool per Archive; beyond this many Archives the least recently
+                    # asked one's connections are closed.
+                    num_pools=4096,
+                    maxsize=self.connections,
+                    block=False,  # more at once than `connections`: opened, then closed
+                    timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout),
+                )
                 self._pid = os.getpid()
-            return self._pool
 
     def get(
-        self, archive: ArchiveRef, params: Mapping[str, str], via: str = ""
+        self,
+        archive: ArchiveRef,
+        params: Mapping[str, str],
+        via: str = "",
+        deadline: float | None = None,
     ) -> list[tuple[str, str]]:
         """One request to an Archive service; its list of pairs, or ArchiveError.
 
-        `via`: the Via header of the request being resolved, which this one continues."""
-        request = urllib.request.Request(
-            service_url(archive, params),
-            headers={
-                "User-Agent": f"archive-service-resolver/{__version__}",
-                "Via": ", ".join(filter(None, (via.strip(), f"1.1 {self.pseudonym}"))),
-            },
-        )
+        `via`: the Via header of the request being resolved, which this one continues.
+        `deadline` (time.monotonic()): past it, an answer still arriving is given up at its
+        next piece (each piece waits `timeout` at most)."""
+        self._own()
+        headers = {
+            "User-Agent": f"archive-service-resolver/{__version__}",
+            "Via": ", ".join(filter(None, (via.strip(), f"1.1 {self.pseudonym}"))),
+        }
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                body = response.read(MAX_ANSWER + 1)
-        except urllib.error.HTTPError as exc:
-            detail = exc.read(300).decode("ascii", "replace").strip()
-            raise ArchiveError(f"HTTP {exc.code}" + (f": {detail}" if detail else "")) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
+            # The pool's own urlopen with the path: the PoolManager's would parse the whole
+            # URL again, a third of the client's CPU per request. No retry (a silent Archive
+            # costs one timeout, not two) and no redirect (the service answers where the
+            # Archive said it does).
+            pool = self._http.connection_from_url(f"http://{archive.address}/")
+            response = pool.urlopen(
+                "GET",
+                f"/{archive.serviceibi}?{encode_query(params)}",
+                headers=headers,
+                preload_content=False,
+                retries=False,
+                redirect=False,
+            )
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            self._quiet[archive.address] = time.monotonic() + QUIET
             raise ArchiveError(f"no answer ({reason})") from None
+        self._quiet.pop(archive.address, None)
+        body = bytearray()
+        try:
+            while len(body) <= MAX_ANSWER:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise ArchiveError(f"answer not complete within {self.timeout:g} s")
+                piece = response.read1(MAX_ANSWER + 1 - len(body))
+                if not piece:
+                    break
+                body += piece
+        except (urllib3.exceptions.HTTPError, OSError, ArchiveError) as exc:
+            response.close()
+            raise ArchiveError(
+                str(exc) if isinstance(exc, ArchiveError) else f"no answer ({exc})"
+            ) from None
         if len(body) > MAX_ANSWER:
+            response.close()  # the rest is not read: the connection cannot be reused
             raise ArchiveError(f"answer longer than {MAX_ANSWER} bytes")
+        response.release_conn()
+        if response.status >= 300:
+            detail = body[:300].decode("ascii", "replace").strip()
+            raise ArchiveError(f"HTTP {response.status}" + (f": {detail}" if detail else ""))
         try:
             return pairsmod.parse(body.decode("ascii"))
         except (UnicodeDecodeError, pairsmod.PairsError) as exc:
             raise ArchiveError(f"answer is not a list of pairs ({exc})") from None
 
     def ask_all(
-        self, archives: Sequence[ArchiveRef], params: Mapping[str, str], via: str = ""
+        self,
+        archives: Sequence[ArchiveRef],
+        params: Mapping[str, str],
+        via: str = "",
+        enough: Callable[[list[Answer]], bool] | None = None,
     ) -> list[Answer]:
-        """The same urlRequest to every Archive at once; answers in arrival order."""
+        """The same urlRequest to every Archive at once; answers in arrival order.
+
+        Each request has its own timeout, and the round ends `timeout` + 0.5 s after it began
+        whatever the pool's queue or an Archive trickling its answer; the Archives that had
+        not answered by then are reported (an `error` answer). `enough(answers)`: once it is
+        true, the others are waited for only as long again as those answers took (SETTLE at
+        least), then left out (not reported: a slow or silent Archive delays no resolution
+        that did not need it)."""
         if not archives:
             return []
+        if enough:
+            # Archives that gave no answer lately are asked only when the others' answers
+            # are not enough: each would hold a thread of the pool for `timeout`.
+            now = time.monotonic()
+            quiet = {a for a in archives if self._quiet.get(a.address, 0) > now}
+            if quiet:
+                answers = self._round([a for a in archives if a not in quiet], params, via, enough)
+                if enough(answers):
+                    return answers
+                more = self._round([a for a in archives if a in quiet], params, via, enough)
+                return answers + [replace(a, order=len(answers) + a.order) for a in more]
+        return self._round(archives, params, via, enough)
+
+    def _round(
+        self,
+        archives: Sequence[ArchiveRef],
+        params: Mapping[str, str],
+        via: str,
+        enough: Callable[[list[Answer]], bool] | None,
+    ) -> list[Answer]:
+        if not archives:
+            return []
+        start = time.monotonic()
+        if len(archives) == 1:
+            # One Archive (the one that answered for this IBI, most of the time): asked from
+            # this thread, no hand-over to the pool and back, each a wake-up that waits for
+            # a CPU on a loaded machine.
+            archive = archives[0]
+            try:
+                pairs = self.get(archive, params, via, deadline=start + self.timeout + 0.5)
+                return [Answer.of(archive, pairs)]
+            except ArchiveError as exc:
+                log.warning("Archive %s: %s", archive, exc)
+                return [Answer(archive, {}, 0, error=str(exc))]
         pool = self._executor()
-        futures: dict[Future, ArchiveRef] = {
-            pool.submit(self.get, a, params, via): a for a in archives
-        }
+        arrived: queue.SimpleQueue[Future] = queue.SimpleQueue()
+        futures: dict[Future, ArchiveRef] = {}
+        for archive in archives:
+            future = pool.submit(self.get, archive, params, via, start + self.timeout + 0.5)
+            futures[future] = archive
+            future.add_done_callback(arrived.put)
         answers: list[Answer] = []
-        try:
-            # Each request has its own timeout; this bounds the whole round even when the
-            # pool is busy or an Archive trickles its answer.
-            for future in as_completed(futures, timeout=self.timeout + 0.5):
-                archive = futures[future]
-                try:
-                    answers.append(Answer.of(archive, future.result(), len(answers)))
-                except ArchiveError as exc:
-                    log.warning("Archive %s: %s", archive, exc)
-                    answers.append(Answer(archive, {}, len(answers), error=str(exc)))
-        except FuturesTimeout:
-            for future, archive in futures.items():
-                if not future.done():
-                    future.cancel()
-                    log.warning("Archive %s: no answer within %.1f s", archive, self.timeout)
-                    answers.append(
-                        Answer(
-                            archive, {}, len(answers), error=f"no answer within {self.timeout:g} s"
-                        )
-                    )
+        waiting = len(futures)
+        deadline, settle = start + self.timeout + 0.5, None
+        while waiting:
+            limit = deadline if settle is None else min(deadline, settle)
+            try:
+                future = arrived.get(timeout=max(0.0, limit - time.monotonic()))
+            except queue.Empty:
+                break
+            waiting -= 1
+            archive = futures.pop(future)
+            try:
+                answers.append(Answer.of(archive, future.result(), len(answers)))
+            except ArchiveError as exc:
+                log.warning("Archive %s: %s", archive, exc)
+                answers.append(Answer(archive, {}, len(answers), error=str(exc)))
+            if settle is None and enough and answers[-1].pairs and enough(answers):
+                now = time.monotonic()
+                settle = now + min(max(SETTLE, now - start), self.timeout)
+        for future, archive in futures.items():
+            future.cancel()
+            if settle is None:
+                log.warning("Archive %s: no answer within %.1f s", archive, self.timeout)
+                answers.append(
+                    Answer(archive, {}, len(answers), error=f"no answer within {self.timeout:g} s")
+                )
         return answers
 
     def confirm(self, archive: ArchiveRef) -> bool:
@@ -248,14 +361,14 @@ class ArchiveClient:
         )
 
     def acknowledge(self, archive: ArchiveRef, params: Mapping[str, str], via: str = "") -> bool:
-        """Send the acknowledgment (Table 6.11); a failure is logged, the user is still sent on."""
-        return self._expect(
-            "acknowledgment to",
-            archive,
-            params,
-            [("notice", "{acknowledgment received}")],
-            via,
-        )
+        """Send the acknowledgment (Table 6.11): True when the Archive answered the notice.
+        ArchiveError when it gave no answer (worth sending again: `Acknowledgments`); any
+        other answer is logged (sending it again would be answered the same)."""
+        answer = self.get(archive, params, via)
+        if answer != [("notice", "{acknowledgment received}")]:
+            log.warning("acknowledgment to %s: unexpected answer %r", archive, answer)
+            return False
+        return True
 
     def _expect(
         self,
@@ -275,3 +388,88 @@ class ArchiveClient:
             log.warning("%s %s: unexpected answer %r", what, archive, answer)
             return False
         return True
+
+
+class Acknowledgments:
+    """Acknowledgments sent after the user has been redirected, off the resolution's path.
+
+    A bounded queue (`size` waiting) served by SENDERS threads of this process (started on
+    first use, so after gunicorn's fork); one that gets no answer is sent again after
+    BACKOFF, 2 x BACKOFF, … up to RETRIES times. When the queue is full or the retries are
+    spent it is dropped: counted (`counts()`, shown on /health) and logged, never waited on.
+    An acknowledgment only feeds the Archive's statistics; the user has their URL."""
+
+    SENDERS = 4
+    RETRIES = 3
+    BACKOFF = 0.25  # seconds before the first retry; doubled for each next one
+
+    def __init__(self, client: ArchiveClient, size: int):
+        self.client = client
+        self.size = size
+        self._cond = threading.Condition()
+        self._waiting: list[tuple[float, int, int, ArchiveRef, dict, str]] = []  # a heap
+        self._seq = 0
+        self._pid = 0
+        self._counts = dict.fromkeys(("queued", "sent", "unexpected", "retried", "dropped"), 0)
+
+    def counts(self) -> dict[str, int]:
+        with self._cond:
+            return {**self._counts, "waiting": len(self._waiting)}
+
+    def put(self, archive: ArchiveRef, params: Mapping[str, str], via: str = "") -> bool:
+        """Queue one acknowledgment; False (counted, logged) when the queue is full."""
+        with self._cond:
+            if self._pid != os.getpid():  # first use in this process (or a fork's copy)
+                self._waiting.clear()
+                self._pid = os.getpid()
+                for i in range(self.SENDERS):
+                    threading.Thread(
+                        target=self._send, name=f"acknowledgment-{i}", daemon=True
+                    ).start()
+            self._counts["queued"] += 1
+            return self._push(0.0, 0, archive, dict(params), via)
+
+    def _push(self, due: float, attempt: int, archive, params, via) -> bool:
+        if len(self._waiting) >= self.size:
+            self._counts["dropped"] += 1
+            log.warning(
+                "acknowledgment dropped for %s (%s): %d waiting already",
+                archive,
+                params.get("url", ""),
+                len(self._waiting),
+            )
+            return False
+        self._seq += 1
+        heapq.heappush(self._waiting, (due, self._seq, attempt, archive, params, via))
+        self._cond.notify()
+        return True
+
+    def _send(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting or self._waiting[0][0] > time.monotonic():
+                    wait = self._waiting[0][0] - time.monotonic() if self._waiting else None
+                    self._cond.wait(wait)
+                _, _, attempt, archive, params, via = heapq.heappop(self._waiting)
+            try:
+                done = "sent" if self.client.acknowledge(archive, params, via) else "unexpected"
+            except ArchiveError as exc:
+                with self._cond:
+                    if attempt < self.RETRIES:
+                        self._counts["retried"] += 1
+                        due = time.monotonic() + self.BACKOFF * 2**attempt
+                        self._push(due, attempt + 1, archive, params, via)
+                    else:
+                        self._counts["dropped"] += 1
+                        log.warning(
+                            "acknowledgment dropped for %s after %d attempts: %s",
+                            archive,
+                            attempt + 1,
+                            exc,
+                        )
+                continue
+            except Exception:  # a sender must outlive any one acknowledgment
+                log.exception("acknowledgment to %s failed", archive)
+                done = "dropped"
+            with self._cond:
+                self._counts[done] += 1

@@ -20,6 +20,13 @@ def _positive_float(value: str) -> float:
     return number
 
 
+def _seconds_or_off(value: str) -> float:
+    number = float(value)
+    if not 0 <= number < float("inf"):
+        raise ValueError("must be a number of seconds, 0 or more")
+    return number
+
+
 def _optional_hostport(value: str) -> str:
     return settings.hostport(value) if value else ""
 
@@ -75,6 +82,23 @@ RESOLVER_SETTINGS: tuple[Setting, ...] = (
         10,
         "most urlRequest rounds for one persistent URL (next editions, "
         "related items held elsewhere)",
+        settings.positive_int,
+        env_prefix=_P,
+    ),
+    Setting(
+        "answered_ttl",
+        300.0,
+        "seconds the Archives that answered for an IBI are remembered and asked first "
+        "(0: never, every resolution asks every Archive); an Archive that starts holding "
+        "an IBI already remembered elsewhere is asked once the entry expires",
+        _seconds_or_off,
+        env_prefix=_P,
+    ),
+    Setting(
+        "ack_queue",
+        10000,
+        "acknowledgments waiting to be sent, per worker; they are sent after the redirect, "
+        "and one more is dropped (counted on /health, logged)",
         settings.positive_int,
         env_prefix=_P,
     ),

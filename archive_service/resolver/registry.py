@@ -179,6 +179,7 @@ class _SQLite:
     def __init__(self, path: Path):
         self.path = path
         self.where = str(path)
+        self._local = threading.local()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with closing(dbmod.connect(path, timeout=10)) as conn:
@@ -186,6 +187,16 @@ class _SQLite:
                 conn.execute(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise RegistryError(f"registry {path}: {exc}") from None
+
+    def version(self) -> tuple:
+        """Changes whenever another connection has committed to the file (PRAGMA
+        data_version, asked on a connection this thread keeps): re-reading the included
+        Archives only then saves the connection and the query of every resolution, most of
+        its cost on a small registry."""
+        local = self._local.__dict__
+        if local.get("pid") != os.getpid():
+            local.update(pid=os.getpid(), conn=dbmod.connect(self.path, timeout=10))
+        return (id(local["conn"]), local["conn"].execute("PRAGMA data_version").fetchone()[0])
 
     @contextmanager
     def session(self):
@@ -210,6 +221,18 @@ class _Postgres:
         except postgres.DatabaseError as exc:
             raise RegistryError(f"registry {exc}") from None
 
+    def version(self) -> tuple:
+        """What the included Archives are, in one round trip and a few numbers: their count
+        and a sum of hashes of their IBIs and addresses (reading every row for every
+        resolution was the registry's whole load)."""
+        with postgres.autocommit(self.url) as conn:
+            return tuple(
+                conn.execute(
+                    "SELECT count(*), coalesce(sum(hashtext(ibikey || ' ' || "
+                    "coalesce(address, ''))), 0) FROM resolver_archive WHERE included = 1"
+                ).fetchone()
+            )
+
     @contextmanager
     def session(self):
         from psycopg.rows import dict_row
@@ -228,6 +251,7 @@ class Registry:
 
     def __init__(self, state_dir: str | os.PathLike | None, database: str = ""):
         self.throttle = KeyThrottle()
+        self._kept = threading.local()  # per thread: (version, included Archives)
         if database:
             self._store: _SQLite | _Postgres = _Postgres(database)
         else:
@@ -285,7 +309,15 @@ class Registry:
         return [Record(**{**row, "included": bool(row["included"])}) for row in rows]
 
     def included(self) -> list[ArchiveRef]:
-        return [r.ref for r in self.records(included_only=True)]
+        """The included Archives, read again only when the store's `version` changed (in
+        SQLite every write goes through a connection of its own, so it bumps it)."""
+        version = self._store.version()
+        kept = getattr(self._kept, "included", None)
+        if kept is not None and kept[0] == version:
+            return kept[1]
+        refs = [r.ref for r in self.records(included_only=True)]
+        self._kept.included = (version, refs)
+        return refs
 
     # -- §5.2 messages ------------------------------------------------------------------
 

@@ -21,8 +21,9 @@ whole loop of Figure 6.1 whatever carries the messages.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from werkzeug.datastructures import LanguageAccept
 from werkzeug.http import parse_accept_header
@@ -291,14 +292,67 @@ def choose(
     return max(readings, key=lambda r: r.rank)
 
 
+class Memory(Protocol):
+    """Which Archives answered for an IBI (resolver/answered.py `Answered`)."""
+
+    def recall(self, ibi: str) -> frozenset[str] | None: ...
+    def remember(self, ibi: str, holders: Iterable[str]) -> None: ...
+    def count(self, what: str) -> None: ...
+
+
+def satisfies(reading: Reading | Outcome | None) -> bool:
+    """Whether a selection ends the round: a URL, or an IBI to ask about next."""
+    return isinstance(reading, Reading) and reading.kind in (FOUND, FOLLOW)
+
+
+def ask_round(
+    question: Question,
+    ask: Callable[..., Sequence[Answer]],
+    memory: Memory,
+    prefs: Preferences,
+    original_required: bool,
+) -> list[Answer]:
+    """One round's answers, asking first the Archives that answered for this IBI before.
+
+    Their answers are taken when they satisfy the question (`satisfies`): the seed takes
+    the first non-empty answer anyway. On a miss, an empty or unsatisfying answer (an item
+    that moved, was deleted, lacks the relation), every other included Archive is asked too
+    and what they all answered is remembered. With the Original required every Archive is
+    asked, every claim compared (two are still an alert). `ask(question, only=, skip=,
+    enough=)`: `only`/`skip` select Archives by their service IBI's key; once
+    `enough(answers)` holds, slower Archives are not waited for."""
+
+    def enough(answers: list[Answer]) -> bool:
+        return not original_required and satisfies(choose(answers, question, prefs, False))
+
+    known = None if original_required else memory.recall(question.ibi)
+    if known:
+        first = list(ask(question, only=known, enough=enough))
+        if enough(first):
+            memory.count("hits")
+            return first
+        memory.count("fallbacks")
+        skip = frozenset(ibimod.key(a.archive.serviceibi) for a in first)
+        rest = ask(question, skip=skip, enough=enough)
+        answers = first + [replace(a, order=len(first) + a.order) for a in rest]
+    else:
+        memory.count("full" if original_required else "misses")
+        answers = list(ask(question, enough=enough))
+    memory.remember(question.ibi, [a.archive.serviceibi for a in answers if a.pairs])
+    return answers
+
+
 def resolve(
     purl: PersistentUrl,
-    ask: Callable[[Question], Sequence[Answer]],
+    ask: Callable[..., Sequence[Answer]],
     accept_language: str | None = None,
     max_rounds: int = 10,
+    memory: Memory | None = None,
 ) -> Outcome:
-    """Figure 6.1's loop: ask, select, follow, until a URL or an alert."""
+    """Figure 6.1's loop: ask, select, follow, until a URL or an alert. Without `memory`,
+    `ask(question)` asks every included Archive and waits for them all."""
     prefs = preferences(accept_language)
+    original_required = purl.requireditemstatus == "Original"
     question = Question(purl.ibi, purl.parsed.relation, purl.parsed.filelist)
     asked: list[Question] = []
     seen: set[tuple[str, str]] = set()
@@ -319,9 +373,12 @@ def resolve(
             return outcome(508, f"the Archives' answers form a cycle: {chain}")
         seen.add(mark)
         asked.append(question)
-        answers = list(ask(question))
+        if memory is None:
+            answers = list(ask(question))
+        else:
+            answers = ask_round(question, ask, memory, prefs, original_required)
         silent = tuple(a.archive for a in answers if a.error)
-        choice = choose(answers, question, prefs, purl.requireditemstatus == "Original")
+        choice = choose(answers, question, prefs, original_required)
         via = f" (reached from {purl.ibi})" if len(asked) > 1 else ""
         if isinstance(choice, Outcome):
             return outcome(choice.status, choice.reason, suspects=choice.suspects, silent=silent)
