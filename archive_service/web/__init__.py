@@ -40,7 +40,7 @@ from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
 from ..serve import inclusion
-from . import counter, health, limits, stats
+from . import counter, health, limits, stats, usage
 
 log = logging.getLogger(__name__)
 
@@ -291,6 +291,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     )
     app.extensions["archive"] = archive
     app.extensions["stats"] = store
+    figures = usage.Usage(store, config.archiveserviceibi)
     app.extensions["archive_index"] = live
     # Each request reads one snapshot of the index: never half of an indexer's commit.
     app.teardown_request(lambda exc: catalog.end())
@@ -546,18 +547,35 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
 
     @app.get(service_path + "/statistics", endpoint="statistics")
     def statistics() -> Response:
-        since = datetime.now(UTC).date() - timedelta(days=STATISTICS_DAYS - 1)
+        today = datetime.now(UTC).date()
+        since = today - timedelta(days=STATISTICS_DAYS - 1)
+        try:
+            month = usage.month_of(request.args.get("month") or today.strftime("%Y-%m"))
+        except ValueError as exc:
+            return error_response(str(exc))
         try:
             report = store.report(since=since, top=20)
             problem = store.problem
         except stats.StatsError as exc:
             report = stats.build_report([], [], since, None)
             problem = str(exc)
+        try:
+            shown = figures.page(month)
+        except stats.StatsError as exc:
+            shown, problem = None, problem or str(exc)
         page = render_template(
             "statistics.html",
             archiveaddress=config.archiveaddress,
             report=report,
             problem=problem,
+            counter=shown,
+            metric_types=counter.METRIC_TYPES,
+            day_chart=shown and usage.chart(shown["days"], 7, usage.day_label),
+            month_chart=shown and usage.chart(shown["months"], 3, usage.month_label),
+            previous=url_for("statistics", month=usage.add_months(month, -1).strftime("%Y-%m")),
+            following=url_for("statistics", month=usage.add_months(month, 1).strftime("%Y-%m"))
+            if month < today.replace(day=1)
+            else None,
         )
         return Response(page, content_type=HTML)
 

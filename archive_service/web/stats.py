@@ -345,6 +345,16 @@ class Statistics:
             )
             self._problem, self._unrecorded, self._error_logged = None, 0, 0.0
 
+    def figures(self, start: float, stop: float) -> dict[str, dict[str, int]]:
+        """{ibi: {metric type: n}} of the uses from `start` to before `stop` (seconds since
+        the epoch), by the Code's rules (counter.month_query): exact for whole UTC days, whose
+        users are their own (the day's salt), so no double-click or session spans two."""
+        counted = counter.figures({"span": self._month_rows(start, stop)})
+        return {
+            ibi: {metric: n["span"] for metric, n in metrics.items() if n}
+            for ibi, metrics in counted.items()
+        }
+
 
 class Store(Statistics):
     """The statistics in SQLite in the state directory (the default); connects lazily, once
