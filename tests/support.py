@@ -317,7 +317,7 @@ CHROME = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/12
 GOOGLEBOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
 
 
-def record_month_of_uses(state_dir: Path) -> None:
+def record_month_of_uses(state_dir: Path, database: str = "") -> None:
     """Uses of December 2025 and January 2026, written through the store as serve does:
     Dec 15 14:00 u1 requests A twice 60 s apart (2 requests). Jan 5 10:00 u1 requests A at
     +0, +10 (a double-click: one) and +41 (counts); Googlebot requests A three times (none
@@ -329,7 +329,7 @@ def record_month_of_uses(state_dir: Path) -> None:
     from archive_service.web import counter, stats
 
     clock = [0.0]
-    store = stats.Store(state_dir, clock=lambda: clock[0])
+    store = stats.open_store(state_dir, database, clock=lambda: clock[0])
     req, inv = counter.REQUEST, counter.INVESTIGATION
     dec = datetime(2025, 12, 15, 14, 0, tzinfo=UTC).timestamp()
     jan5 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC).timestamp()
