@@ -90,3 +90,33 @@ def test_months_are_linked_and_a_bad_month_is_a_clear_error(client):
     assert "Previous month" in current.text
     bad = client.get(PAGE, params={"month": "2026-13"}, status=400)
     assert "'2026-13' is not a month such as 2026-01 (YYYY-MM)" in bad.text
+
+
+def test_past_days_are_counted_once_and_today_again_after_a_minute(tmp_path):
+    from datetime import UTC, date, datetime
+
+    from archive_service.web import counter, stats, usage
+
+    record_month_of_uses(tmp_path)
+    now = [datetime(2026, 1, 20, 12, 0, tzinfo=UTC).timestamp()]
+    store = stats.Store(tmp_path, clock=lambda: now[0])
+    figures = usage.Usage(store, SERVICE, clock=lambda: now[0])
+    january = date(2026, 1, 1)
+    before = figures.page(january)
+    assert before["totals"]["Total_Item_Requests"] == 5
+    assert dict(before["days"])["2026-01-20"] == 2
+
+    def use(t: float) -> None:
+        now[0] = t
+        store.record_use(stats.Seen(ITEM_B, counter.REQUEST, "192.0.2.9", "Mozilla/5.0 (X11)"))
+
+    noon = datetime(2026, 1, 20, 12, 0, tzinfo=UTC).timestamp()
+    use(datetime(2026, 1, 5, 15, 0, tzinfo=UTC).timestamp())  # a past day, written late
+    use(noon + 10)
+    now[0] = noon + 30
+    assert figures.page(january) == before  # within the minute: as counted
+    now[0] = noon + 61
+    after = figures.page(january)
+    assert dict(after["days"])["2026-01-20"] == 3  # today, counted again
+    assert dict(after["days"])["2026-01-05"] == 3  # a past day: as first counted
+    assert after["totals"]["Total_Item_Requests"] == 7  # the month still going on: all

@@ -5,7 +5,7 @@ metric types summed over the items, its top items, requests per day (30 days) an
 The figures are the store's (`Statistics.item_report` for months, `Statistics.figures` for
 days): the Code's rules live in web/counter.py, not here. Past days and months do not change
 (a day's users are its own: the salt of the day), so each process keeps what it counted of them
-and counts only the day and month still going on again.
+and counts the day and month still going on again at most once a minute.
 
 Why not pygal (a maintained library for SVG charts, LGPL-3.0+, 3.1.3 of 2026-06): its SVG
 always carries an inline `<script>` with the chart's settings, a `<title>Pygal</title>` and a
@@ -28,6 +28,7 @@ DAYS = 30  # the chart of requests per day
 MONTHS = 12  # the chart of requests per month
 TOP = 10  # items in the month's top list
 SETTLED = 120  # seconds after a day ends before its figures are kept (uses written late)
+FRESH = 60  # seconds the figures of today and this month are shown again before a recount
 
 
 def month_of(text: str) -> date:
@@ -75,22 +76,29 @@ class Usage:
 
     def __post_init__(self) -> None:
         self._kept: dict[tuple[str, date], Any] = {}
+        self._recent: dict[tuple[str, date], tuple[float, Any]] = {}
         self._lock = threading.Lock()
 
-    def _settled(self, end: float) -> bool:
-        return self.clock() >= end + SETTLED
-
     def _remember(self, key: tuple[str, date], end: float, make: Callable[[], Any]) -> Any:
+        # A past period for good; today and this month for FRESH seconds: a month of a
+        # million uses takes seconds to count, and a page is viewed more often than that.
+        now = self.clock()
         with self._lock:
             if key in self._kept:
                 return self._kept[key]
+            made, value = self._recent.get(key, (0.0, None))
+            if now - made < FRESH:
+                return value
         value = make()
-        if self._settled(end):
-            with self._lock:
-                self._kept[key] = value
-                if len(self._kept) > 4 * (DAYS + MONTHS):  # months of page views: drop the oldest
-                    for old in sorted(self._kept, key=lambda k: k[1])[: DAYS + MONTHS]:
-                        del self._kept[old]
+        with self._lock:
+            if now < end + SETTLED:
+                self._recent = {k: v for k, v in self._recent.items() if now - v[0] < FRESH}
+                self._recent[key] = (now, value)
+                return value
+            self._kept[key] = value
+            if len(self._kept) > 4 * (DAYS + MONTHS):  # months of page views: drop the oldest
+                for old in sorted(self._kept, key=lambda k: k[1])[: DAYS + MONTHS]:
+                    del self._kept[old]
         return value
 
     def month(self, first: date) -> tuple[dict[str, int], list[dict[str, Any]]]:
