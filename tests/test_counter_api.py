@@ -5,13 +5,16 @@ report's in its header), the paths under the mount point, and the key."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from archive_service.web import create_app
-from support import ITEM_A, ITEM_B, ITEM_C, SERVICE, Client, record_month_of_uses
+from isolation import in_child, shared_tmp
+from support import ITEM_A, ITEM_B, ITEM_C, SAMPLE, SERVICE, Client, record_month_of_uses
 
 IR = f"/{SERVICE}/r51/reports/ir"
 KEY = "the-harvesters-key-0123"
@@ -161,3 +164,28 @@ def test_the_key_guards_all_but_the_status(settings):
     assert codes(report) == []  # the key is a known parameter, not an unrecognized one
     assert performance(report)[(ITEM_C, "Unique_Item_Requests")] == {"2026-01": 2}
     client.get(f"/{SERVICE}/r51/status", status=200)  # public, as the Code requires
+
+
+def test_statistics_that_cannot_be_read_are_a_503_exception():
+    # A state directory the serving user may not look into (mod_wsgi as www-data).
+    with shared_tmp() as top:
+        shutil.copytree(SAMPLE, top / "collection")
+        for directory, dirs, files in os.walk(top / "collection"):
+            for name in dirs + files:
+                os.chmod(os.path.join(directory, name), 0o755)
+        (top / "locked").mkdir(mode=0o700)
+
+        def child():
+            settings = {
+                "collection": str(top / "collection"),
+                "archiveaddress": "archive.example.org",
+                "archiveserviceibi": SERVICE,
+                "resolver": "none",
+                "state_dir": str(top / "locked" / "state"),
+            }
+            got = Client(create_app(settings), "").get(IR, params=JANUARY, status=503)
+            return got.json
+
+        refused, _ = in_child(child, unprivileged=True)
+    assert (refused["Code"], refused["Message"]) == (1000, "Service Not Available")
+    assert "Permission denied" in refused["Data"]
