@@ -95,6 +95,8 @@ def test_days_name_their_months(client):
         ({"begin_date": "2026-01", "end_date": "2026-02-30"}, 400, 3020, "end_date '2026-02-30'"),
         ({"begin_date": "last month", "end_date": "2026-01"}, 400, 3020, "is not a date"),
         ({"begin_date": "2026-02", "end_date": "2026-01"}, 400, 3020, "begin_date is after"),
+        ({"begin_date": "0001-01", "end_date": "2026-01"}, 400, 3020, "from 1970-01 to 9998-12"),
+        ({"begin_date": "2026-01", "end_date": "9999-12"}, 400, 3020, "from 1970-01 to 9998-12"),
     ],
 )
 def test_a_request_that_cannot_be_answered_is_one_exception(client, params, status, code, data):

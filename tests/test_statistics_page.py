@@ -120,3 +120,9 @@ def test_past_days_are_counted_once_and_today_again_after_a_minute(tmp_path):
     assert dict(after["days"])["2026-01-20"] == 3  # today, counted again
     assert dict(after["days"])["2026-01-05"] == 3  # a past day: as first counted
     assert after["totals"]["Total_Item_Requests"] == 7  # the month still going on: all
+
+
+@pytest.mark.parametrize("month", ["0001-01", "9999-12", "1969-12"])
+def test_a_month_out_of_range_is_a_clear_error(client, month):
+    bad = client.get(PAGE, params={"month": month}, status=400)
+    assert "from 1970-01 to 9998-12" in bad.text

@@ -19,7 +19,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from . import counter
-from .usage import add_months
+from .usage import add_months, in_range
 
 RELEASE = "5.1"
 KNOWN = frozenset(("customer_id", "requestor_id", "api_key", "platform", "begin_date", "end_date"))
@@ -79,7 +79,10 @@ def month(params: Mapping[str, str], name: str) -> date:
         date(int(year), int(number), int(day or 1))
     except ValueError:
         raise Refused(3020, f"{name} {text[:30]!r} is not a date: YYYY-MM or YYYY-MM-DD") from None
-    return date(int(year), int(number), 1)
+    try:
+        return in_range(date(int(year), int(number), 1), f"{name} {text!r}")
+    except ValueError as exc:
+        raise Refused(3020, str(exc)) from None
 
 
 class Api:
@@ -169,8 +172,9 @@ class Api:
         last, first = self.last_month(), self.first_month()
         shown_end = min(end, last)
         if end > last:
-            later = counter.months(max(begin, add_months(last, 1)), end)
-            found.append(exception(3031, "not over yet: " + ", ".join(later)))
+            later = max(begin, add_months(last, 1))
+            span = f"{later:%Y-%m}" if later == end else f"{later:%Y-%m} to {end:%Y-%m}"
+            found.append(exception(3031, "not over yet: " + span))
         if first is not None and begin < first:
             kept = f"uses are kept {self.retention_days} days: complete from {first:%Y-%m}"
             found.append(exception(3032, kept))

@@ -34,9 +34,19 @@ FRESH = 60  # seconds the figures of today and this month are shown again before
 def month_of(text: str) -> date:
     """The first day of the month `text` names (YYYY-MM); ValueError saying what is wrong."""
     try:
-        return datetime.strptime(text, "%Y-%m").date()
+        month = datetime.strptime(text, "%Y-%m").date()
     except ValueError:
         raise ValueError(f"month {text[:20]!r} is not a month such as 2026-01 (YYYY-MM)") from None
+    return in_range(month, f"month {text!r}")
+
+
+def in_range(month: date, what: str) -> date:
+    """`month`, unless no use can be in it: ValueError saying so of `what`. (Before the epoch
+    no use was recorded; the pages and reports reach a year back and a month ahead, and
+    date's years end at 9999.)"""
+    if not 1970 <= month.year <= 9998:
+        raise ValueError(f"{what} is not one from 1970-01 to 9998-12")
+    return month
 
 
 def add_months(month: date, n: int) -> date:
