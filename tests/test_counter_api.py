@@ -5,16 +5,15 @@ report's in its header), the paths under the mount point, and the key."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from archive_service.web import create_app
-from isolation import in_child, shared_tmp
-from support import ITEM_A, ITEM_B, ITEM_C, SAMPLE, SERVICE, Client, record_month_of_uses
+from fronts import public_copy
+from isolation import in_child
+from support import ITEM_A, ITEM_B, ITEM_C, SERVICE, Client, record_month_of_uses
 
 IR = f"/{SERVICE}/r51/reports/ir"
 KEY = "the-harvesters-key-0123"
@@ -170,11 +169,7 @@ def test_the_key_guards_all_but_the_status(settings):
 
 def test_statistics_that_cannot_be_read_are_a_503_exception():
     # A state directory the serving user may not look into (mod_wsgi as www-data).
-    with shared_tmp() as top:
-        shutil.copytree(SAMPLE, top / "collection")
-        for directory, dirs, files in os.walk(top / "collection"):
-            for name in dirs + files:
-                os.chmod(os.path.join(directory, name), 0o755)
+    with public_copy() as top:
         (top / "locked").mkdir(mode=0o700)
 
         def child():
@@ -185,8 +180,7 @@ def test_statistics_that_cannot_be_read_are_a_503_exception():
                 "resolver": "none",
                 "state_dir": str(top / "locked" / "state"),
             }
-            got = Client(create_app(settings), "").get(IR, params=JANUARY, status=503)
-            return got.json
+            return Client(create_app(settings), "").get(IR, params=JANUARY, status=503).json
 
         refused, _ = in_child(child, unprivileged=True)
     assert (refused["Code"], refused["Message"]) == (1000, "Service Not Available")

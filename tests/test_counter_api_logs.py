@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from serve_process import Serve, http_get
+from serve_process import http_get, serve_collection
 from support import SERVICE
 
 pytestmark = pytest.mark.process
@@ -17,16 +17,8 @@ KEY = "k3y-0f-the-harvester-7f1c"
 
 
 def test_the_api_key_is_not_logged(collection: Path, tmp_path: Path):
-    serve = Serve(
-        tmp_path,
-        "--collection",
-        str(collection),
-        "--state-dir",
-        str(tmp_path / "state"),
-        "--no-announce",
-        "--workers",
-        "1",
-        env={"ARCHIVE_SERVICE_COUNTER_API_KEY": KEY},
+    serve = serve_collection(
+        tmp_path, collection, tmp_path / "state", env={"ARCHIVE_SERVICE_COUNTER_API_KEY": KEY}
     )
     try:
         serve.wait_answering(timeout=60)
