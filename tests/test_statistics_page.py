@@ -21,6 +21,14 @@ def client(settings) -> Client:
     return Client(create_app(settings), "/archive")
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def either(request, settings) -> Client:
+    """The app over the month of uses in either store."""
+    database = request.getfixturevalue("database_url") if request.param == "postgresql" else ""
+    record_month_of_uses(Path(settings["state_dir"]), database)
+    return Client(create_app(dict(settings, database=database)), "/archive")
+
+
 def table(page, caption: str) -> dict[str, list[str]]:
     """The rows of the table whose caption starts with `caption`: row heading -> cells."""
     found = page.html.find("caption", string=lambda s: s and s.startswith(caption))
@@ -31,8 +39,8 @@ def table(page, caption: str) -> dict[str, list[str]]:
     }
 
 
-def test_the_month_has_the_figures_counted_by_hand(client):
-    page = client.get(PAGE, params={"month": "2026-01"}, status=200)
+def test_the_month_has_the_figures_counted_by_hand(either):
+    page = either.get(PAGE, params={"month": "2026-01"}, status=200)
     # Robots and the double-click out; a unique figure once per session (user and hour).
     assert table(page, "All items, 2026-01") == {
         "Total_Item_Investigations": ["6"],
@@ -42,13 +50,15 @@ def test_the_month_has_the_figures_counted_by_hand(client):
     }
     top = table(page, "The 3 items most requested in 2026-01")
     assert list(top.items()) == [(ITEM_A, ["2", "2"]), (ITEM_C, ["2", "2"]), (ITEM_B, ["1", "2"])]
+    api = page.html.find("a", string="COUNTER API")["href"]
+    assert api == f"/archive/{SERVICE}/r51/reports/ir"
     # The acknowledgments' count keeps its meaning: none was sent.
     counted = page.html.find("dt", string="Counted").find_next_sibling("dd")
     assert counted.get_text(strip=True) == "0"
 
 
-def test_requests_per_day_and_month_are_drawn_and_tabled(client):
-    page = client.get(PAGE, params={"month": "2026-01"}, status=200)
+def test_requests_per_day_and_month_are_drawn_and_tabled(either):
+    page = either.get(PAGE, params={"month": "2026-01"}, status=200)
     days = table(page, "Total_Item_Requests per day")
     assert list(days)[0] == "2026-01-02" and list(days)[-1] == "2026-01-31"
     assert {d: n for d, (n,) in days.items() if n != "0"} == {"2026-01-05": "3", "2026-01-20": "2"}

@@ -572,6 +572,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             metric_types=counter.METRIC_TYPES,
             day_chart=shown and usage.chart(shown["days"], 7, usage.day_label),
             month_chart=shown and usage.chart(shown["months"], 3, usage.month_label),
+            api=url_for("counter_ir"),
             previous=url_for("statistics", month=usage.add_months(month, -1).strftime("%Y-%m")),
             following=url_for("statistics", month=usage.add_months(month, 1).strftime("%Y-%m"))
             if month < today.replace(day=1)
