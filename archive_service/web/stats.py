@@ -345,13 +345,14 @@ class Statistics:
             )
             self._problem, self._unrecorded, self._error_logged = None, 0, 0.0
 
-    def figures(self, start: float, stop: float) -> dict[str, dict[str, int]]:
-        """{ibi: {metric type: n}} of the uses from `start` to before `stop` (seconds since
-        the epoch), by the Code's rules (counter.month_query): exact for whole UTC days, whose
-        users are their own (the day's salt), so no double-click or session spans two."""
-        counted = counter.figures({"span": self._month_rows(start, stop)})
+    def day_figures(self, day: date) -> dict[str, dict[str, int]]:
+        """{ibi: {metric type: n}} of the uses of the UTC `day`, by the Code's rules
+        (counter.month_query). A day's users are its own (the day's salt): no double-click or
+        session spans two days, so the days of a month add up to the month."""
+        start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+        counted = counter.figures({"day": self._month_rows(start, start + 86400)})
         return {
-            ibi: {metric: n["span"] for metric, n in metrics.items() if n}
+            ibi: {metric: n["day"] for metric, n in metrics.items() if n}
             for ibi, metrics in counted.items()
         }
 

@@ -2,8 +2,8 @@
 metric types summed over the items, its top items, requests per day (30 days) and per month
 (12 months), and the bar charts of those, drawn here as SVG (no JavaScript, no library).
 
-The figures are the store's (`Statistics.item_report` for months, `Statistics.figures` for
-days): the Code's rules live in web/counter.py, not here. Past days and months do not change
+The figures are the store's (`Statistics.item_report` for months, `Statistics.day_figures`
+for days): the Code's rules live in web/counter.py, not here. Past days and months do not change
 (a day's users are its own: the salt of the day), so each process keeps what it counted of them
 and counts the day and month still going on again at most once a minute.
 
@@ -124,7 +124,7 @@ class Usage:
     def day_requests(self, day: date) -> int:
         """Total_Item_Requests of all items on the UTC `day`."""
         end = _start(day + timedelta(days=1))
-        figures = self._remember(("day", day), end, lambda: self.store.figures(_start(day), end))
+        figures = self._remember(("day", day), end, lambda: self.store.day_figures(day))
         return sum(f.get("Total_Item_Requests", 0) for f in figures.values())
 
     def page(self, first: date) -> dict[str, Any]:
