@@ -201,6 +201,15 @@ def database_url(value: str) -> str:
     return value
 
 
+def _api_key(value: str) -> str:
+    if value and not re.fullmatch(r"[A-Za-z0-9._~-]{16,}", value):
+        raise ValueError(
+            "must be empty (the COUNTER API is public) or 16 or more letters, digits, "
+            "'.', '_', '~' or '-' (it travels in a query string)"
+        )
+    return value
+
+
 def file_path(value: str) -> str:
     if not str(value).strip():
         raise ValueError("must be a path")
@@ -344,6 +353,14 @@ SETTINGS: tuple[Setting, ...] = (
         "days the uses COUNTER reports count are kept (hashed, never an address); "
         "0 keeps them for ever",
         _days_or_off,
+    ),
+    Setting(
+        "counter_api_key",
+        "",
+        "key a harvester of the COUNTER API (/<archiveserviceibi>/r51/...) gives as api_key "
+        "(secret); empty: the usage reports are public",
+        _api_key,
+        secret=True,
     ),
     Setting(
         "bind", "127.0.0.1:8080", "address serve listens on: HOST:PORT or unix:PATH", bind_address
@@ -617,9 +634,15 @@ def example_file(values: Mapping[str, Any], table: tuple[Setting, ...] = SETTING
         lines.append("")
         lines += textwrap.wrap(setting.help, 92, initial_indent="# ", subsequent_indent="# ")
         if setting.secret:
+            names = {s.name for s in table}
+            instead = (
+                f"{setting.name}_file"
+                if f"{setting.name}_file" in names
+                else f"it in the environment ({setting.env})"
+            )
             lines.append(
                 f"# {setting.name}: never here, this file is read by more than the service: "
-                f"give {setting.name}_file"
+                f"give {instead}"
             )
             continue
         if setting.name in values:

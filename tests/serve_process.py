@@ -287,7 +287,9 @@ class Dribbler(threading.Thread):
             self.sock.close()
 
 
-def serve_collection(tmp_path: Path, collection: Path, state: Path) -> Serve:
+def serve_collection(
+    tmp_path: Path, collection: Path, state: Path, env: dict[str, str] | None = None
+) -> Serve:
     """`serve` of `collection` with its own state directory, two workers, announcing nothing."""
     return Serve(
         tmp_path,
@@ -298,6 +300,7 @@ def serve_collection(tmp_path: Path, collection: Path, state: Path) -> Serve:
         "--no-announce",
         "--workers",
         "2",
+        env=env,
     )
 
 

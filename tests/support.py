@@ -306,3 +306,50 @@ def garble_past_first_page(path: Path) -> None:
     with open(path, "r+b") as f:
         f.seek(4096)
         f.write(os.urandom(path.stat().st_size - 4096))
+
+
+# A month of uses by hand, for the statistics page and the COUNTER API (figures in the tests).
+ITEM_A = "a.example/x/2026/01.01.00.00"
+ITEM_B = "b.example/y/2026/01.02.00.00"
+ITEM_C = "c.example/z/2026/01.03.00.00"
+FIREFOX = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
+CHROME = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/126.0 Safari/537.36"
+GOOGLEBOT = "Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)"
+
+
+def record_month_of_uses(state_dir: Path, database: str = "") -> None:
+    """Uses of December 2025 and January 2026, written through the store as serve does:
+    Dec 15 14:00 u1 requests A twice 60 s apart (2 requests). Jan 5 10:00 u1 requests A at
+    +0, +10 (a double-click: one) and +41 (counts); Googlebot requests A three times (none
+    counts); u2 views B's metadata at +300 and requests B at +310. Jan 20 u1 requests C at
+    09:00 and 11:00 (two sessions). January: A 2 requests in 1 session; B 1 request and 2
+    investigations in 1 session; C 2 requests in 2 sessions."""
+    from datetime import UTC, datetime
+
+    from archive_service.web import counter, stats
+
+    clock = [0.0]
+    store = stats.open_store(state_dir, database, clock=lambda: clock[0])
+    req, inv = counter.REQUEST, counter.INVESTIGATION
+    dec = datetime(2025, 12, 15, 14, 0, tzinfo=UTC).timestamp()
+    jan5 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC).timestamp()
+    jan20 = datetime(2026, 1, 20, 9, 0, tzinfo=UTC).timestamp()
+    uses = [
+        (dec, ITEM_A, req, "192.0.2.1", FIREFOX),
+        (dec + 60, ITEM_A, req, "192.0.2.1", FIREFOX),
+        (jan5, ITEM_A, req, "192.0.2.1", FIREFOX),
+        (jan5 + 10, ITEM_A, req, "192.0.2.1", FIREFOX),
+        (jan5 + 20, ITEM_A, req, "192.0.2.3", GOOGLEBOT),
+        (jan5 + 25, ITEM_A, req, "192.0.2.3", GOOGLEBOT),
+        (jan5 + 30, ITEM_A, req, "192.0.2.3", GOOGLEBOT),
+        (jan5 + 41, ITEM_A, req, "192.0.2.1", FIREFOX),
+        (jan5 + 300, ITEM_B, inv, "192.0.2.2", CHROME),
+        (jan5 + 310, ITEM_B, req, "192.0.2.2", CHROME),
+        (jan20, ITEM_C, req, "192.0.2.1", FIREFOX),
+        (jan20 + 7200, ITEM_C, req, "192.0.2.1", FIREFOX),
+    ]
+    for t, ibi, kind, client, agent in uses:
+        clock[0] = t
+        store.record_use(stats.Seen(ibi, kind, client, agent))
+    assert store.problem is None
+    store.close()

@@ -1,7 +1,8 @@
 """The Archive's pages in a real browser (issue 18): Debian's chromium, headless, at a phone's
 width (360 CSS pixels), against a real `archive-service serve`. Each page fits the width (no
 horizontal scrolling), its text contrasts 7:1 or more with its background (WCAG AAA), and its
-screenshot is a 360 x 800 picture with something on it."""
+screenshot is a 360 x 800 picture with something on it. The statistics page's charts (issue
+20) are visible and within the width."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from serve_process import serve_collection
-from support import PHONE, SERVICE, png_facts
+from support import PHONE, SERVICE, png_facts, record_month_of_uses
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
 
@@ -88,3 +89,46 @@ def test_the_pages_fit_a_phone_and_show_something(served, phone_browser, shots):
         got_width, got_height, rows = png_facts(shot.read_bytes())
         assert (got_width, got_height) == (width, height), (name, got_width, got_height)
         assert rows > 20, f"{name}: the screenshot looks blank ({rows} distinct rows)"
+
+
+# Each chart's box as laid out, and whether the point at its middle is the chart's own.
+CHARTS = """
+return [...document.querySelectorAll('svg.chart')].map(svg => {
+  const box = svg.getBoundingClientRect();
+  svg.scrollIntoView();
+  const now = svg.getBoundingClientRect();
+  const hit = document.elementFromPoint(now.left + now.width / 2, now.top + now.height / 2);
+  return [box.left, box.right, box.width, box.height, svg.contains(hit),
+          getComputedStyle(svg).visibility, svg.querySelectorAll('rect.bar').length];
+});
+"""
+
+
+def test_the_statistics_charts_fit_a_phone(served, phone_browser, tmp_path):
+    """Issue 20: both charts of a month of uses built by hand are drawn, visible and within
+    the width; the whole page is saved as a picture (docs/statistics.png is one of these)."""
+    record_month_of_uses(tmp_path / "state")  # WAL: written while serve runs
+    width, height = PHONE
+    phone_browser.get(f"http://{served.address}/{SERVICE}/statistics?month=2026-01")
+    assert phone_browser.title.startswith("Statistics")
+    charts = phone_browser.execute_script(CHARTS)
+    assert [c[6] for c in charts] == [30, 12]
+    for left, right, chart_width, chart_height, hit, visibility, _ in charts:
+        assert visibility == "visible" and hit, charts
+        assert 0 <= left and right <= width, f"the chart spans {left}..{right} of {width} px"
+        assert chart_width > width * 0.8 and chart_height > 100, charts
+    scroll = phone_browser.execute_script("return document.documentElement.scrollWidth")
+    assert scroll <= width, f"the page is {scroll} px wide, more than the phone's {width}"
+
+    # The whole page, as tall as it is, for people to look at.
+    full = phone_browser.execute_script("return document.documentElement.scrollHeight")
+    phone_browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": full, "deviceScaleFactor": 1, "mobile": True},
+    )
+    phone_browser.execute_script("window.scrollTo(0, 0)")
+    shot = tmp_path / "statistics.png"
+    shot.write_bytes(phone_browser.get_screenshot_as_png())
+    got_width, got_height, rows = png_facts(shot.read_bytes())
+    assert (got_width, got_height) == (width, full) and full > height
+    assert rows > 100, f"the screenshot looks blank ({rows} distinct rows)"

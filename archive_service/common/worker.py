@@ -4,6 +4,7 @@ client connections time out; and their error log's format."""
 from __future__ import annotations
 
 import errno
+import re
 import signal
 import socket
 import time
@@ -23,6 +24,19 @@ class Logger(glogging.Logger):
     def setup(self, cfg) -> None:
         self.error_fmt = logs.line_format()
         super().setup(cfg)
+
+    def atoms(self, resp, req, environ, request_time) -> dict:
+        # The COUNTER API's key comes in the query string (COUNTER_SUSHI's api_key): the
+        # access log keeps the request without it.
+        found = super().atoms(resp, req, environ, request_time)
+        for atom in ("r", "q", "{raw_uri}e", "{query_string}e"):
+            if isinstance(found.get(atom), str):
+                found[atom] = SECRET_PARAMETER.sub(r"\1<secret>", found[atom])
+        return found
+
+
+# api_key=VALUE in a query string, its name however percent-encoded (Werkzeug decodes it).
+SECRET_PARAMETER = re.compile(r"((?:^|[?&;])api(?:_|%5f)key=)[^&;\s]*", re.IGNORECASE)
 
 
 class _ClientSocket(socket.socket):

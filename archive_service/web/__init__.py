@@ -17,7 +17,7 @@ import stat
 import unicodedata
 import xml.etree.ElementTree as ET
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from http import HTTPStatus
@@ -40,7 +40,7 @@ from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
 from ..serve import inclusion
-from . import counter, health, limits, stats
+from . import counter, health, limits, stats, sushi, usage
 
 log = logging.getLogger(__name__)
 
@@ -291,6 +291,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     )
     app.extensions["archive"] = archive
     app.extensions["stats"] = store
+    figures = usage.Usage(store, config.archiveserviceibi)
     app.extensions["archive_index"] = live
     # Each request reads one snapshot of the index: never half of an indexer's commit.
     app.teardown_request(lambda exc: catalog.end())
@@ -548,20 +549,74 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
 
     @app.get(service_path + "/statistics", endpoint="statistics")
     def statistics() -> Response:
-        since = datetime.now(UTC).date() - timedelta(days=STATISTICS_DAYS - 1)
+        today = datetime.now(UTC).date()
+        since = today - timedelta(days=STATISTICS_DAYS - 1)
+        try:
+            month = usage.month_of(request.args.get("month") or today.strftime("%Y-%m"))
+        except ValueError as exc:
+            return error_response(str(exc))
         try:
             report = store.report(since=since, top=20)
             problem = store.problem
         except stats.StatsError as exc:
             report = stats.build_report([], [], since, None)
             problem = str(exc)
+        try:
+            shown = figures.page(month)
+        except stats.StatsError as exc:
+            shown, problem = None, problem or str(exc)
         page = render_template(
             "statistics.html",
             archiveaddress=config.archiveaddress,
             report=report,
             problem=problem,
+            counter=shown,
+            metric_types=counter.METRIC_TYPES,
+            day_chart=shown and usage.chart(shown["days"], 7, usage.day_label),
+            month_chart=shown and usage.chart(shown["months"], 3, usage.month_label),
+            api=url_for("counter_ir"),
+            previous=url_for("statistics", month=usage.add_months(month, -1).strftime("%Y-%m")),
+            following=url_for("statistics", month=usage.add_months(month, 1).strftime("%Y-%m"))
+            if month < today.replace(day=1)
+            else None,
         )
         return Response(page, content_type=HTML)
+
+    api = sushi.Api(
+        store, config.archiveserviceibi, config.counter_api_key, config.stats_retention_days
+    )
+
+    def counter_api(answer: Callable[[], tuple[int, Any]]) -> Response:
+        # The COUNTER API's JSON; a refusal is its one Exception, never a 500.
+        try:
+            status, body = answer()
+        except sushi.Refused as refused:
+            status, body = refused.status, refused.body
+        except stats.StatsError as exc:
+            status, body = 503, sushi.exception(1000, str(exc))
+        response = Response(json.dumps(body) + "\n", status=status)
+        response.content_type = "application/json"
+        if config.counter_api_key:  # a report for key holders only: no cache keeps it
+            response.cache_control.no_store = True
+        return response
+
+    counter_path = service_path + "/r51"
+    app.add_url_rule(counter_path + "/status", "counter_status", lambda: counter_api(api.status))
+    app.add_url_rule(
+        counter_path + "/reports",
+        "counter_reports",
+        lambda: counter_api(lambda: api.reports(request.args, url_for("counter_ir"))),
+    )
+    app.add_url_rule(
+        counter_path + "/reports/ir",
+        "counter_ir",
+        lambda: counter_api(lambda: api.item_report(request.args)),
+    )
+    app.add_url_rule(
+        counter_path + "/members",
+        "counter_members",
+        lambda: counter_api(lambda: api.members(request.args)),
+    )
 
     def health_check() -> Response:
         status, body = health.check(catalog, live.store, config.state_dir, store, keys)

@@ -345,6 +345,17 @@ class Statistics:
             )
             self._problem, self._unrecorded, self._error_logged = None, 0, 0.0
 
+    def day_figures(self, day: date) -> dict[str, dict[str, int]]:
+        """{ibi: {metric type: n}} of the uses of the UTC `day`, by the Code's rules
+        (counter.month_query). A day's users are its own (the day's salt): no double-click or
+        session spans two days, so the days of a month add up to the month."""
+        start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+        counted = counter.figures({"day": self._month_rows(start, start + 86400)})
+        return {
+            ibi: {metric: n["day"] for metric, n in metrics.items() if n}
+            for ibi, metrics in counted.items()
+        }
+
 
 class Store(Statistics):
     """The statistics in SQLite in the state directory (the default); connects lazily, once
