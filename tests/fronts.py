@@ -393,19 +393,54 @@ def acknowledge(front: str, answer: dict[str, str]) -> None:
     assert fetch(f"{front}/{SERVICE}?{query}") == (200, b"notice {acknowledgment received}")
 
 
-def stats_as(user: str, python: str, site: Path, config: Path) -> dict:
-    """`archive-service stats --format json` as `user` (the web server's), with the config the
-    web server reads: what an admin runs by hand to read what the service counted."""
+def cli_as(user: str, python: str, site: Path, config: Path, *command: str) -> str:
+    """An `archive-service` command as `user` (the web server's), with the config the web
+    server reads, as an admin runs it by hand or a systemd unit as that user: its output."""
     done = subprocess.run(
-        ["runuser", "-u", user, "--", python, "-m", "archive_service.cli", "stats"]
-        + ["--config", str(config), "--format", "json"],
+        ["runuser", "-u", user, "--", python, "-m", "archive_service.cli", *command]
+        + ["--config", str(config)],
         env={"PATH": SYSTEMD_ENV["PATH"], "PYTHONPATH": str(site), "LANG": "C.UTF-8"},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=900,
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return done.stdout
+
+
+def stats_as(user: str, python: str, site: Path, config: Path) -> dict:
+    """`archive-service stats --format json` as `user`: what the service counted."""
+    return json.loads(cli_as(user, python, site, config, "stats", "--format", "json"))
+
+
+def run_cgi(
+    path_info: str | bytes,
+    query: str = "",
+    config: Path = SAMPLE / "archive-service.yaml",
+    errors: list[str] | None = None,
+) -> tuple[str, bytes]:
+    """The CGI program's head and body for one request; its stderr lines go to `errors`."""
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "SCRIPT_NAME": "",
+        "PATH_INFO": path_info,
+        "QUERY_STRING": query,
+        "SERVER_NAME": "archive.example.org",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "GATEWAY_INTERFACE": "CGI/1.1",
+        "ARCHIVE_SERVICE_CONFIG": str(config),
+        "PYTHONPATH": str(ROOT),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    }
+    done = subprocess.run(
+        [sys.executable, str(CGI_FILE)], env=environ, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    if errors is not None:
+        errors += done.stderr.decode().splitlines()
+    head, _, body = done.stdout.partition(b"\r\n\r\n")
+    return head.decode("latin-1"), body
 
 
 DEBIAN_NGINX = Path("/etc/nginx")

@@ -30,6 +30,7 @@ from fronts import (
     Front,
     acknowledge,
     check_front,
+    cli_as,
     debian_python_site,
     needs_debian_apache,
     needs_debian_nginx,
@@ -127,6 +128,7 @@ def test_mod_wsgi_as_debian_runs_it(public, fronts):
     python, site = debian_python_site(public)
     port = free_port()
     config = write_config(public, f"127.0.0.1:{port}", state_dir_of(public))
+    cli_as(WEB_USER, python, site, config, "index")  # the daemon answers from it as it stands
     apache = start_mod_wsgi(fronts, public, port, config, site)
     with apache.explained():
         check_front(apache.url, public / "collection")
@@ -150,6 +152,7 @@ def test_mod_wsgi_without_the_systemd_unit_answers_at_once(public, fronts):
     if not fallback.exists():
         fronts.append(Leftover(fallback))
     config = write_config(public, f"127.0.0.1:{port}", missing)
+    cli_as("nobody", python, site, config, "index")  # into the same fallback
     apache = start_mod_wsgi(fronts, public, port, config, site, user=("nobody", "nogroup"))
     with apache.explained():
         started = time.monotonic()
@@ -178,6 +181,7 @@ def test_cgi_as_debian_runs_it(public, fronts):
         rewrite(CGI_FILE.read_text(), ("#!/opt/archive-service/venv/bin/python3", f"#!{python}"))
     )
     program.chmod(0o755)
+    cli_as(WEB_USER, python, site, config, "index")  # what the indexer's unit keeps current
     config_line = f"SetEnv ARCHIVE_SERVICE_CONFIG {config}"
     apache = start_debian_apache(
         fronts,
