@@ -6,14 +6,16 @@ run, and build none."""
 from __future__ import annotations
 
 import importlib.util
+import shlex
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 import webtest
 
 from archive_service import cli
-from fronts import TARGET_IBI, WSGI_FILE, run_cgi
+from fronts import COLLECTION, CONTRIB, TARGET_IBI, WSGI_FILE, executable, rewrite, run_cgi
 from serve_process import SAMPLE, SERVICE
 
 NOT_INDEXED = b"The Archive's index is not built yet: run archive-service index\n"
@@ -106,3 +108,54 @@ def test_wsgi_daemon_starts_without_walking_the_collection(tmp_path, monkeypatch
     add_item(config)
     app = wsgi_application(monkeypatch, config)
     assert app.get(f"/{SERVICE}?{URL_REQUEST}{NEW_ITEM}").body == b""  # not held here
+
+
+SYSTEMD = CONTRIB / "systemd"
+UNITS = ("archive-service-indexer.service", "archive-service-index.service")
+
+
+def values(path: Path) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith(("#", ";", "[")):
+            key, _, value = line.partition("=")
+            found.setdefault(key.strip(), []).append(value.strip())
+    return found
+
+
+@pytest.mark.parametrize("name", UNITS)
+def test_indexer_units_run_the_index_command_as_an_unprivileged_user(name):
+    unit = values(SYSTEMD / name)
+    command = shlex.split(unit["ExecStart"][0])
+    args = cli.build_parser().parse_args(command[1:])
+    assert args.func is cli.cmd_index and args.config
+    assert args.watch == (name == "archive-service-indexer.service")
+    assert unit["User"][0] not in ("root", "0")
+    # Where the CGI and mod_wsgi steps keep the index (state_dir) and the collection.
+    assert unit["ReadWritePaths"] == ["/var/lib/archive-service"]
+    assert unit["ReadOnlyPaths"] == [COLLECTION]
+
+
+def test_index_timer_starts_the_index_service():
+    timer = values(SYSTEMD / "archive-service-index.timer")
+    assert "OnUnitInactiveSec" in timer and timer["WantedBy"] == ["timers.target"]
+
+
+@pytest.mark.process
+@pytest.mark.skipif(not executable("systemd-analyze"), reason="systemd-analyze not installed")
+def test_indexer_units_pass_systemd_analyze_verify(tmp_path):
+    names = (*UNITS, "archive-service-index.timer")
+    program = "/opt/archive-service/venv/bin/archive-service"
+    for name in names:
+        # verify checks that the program exists; stand in for the venv's console script.
+        text = (SYSTEMD / name).read_text()
+        if name in UNITS:
+            text = rewrite(text, (program, shutil.which("true") or "/bin/true"))
+        (tmp_path / name).write_text(text)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", *(str(tmp_path / n) for n in names)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0 and not result.stderr.strip(), result.stderr
