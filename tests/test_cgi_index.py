@@ -99,6 +99,9 @@ def test_wsgi_daemon_answers_503_until_the_index_is_built(tmp_path, monkeypatch,
     index(config)
     assert app.get(confirm).text == "confirmation yes"
     assert app.get(f"/{SERVICE}?{URL_REQUEST}{TARGET_IBI}").text.startswith("archiveaddress ")
+    # The pages' templates, compiled when first rendered under mod_wsgi and CGI.
+    for page in ("about", "items", "statistics"):
+        assert "</html>" in app.get(f"/{SERVICE}/{page}").text
 
 
 @pytest.mark.process

@@ -337,7 +337,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     app.extensions["archive_index"] = live
     # Each request reads one snapshot of the index: never half of an indexer's commit.
     app.teardown_request(lambda exc: catalog.end())
-    pages.install(app, PAGE_SOURCES)
+    pages.install(app, PAGE_SOURCES, compile_now=refresh)
     service_path = "/" + config.archiveserviceibi
 
     @app.context_processor
