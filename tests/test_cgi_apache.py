@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import sys
 import time
 import urllib.request
@@ -21,29 +20,21 @@ from pathlib import Path
 import pytest
 
 from fronts import (
-    APACHE_CGI,
-    APACHE_MODULES,
-    APACHE_WSGI,
-    CGI_FILE,
-    WSGI_FILE,
+    WEB_USER,
     acknowledge,
     cli_as,
     debian_python_site,
     needs_debian_apache,
-    rewrite,
-    start_debian_apache,
+    needs_mod_wsgi,
+    start_cgi,
+    start_mod_wsgi,
+    state_dir_of,
     stats_as,
     url_request,
 )
 from serve_process import ROOT, SERVICE, free_port
 
-WEB_USER = "www-data"
-DEFAULT_CONFIG = "/etc/archive-service/archive-service.yaml"
 ITEMS = 100_000
-needs_mod_wsgi = pytest.mark.skipif(
-    not (APACHE_MODULES / "mod_wsgi.so").exists(),
-    reason="mod_wsgi is not installed (Debian: apt-get install libapache2-mod-wsgi-py3)",
-)
 
 
 def bench_gen():
@@ -64,14 +55,15 @@ def big() -> tuple[Path, dict]:
     return gen.ensure(ITEMS, Path(cache))
 
 
-def indexed(public: Path, python: str, site: Path, collection: Path, port: int) -> Path:
-    """Settings for `collection`, its index built as the web server's user (as
-    archive-service-indexer.service runs it), unless ARCHIVE_SERVICE_TEST_STATE_DIR has it."""
+def indexed(public: Path, collection: Path) -> tuple[str, Path, int, Path]:
+    """Debian's Python and our package for it, a port, and settings for `collection` whose
+    index is built as the web server's user (as archive-service-indexer.service runs it),
+    unless ARCHIVE_SERVICE_TEST_STATE_DIR has it."""
+    python, site = debian_python_site(public)
+    port = free_port()
     state = os.environ.get("ARCHIVE_SERVICE_TEST_STATE_DIR")
     if state is None:
-        state = public / "state"
-        state.mkdir(mode=0o700)
-        shutil.chown(state, WEB_USER, WEB_USER)
+        state = state_dir_of(public)
     config = public / "archive-service.yaml"
     config.write_text(
         f"collection: {collection}\nstate_dir: {state}\narchiveaddress: 127.0.0.1:{port}\n"
@@ -80,7 +72,7 @@ def indexed(public: Path, python: str, site: Path, collection: Path, port: int) 
     config.chmod(0o644)
     if os.environ.get("ARCHIVE_SERVICE_TEST_STATE_DIR") is None:
         cli_as(WEB_USER, python, site, config, "index")
-    return config
+    return python, site, port, config
 
 
 def timed_get(url: str) -> tuple[float, bytes]:
@@ -107,30 +99,8 @@ def assert_answers(front: str, manifest: dict, python: str, site: Path, config: 
 @needs_debian_apache
 def test_cgi_through_apache_answers_at_once_at_100000_items(public, fronts, big):
     collection, manifest = big
-    python, site = debian_python_site(public)
-    port = free_port()
-    config = indexed(public, python, site, collection, port)
-    program = public / "cgi-bin" / "archive-service.cgi"
-    program.parent.mkdir(mode=0o755)
-    program.write_text(
-        rewrite(CGI_FILE.read_text(), ("#!/opt/archive-service/venv/bin/python3", f"#!{python}"))
-    )
-    program.chmod(0o755)
-    config_line = f"SetEnv ARCHIVE_SERVICE_CONFIG {config}"
-    apache = start_debian_apache(
-        fronts,
-        public,
-        port,
-        rewrite(
-            APACHE_CGI.read_text(),
-            ("*:80", f"*:{port}"),
-            ("/usr/lib/cgi-bin", str(program.parent)),
-            (f"SetEnv ARCHIVE_SERVICE_CONFIG {DEFAULT_CONFIG}", config_line),
-            (config_line, f"{config_line}\n    SetEnv PYTHONPATH {site}"),
-        ),
-        "cgid",  # Debian's a2enmod cgi picks cgid under its threaded MPM (event)
-        name="archive-service-cgi",
-    )
+    python, site, port, config = indexed(public, collection)
+    apache = start_cgi(fronts, public, port, config, python, site)
     with apache.explained():
         assert_answers(apache.url, manifest, python, site, config)
         took = [timed_get(f"{apache.url}/{SERVICE}?servicesubject=inclusionConfirmationRequest")[0]
@@ -146,25 +116,8 @@ def test_cgi_through_apache_answers_at_once_at_100000_items(public, fronts, big)
 @needs_mod_wsgi
 def test_mod_wsgi_daemon_answers_its_first_request_at_once_at_100000_items(public, fronts, big):
     collection, manifest = big
-    python, site = debian_python_site(public)
-    port = free_port()
-    config = indexed(public, python, site, collection, port)
-    wsgi = public / "wsgi" / "archive-service.wsgi"
-    wsgi.parent.mkdir(mode=0o755)
-    wsgi.write_text(
-        rewrite(WSGI_FILE.read_text(), ("/etc/archive-service/archive-service.yaml", str(config)))
-    )
-    wsgi.chmod(0o644)
-    conf = rewrite(
-        APACHE_WSGI.read_text(),
-        ("*:80", f"*:{port}"),
-        ("user=archive-service group=archive-service", f"user={WEB_USER} group={WEB_USER}"),
-        ("python-home=/opt/archive-service/venv", f"python-path={site}"),
-        (" home=/opt/archive-service ", f" home={wsgi.parent} "),
-        ("/opt/archive-service/archive-service.wsgi", str(wsgi)),
-        ('<Directory "/opt/archive-service">', f'<Directory "{wsgi.parent}">'),
-    )
-    apache = start_debian_apache(fronts, public, port, conf, "wsgi", name="archive-service-wsgi")
+    python, site, port, config = indexed(public, collection)
+    apache = start_mod_wsgi(fronts, public, port, config, site)
     with apache.explained():
         first = assert_answers(apache.url, manifest, python, site, config)
     # The daemon loads the .wsgi file on its first request: imports, create_app, the answer.

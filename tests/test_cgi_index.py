@@ -15,7 +15,16 @@ import pytest
 import webtest
 
 from archive_service import cli
-from fronts import COLLECTION, CONTRIB, TARGET_IBI, WSGI_FILE, executable, rewrite, run_cgi
+from fronts import (
+    COLLECTION,
+    CONTRIB,
+    TARGET_IBI,
+    WSGI_FILE,
+    executable,
+    rewrite,
+    run_cgi,
+    unit_values,
+)
 from serve_process import SAMPLE, SERVICE
 
 NOT_INDEXED = b"The Archive's index is not built yet: run archive-service index\n"
@@ -117,18 +126,9 @@ SYSTEMD = CONTRIB / "systemd"
 UNITS = ("archive-service-indexer.service", "archive-service-index.service")
 
 
-def values(path: Path) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for line in path.read_text().splitlines():
-        if line.strip() and not line.startswith(("#", ";", "[")):
-            key, _, value = line.partition("=")
-            found.setdefault(key.strip(), []).append(value.strip())
-    return found
-
-
 @pytest.mark.parametrize("name", UNITS)
 def test_indexer_units_run_the_index_command_as_an_unprivileged_user(name):
-    unit = values(SYSTEMD / name)
+    unit = unit_values(SYSTEMD / name)
     command = shlex.split(unit["ExecStart"][0])
     args = cli.build_parser().parse_args(command[1:])
     assert args.func is cli.cmd_index and args.config
@@ -140,7 +140,7 @@ def test_indexer_units_run_the_index_command_as_an_unprivileged_user(name):
 
 
 def test_index_timer_starts_the_index_service():
-    timer = values(SYSTEMD / "archive-service-index.timer")
+    timer = unit_values(SYSTEMD / "archive-service-index.timer")
     assert "OnUnitInactiveSec" in timer and timer["WantedBy"] == ["timers.target"]
 
 

@@ -38,6 +38,7 @@ from fronts import (
     executable,
     rewrite,
     run_cgi,
+    unit_values,
 )
 from resolver_double import ResolverDouble
 from serve_process import SAMPLE, SERVICE, Serve
@@ -82,12 +83,7 @@ def unquote_bytes(path: str) -> str:
 
 
 def unit() -> dict[str, list[str]]:
-    values: dict[str, list[str]] = {}
-    for line in UNIT.read_text().splitlines():
-        if line.strip() and not line.startswith(("#", ";", "[")):
-            key, _, value = line.partition("=")
-            values.setdefault(key.strip(), []).append(value.strip())
-    return values
+    return unit_values(UNIT)
 
 
 def test_unit_runs_serve_in_the_foreground_as_an_unprivileged_user():
