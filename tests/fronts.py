@@ -53,6 +53,16 @@ NGINX = executable("nginx")
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
 
 
+def unit_values(path: Path) -> dict[str, list[str]]:
+    """A systemd unit file's settings: each key's values in order."""
+    values: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith(("#", ";", "[")):
+            key, _, value = line.partition("=")
+            values.setdefault(key.strip(), []).append(value.strip())
+    return values
+
+
 def rewrite(text: str, *replacements: tuple[str, str]) -> str:
     """`text` with each old string replaced; every old string must be there (no silent no-op)."""
     for old, new in replacements:
@@ -393,19 +403,61 @@ def acknowledge(front: str, answer: dict[str, str]) -> None:
     assert fetch(f"{front}/{SERVICE}?{query}") == (200, b"notice {acknowledgment received}")
 
 
-def stats_as(user: str, python: str, site: Path, config: Path) -> dict:
-    """`archive-service stats --format json` as `user` (the web server's), with the config the
-    web server reads: what an admin runs by hand to read what the service counted."""
+def cli_as(user: str, python: str, site: Path, config: Path, *command: str) -> str:
+    """An `archive-service` command as `user` (the web server's), with the config the web
+    server reads, as an admin runs it by hand or a systemd unit as that user: its output."""
     done = subprocess.run(
-        ["runuser", "-u", user, "--", python, "-m", "archive_service.cli", "stats"]
-        + ["--config", str(config), "--format", "json"],
+        ["runuser", "-u", user, "--", python, "-m", "archive_service.cli", *command]
+        + ["--config", str(config)],
         env={"PATH": SYSTEMD_ENV["PATH"], "PYTHONPATH": str(site), "LANG": "C.UTF-8"},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=900,
     )
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return done.stdout
+
+
+def stats_as(user: str, python: str, site: Path, config: Path) -> dict:
+    """`archive-service stats --format json` as `user`: what the service counted."""
+    return json.loads(cli_as(user, python, site, config, "stats", "--format", "json"))
+
+
+def run_cgi(
+    path_info: str | bytes,
+    query: str = "",
+    config: Path = SAMPLE / "archive-service.yaml",
+    errors: list[str] | None = None,
+) -> tuple[str, bytes]:
+    """The CGI program's head and body for one request; its stderr lines go to `errors`."""
+    environ = {
+        "REQUEST_METHOD": "GET",
+        "SCRIPT_NAME": "",
+        "PATH_INFO": path_info,
+        "QUERY_STRING": query,
+        "SERVER_NAME": "archive.example.org",
+        "SERVER_PORT": "80",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "GATEWAY_INTERFACE": "CGI/1.1",
+        "ARCHIVE_SERVICE_CONFIG": str(config),
+        "PYTHONPATH": str(ROOT),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    }
+    done = subprocess.run(
+        [sys.executable, str(CGI_FILE)], env=environ, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    if errors is not None:
+        errors += done.stderr.decode().splitlines()
+    head, _, body = done.stdout.partition(b"\r\n\r\n")
+    return head.decode("latin-1"), body
+
+
+WEB_USER = "www-data"  # Debian's web server user
+needs_mod_wsgi = pytest.mark.skipif(
+    not (APACHE_MODULES / "mod_wsgi.so").exists(),
+    reason="mod_wsgi is not installed (Debian: apt-get install libapache2-mod-wsgi-py3)",
+)
 
 
 DEBIAN_NGINX = Path("/etc/nginx")
@@ -470,6 +522,64 @@ def start_debian_apache(
         apache.a2("a2enmod", *modules)
     apache.install_site(name, site)
     return apache.start()
+
+
+def state_dir_of(public: Path, user: str = WEB_USER) -> Path:
+    """The state directory contrib's steps make for the web server's user."""
+    state = public / "state"
+    state.mkdir(mode=0o700)
+    shutil.chown(state, user, user)
+    return state
+
+
+def start_mod_wsgi(
+    fronts: list,
+    public: Path,
+    port: int,
+    config: Path,
+    site: Path,
+    user: tuple[str, str] = (WEB_USER, WEB_USER),
+) -> DebianApache:
+    """contrib's mod_wsgi site and .wsgi file in Debian's apache2, started."""
+    wsgi = public / "wsgi" / "archive-service.wsgi"
+    wsgi.parent.mkdir(mode=0o755)
+    wsgi.write_text(
+        rewrite(WSGI_FILE.read_text(), ("/etc/archive-service/archive-service.yaml", str(config)))
+    )
+    wsgi.chmod(0o644)
+    conf = rewrite(
+        APACHE_WSGI.read_text(),
+        ("*:80", f"*:{port}"),
+        ("user=archive-service group=archive-service", "user={} group={}".format(*user)),
+        ("python-home=/opt/archive-service/venv", f"python-path={site}"),
+        (" home=/opt/archive-service ", f" home={wsgi.parent} "),
+        ("/opt/archive-service/archive-service.wsgi", str(wsgi)),
+        ('<Directory "/opt/archive-service">', f'<Directory "{wsgi.parent}">'),
+    )
+    return start_debian_apache(fronts, public, port, conf, "wsgi", name="archive-service-wsgi")
+
+
+def start_cgi(
+    fronts: list, public: Path, port: int, config: Path, python: str, site: Path
+) -> DebianApache:
+    """contrib's CGI site and program in Debian's apache2 (mod_cgid, www-data), started."""
+    program = public / "cgi-bin" / "archive-service.cgi"
+    program.parent.mkdir(mode=0o755)
+    program.write_text(
+        rewrite(CGI_FILE.read_text(), ("#!/opt/archive-service/venv/bin/python3", f"#!{python}"))
+    )
+    program.chmod(0o755)
+    config_line = f"SetEnv ARCHIVE_SERVICE_CONFIG {config}"
+    site_conf = rewrite(
+        APACHE_CGI.read_text(),
+        ("*:80", f"*:{port}"),
+        ("/usr/lib/cgi-bin", str(program.parent)),
+        ("SetEnv ARCHIVE_SERVICE_CONFIG /etc/archive-service/archive-service.yaml", config_line),
+        # The venv's Python finds the package itself; Debian's needs the copied site.
+        (config_line, f"{config_line}\n    SetEnv PYTHONPATH {site}"),
+    )
+    # Debian's `a2enmod cgi` picks cgid under its threaded MPM (event).
+    return start_debian_apache(fronts, public, port, site_conf, "cgid", name="archive-service-cgi")
 
 
 def start_debian_nginx(fronts: list, public: Path, port: int, site: str) -> DebianNginx:

@@ -11,7 +11,6 @@ import shlex
 import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import unquote_to_bytes, urlsplit
 
@@ -38,9 +37,11 @@ from fronts import (
     WSGI_FILE,
     executable,
     rewrite,
+    run_cgi,
+    unit_values,
 )
 from resolver_double import ResolverDouble
-from serve_process import ROOT, SAMPLE, SERVICE, Serve
+from serve_process import SAMPLE, SERVICE, Serve
 
 UNIT = CONTRIB / "systemd" / "archive-service.service"
 SYSCTL = CONTRIB / "sysctl" / "60-archive-service.conf"
@@ -82,12 +83,7 @@ def unquote_bytes(path: str) -> str:
 
 
 def unit() -> dict[str, list[str]]:
-    values: dict[str, list[str]] = {}
-    for line in UNIT.read_text().splitlines():
-        if line.strip() and not line.startswith(("#", ";", "[")):
-            key, _, value = line.partition("=")
-            values.setdefault(key.strip(), []).append(value.strip())
-    return values
+    return unit_values(UNIT)
 
 
 def test_unit_runs_serve_in_the_foreground_as_an_unprivileged_user():
@@ -267,6 +263,7 @@ def test_sysctl_file_sets_real_keys_and_lets_a_million_items_be_watched():
 @pytest.mark.process
 def test_wsgi_file_builds_the_app_mounted_at_root(monkeypatch):
     monkeypatch.setenv("ARCHIVE_SERVICE_CONFIG", str(SAMPLE / "archive-service.yaml"))
+    assert cli.main(["index", "--config", str(SAMPLE / "archive-service.yaml")]) == 0
     spec = importlib.util.spec_from_loader("archive_service_wsgi", loader=None)
     module = importlib.util.module_from_spec(spec)
     exec(compile(WSGI_FILE.read_text(), str(WSGI_FILE), "exec"), module.__dict__)
@@ -300,48 +297,25 @@ def test_wsgi_file_builds_the_app_mounted_at_root(monkeypatch):
     assert urlsplit(answer["url"]).path.startswith("/archive/col/")
 
 
-def run_cgi(
-    path_info: str | bytes,
-    query: str = "",
-    config: Path = SAMPLE / "archive-service.yaml",
-    errors: list[str] | None = None,
-) -> tuple[str, bytes]:
-    """The CGI program's head and body for one request; its stderr lines go to `errors`."""
-    environ = {
-        "REQUEST_METHOD": "GET",
-        "SCRIPT_NAME": "",
-        "PATH_INFO": path_info,
-        "QUERY_STRING": query,
-        "SERVER_NAME": "archive.example.org",
-        "SERVER_PORT": "80",
-        "SERVER_PROTOCOL": "HTTP/1.1",
-        "GATEWAY_INTERFACE": "CGI/1.1",
-        "ARCHIVE_SERVICE_CONFIG": str(config),
-        "PYTHONPATH": str(ROOT),
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-    }
-    done = subprocess.run(
-        [sys.executable, str(CGI_FILE)], env=environ, capture_output=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr.decode()
-    if errors is not None:
-        errors += done.stderr.decode().splitlines()
-    head, _, body = done.stdout.partition(b"\r\n\r\n")
-    return head.decode("latin-1"), body
-
-
 @pytest.mark.process
-def test_cgi_file_runs_the_app_through_wsgiref():
+def test_cgi_file_runs_the_app_through_wsgiref(tmp_path):
     assert CGI_FILE.stat().st_mode & 0o111, "the CGI program must be executable"
-    head, body = run_cgi(f"/{SERVICE}", "servicesubject=inclusionConfirmationRequest")
+    config = tmp_path / "archive-service.yaml"
+    config.write_text(
+        (SAMPLE / "archive-service.yaml").read_text().replace(".  ", f"{SAMPLE}  ", 1)
+        + f"state_dir: {tmp_path / 'state'}\n"
+    )
+    # What archive-service-indexer.service keeps current; the program reads it as it stands.
+    assert cli.main(["index", "--config", str(config)]) == 0
+    head, body = run_cgi(f"/{SERVICE}", "servicesubject=inclusionConfirmationRequest", config)
     assert head.startswith("Status: 200") and body == b"confirmation yes"
     # PATH_INFO as Apache hands it over: the percent-decoded bytes of the file name.
-    head, body = run_cgi(b"/col/" + os.fsencode(TARGET_FILE))
+    head, body = run_cgi(b"/col/" + os.fsencode(TARGET_FILE), config=config)
     assert head.startswith("Status: 200"), head
     assert body == (SAMPLE / TARGET_FILE).read_bytes()
-    head, body = run_cgi(f"/col/{FILES_DIR}/item.yaml")
+    head, body = run_cgi(f"/col/{FILES_DIR}/item.yaml", config=config)
     assert head.startswith("Status: 404")
-    head, body = run_cgi(f"/{SERVICE}", "servicesubject=nonsense")
+    head, body = run_cgi(f"/{SERVICE}", "servicesubject=nonsense", config)
     assert head.startswith("Status: 400") and body.startswith(b"error {")
 
 

@@ -15,39 +15,33 @@ import pytest
 
 from archive_service.web import stats
 from fronts import (
-    APACHE_CGI,
-    APACHE_MODULES,
     APACHE_VHOST,
-    APACHE_WSGI,
     BACKEND,
-    CGI_FILE,
     COLLECTION,
     CONTRIB,
     NGINX_SITE,
     TARGET_IBI,
-    WSGI_FILE,
-    DebianApache,
+    WEB_USER,
     Front,
     acknowledge,
     check_front,
+    cli_as,
     debian_python_site,
     needs_debian_apache,
     needs_debian_nginx,
+    needs_mod_wsgi,
     rewrite,
     serve_behind,
+    start_cgi,
     start_debian_apache,
     start_debian_nginx,
+    start_mod_wsgi,
+    state_dir_of,
     stats_as,
     url_request,
     write_config,
 )
 from serve_process import free_port
-
-needs_mod_wsgi = pytest.mark.skipif(
-    not (APACHE_MODULES / "mod_wsgi.so").exists(),
-    reason="mod_wsgi is not installed (Debian: apt-get install libapache2-mod-wsgi-py3)",
-)
-WEB_USER = "www-data"
 
 
 @pytest.mark.parametrize("conf", sorted((CONTRIB / "apache").glob("*.conf")), ids=lambda p: p.name)
@@ -76,41 +70,6 @@ class Leftover:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def state_dir_of(public: Path, user: str = WEB_USER) -> Path:
-    """The state directory contrib's steps make for the web server's user."""
-    state = public / "state"
-    state.mkdir(mode=0o700)
-    shutil.chown(state, user, user)
-    return state
-
-
-def start_mod_wsgi(
-    fronts: list,
-    public: Path,
-    port: int,
-    config: Path,
-    site: Path,
-    user: tuple[str, str] = (WEB_USER, WEB_USER),
-) -> DebianApache:
-    """contrib's mod_wsgi site and .wsgi file in Debian's apache2, started."""
-    wsgi = public / "wsgi" / "archive-service.wsgi"
-    wsgi.parent.mkdir(mode=0o755)
-    wsgi.write_text(
-        rewrite(WSGI_FILE.read_text(), ("/etc/archive-service/archive-service.yaml", str(config)))
-    )
-    wsgi.chmod(0o644)
-    conf = rewrite(
-        APACHE_WSGI.read_text(),
-        ("*:80", f"*:{port}"),
-        ("user=archive-service group=archive-service", "user={} group={}".format(*user)),
-        ("python-home=/opt/archive-service/venv", f"python-path={site}"),
-        (" home=/opt/archive-service ", f" home={wsgi.parent} "),
-        ("/opt/archive-service/archive-service.wsgi", str(wsgi)),
-        ('<Directory "/opt/archive-service">', f'<Directory "{wsgi.parent}">'),
-    )
-    return start_debian_apache(fronts, public, port, conf, "wsgi", name="archive-service-wsgi")
-
-
 def assert_counted(front: str, python: str, site: Path, config: Path) -> None:
     """An acknowledgment of the non-ASCII target's URL, sent through the front, is counted
     where `archive-service stats` with the same config (as the web server's user) reads."""
@@ -127,6 +86,7 @@ def test_mod_wsgi_as_debian_runs_it(public, fronts):
     python, site = debian_python_site(public)
     port = free_port()
     config = write_config(public, f"127.0.0.1:{port}", state_dir_of(public))
+    cli_as(WEB_USER, python, site, config, "index")  # the daemon answers from it as it stands
     apache = start_mod_wsgi(fronts, public, port, config, site)
     with apache.explained():
         check_front(apache.url, public / "collection")
@@ -150,6 +110,7 @@ def test_mod_wsgi_without_the_systemd_unit_answers_at_once(public, fronts):
     if not fallback.exists():
         fronts.append(Leftover(fallback))
     config = write_config(public, f"127.0.0.1:{port}", missing)
+    cli_as("nobody", python, site, config, "index")  # into the same fallback
     apache = start_mod_wsgi(fronts, public, port, config, site, user=("nobody", "nogroup"))
     with apache.explained():
         started = time.monotonic()
@@ -172,31 +133,8 @@ def test_cgi_as_debian_runs_it(public, fronts):
     config = write_config(public, f"127.0.0.1:{port}", state_dir_of(public))
     config.chmod(0o640)  # install -m 0640 -g www-data
     shutil.chown(config, "root", WEB_USER)
-    program = public / "cgi-bin" / "archive-service.cgi"
-    program.parent.mkdir(mode=0o755)
-    program.write_text(
-        rewrite(CGI_FILE.read_text(), ("#!/opt/archive-service/venv/bin/python3", f"#!{python}"))
-    )
-    program.chmod(0o755)
-    config_line = f"SetEnv ARCHIVE_SERVICE_CONFIG {config}"
-    apache = start_debian_apache(
-        fronts,
-        public,
-        port,
-        rewrite(
-            APACHE_CGI.read_text(),
-            ("*:80", f"*:{port}"),
-            ("/usr/lib/cgi-bin", str(program.parent)),
-            (
-                "SetEnv ARCHIVE_SERVICE_CONFIG /etc/archive-service/archive-service.yaml",
-                config_line,
-            ),
-            # The venv's Python finds the package itself; Debian's needs the copied site.
-            (config_line, f"{config_line}\n    SetEnv PYTHONPATH {site}"),
-        ),
-        "cgid",
-        name="archive-service-cgi",
-    )
+    cli_as(WEB_USER, python, site, config, "index")  # what the indexer's unit keeps current
+    apache = start_cgi(fronts, public, port, config, python, site)
     with apache.explained():
         check_front(apache.url, public / "collection", light=True)
         assert_counted(apache.url, python, site, config)

@@ -31,11 +31,14 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..common import db
-from .readers import _cpus, _Readers, _walkers
 from .records import _Row, claim
 from .walk import SEP, Walk, cover, estimate_items, sortkey
+
+if TYPE_CHECKING:
+    from .readers import _Readers
 
 log = logging.getLogger(__name__)
 
@@ -500,6 +503,8 @@ class Writer:
                 else:
                     # An interrupted first build resumes here, parsing in other processes:
                     # one per CPU, as this one walks and writes more than it reads.
+                    from .readers import _cpus, _Readers  # a reader of the index needs none
+
                     readers = _Readers(self.store.root, _cpus() if big else 0)
                     try:
                         for scope in scopes:
@@ -560,6 +565,8 @@ class Writer:
     ) -> None:
         """Fill an empty index: processes walk and read scopes of the collection; this one
         writes their rows as they come (the order of rows does not matter to the store)."""
+        from .readers import _Readers, _walkers
+
         walkers = _Readers(self.store.root, _walkers())
         log.info(
             "first build of %s: %d processes walk and read it", self.store.root, len(walkers.procs)

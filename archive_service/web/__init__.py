@@ -14,6 +14,7 @@ import logging
 import mimetypes
 import os
 import stat
+import threading
 import unicodedata
 import xml.etree.ElementTree as ET
 import zlib
@@ -252,8 +253,45 @@ class _Following:
         return self.app(environ, start_response)
 
 
-def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
-    """Build the WSGI app for one Archive from validated settings (or a mapping of them)."""
+class _NotIndexed:
+    """WSGI app of an Archive whose collection has no index yet, where the app must not build
+    one (CGI, mod_wsgi): 503 and one line saying what to run, until the index is complete;
+    then the Archive itself (a mod_wsgi daemon lives on after `archive-service index`)."""
+
+    BODY = b"The Archive's index is not built yet: run archive-service index\n"
+
+    def __init__(self, live: LiveIndex, build: Callable[[], Flask]):
+        self.live = live
+        self.build = build
+        self.app: Flask | None = None
+        self.lock = threading.Lock()
+
+    def __call__(self, environ, start_response):
+        if self.app is None and self.live.store.is_complete():
+            with self.lock:
+                if self.app is None:
+                    self.app = self.build()
+        if self.app is not None:
+            return self.app(environ, start_response)
+        log.error(
+            "no index of the collection %s in %s yet: run archive-service index",
+            self.live.config.collection,
+            self.live.store.state_dir,
+        )
+        start_response(
+            "503 Service Unavailable",
+            [("Content-Type", TEXT), ("Content-Length", str(len(self.BODY)))],
+        )
+        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [self.BODY]
+
+
+def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = True) -> Flask:
+    """Build the WSGI app for one Archive from validated settings (or a mapping of them).
+
+    `refresh`: bring the index up to date with the collection first (a walk of it; `serve`).
+    False where processes are short-lived or started by a request (CGI, mod_wsgi): the app
+    answers from the index as it stands, which `archive-service index --watch` (or `index`
+    from a timer) keeps current, and answers 503 while there is no complete index."""
     if not isinstance(config, settings.Config):
         config = settings.load(options=dict(config), environ={})
     config.require("collection", "archiveaddress", "archiveserviceibi")
@@ -269,11 +307,16 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     # Following later changes starts after forking (serve's workers, create_app_from_env),
     # or when the embedding code calls app.extensions["archive_index"].follow().
     live = LiveIndex(config)
-    live.refresh()
+    if refresh:
+        live.refresh()
+        for problem in live.catalog.problems:
+            log.warning("%s", problem)
+        log.info("indexed %d items from %s", live.catalog.count(), config.collection)
+    elif not live.store.is_complete():
+        app.extensions["archive_index"] = live
+        app.wsgi_app = _NotIndexed(live, lambda: create_app(config, refresh=False))
+        return app
     catalog = live.catalog
-    for problem in catalog.problems:
-        log.warning("%s", problem)
-    log.info("indexed %d items from %s", catalog.count(), config.collection)
     catalog.close()  # nothing open in this process if it forks workers next
     # Both live in state_dir, or in the database every node shares; an unusable one is
     # logged and the service answers anyway.
@@ -295,7 +338,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     app.extensions["archive_index"] = live
     # Each request reads one snapshot of the index: never half of an indexer's commit.
     app.teardown_request(lambda exc: catalog.end())
-    pages.install(app, PAGE_SOURCES)
+    pages.install(app, PAGE_SOURCES, compile_now=refresh)
     service_path = "/" + config.archiveserviceibi
 
     @app.context_processor
@@ -638,12 +681,13 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     return app
 
 
-def create_app_from_env() -> Flask:
-    """For gunicorn and mod_wsgi: settings from ARCHIVE_SERVICE_CONFIG and the environment.
+def create_app_from_env(*, refresh: bool = True) -> Flask:
+    """For gunicorn, mod_wsgi and CGI: settings from ARCHIVE_SERVICE_CONFIG and the
+    environment; `refresh` as for create_app (contrib's .cgi and .wsgi files pass False).
 
     The serving process follows the collection from its first request on (with gunicorn's
     --preload the app is made in the master, where no thread may start before the fork)."""
-    app = create_app(settings.load(os.environ.get("ARCHIVE_SERVICE_CONFIG")))
+    app = create_app(settings.load(os.environ.get("ARCHIVE_SERVICE_CONFIG")), refresh=refresh)
     # A CGI process lives for one request: it reads the index as create_app left it.
     if not os.environ.get("GATEWAY_INTERFACE", "").startswith("CGI/"):
         app.wsgi_app = _Following(app.wsgi_app, app.extensions["archive_index"])

@@ -3,6 +3,9 @@
 
 Install as /usr/lib/cgi-bin/archive-service.cgi (mode 0755), the first line naming the Python
 of the venv where archive-service is installed. Settings: ARCHIVE_SERVICE_CONFIG (SetEnv).
+The app answers from the index as it stands (refresh=False: no request walks the collection);
+archive-service-indexer.service (or archive-service-index.timer) keeps it current, see
+../systemd/README.md. With no index yet, every request answers 503.
 """
 
 import sys
@@ -12,7 +15,7 @@ from archive_service.settings import ConfigError
 from archive_service.web import create_app_from_env
 
 try:
-    app = create_app_from_env()
+    app = create_app_from_env(refresh=False)
 except ConfigError as exc:
     # One line in Apache's error log (the settings www-data cannot read, a missing one), not
     # a traceback for every request; the client gets a 500.

@@ -3,6 +3,9 @@
 Settings come from the file named by ARCHIVE_SERVICE_CONFIG (default below) and from
 ARCHIVE_SERVICE_<KEY> variables of the process environment; Apache's SetEnv does not reach
 os.environ under mod_wsgi, so set the path here if it differs.
+The app answers from the index as it stands (refresh=False: a daemon process starts without
+walking the collection); archive-service-indexer.service (or archive-service-index.timer) keeps
+it current, see ../systemd/README.md. With no index yet, requests answer 503 until one is built.
 """
 
 import os
@@ -11,4 +14,4 @@ os.environ.setdefault("ARCHIVE_SERVICE_CONFIG", "/etc/archive-service/archive-se
 
 from archive_service.web import create_app_from_env  # noqa: E402
 
-application = create_app_from_env()
+application = create_app_from_env(refresh=False)
