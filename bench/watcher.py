@@ -272,12 +272,14 @@ def change_figures(items: int, cache: Path, work: Path, count: int) -> dict:
             measure("moved in", f"wbench-{os.getpid()}-{i}.example.org/in/2032/01.01.00.00")
             if lowered:
                 # Stopped while the burst fills its queue: an overflow for certain.
+                burst = root / f"wbench-burst-{i}"
+                burst.mkdir()
+                time.sleep(0.5)  # watched: its 100 new directories are 100 events
                 pid = indexer_of(server)
                 os.kill(pid, signal.SIGSTOP)
                 try:
-                    burst = root / f"wbench-burst-{i}"
                     for j in range(100):
-                        (burst / f"d{j}").mkdir(parents=True)
+                        (burst / f"d{j}").mkdir()
                 finally:
                     os.kill(pid, signal.SIGCONT)
                 name = f"wbench-{os.getpid()}-{i}.example.org/watch/2031/02.01.00.00"

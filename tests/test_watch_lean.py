@@ -138,6 +138,8 @@ def test_an_overflow_rescans_and_watches_the_directories_it_missed(
     finally:
         QUEUE.write_text(previous)
     try:
+        (collection / "burst.example.org").mkdir()  # watched before the burst fills its queue
+        time.sleep(3 * watch.DEBOUNCE_SECONDS)
         indexer.proc.send_signal(signal.SIGSTOP)
         try:
             for i in range(100):

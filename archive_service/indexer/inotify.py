@@ -66,6 +66,7 @@ class Watches:
         self._garbage = 0
         self.count = 0
         self.failed = 0  # directories that could not be watched (gone, unreadable)
+        self.docs_listed = False
         self.root_wd = self._add_path(self.root, _TOP, b"")
         if self.root_wd is None:
             self.close()
@@ -208,10 +209,21 @@ class Watches:
                 if new or again:
                     stack.append((child, child_path))
 
-    def from_index(self, directories: Iterable[str]) -> None:
+    def from_index(self, directories: Iterable[str]) -> list[str]:
         """Watch the item directories the index holds (in key order), the levels above them
-        and their doc/, without walking the tree."""
-        levels: list[tuple[bytes, int | None]] = []  # the current host/word/year
+        and their doc/, without walking the tree. Returns the topmost of those that were not
+        watched already (what may have changed in them unheard)."""
+        levels: list[tuple[bytes, int | None, bool]] = []  # the current host/word/year
+        tops: list[str] = []
+
+        def watch(parent: int, name: bytes, where: list[bytes], parent_new: bool):
+            count = self.count
+            wd = self.add(parent, name)
+            new = self.count > count
+            if new and not parent_new:
+                tops.append(os.fsdecode(b"/".join([*where, name])))
+            return wd, new
+
         for directory in directories:
             parts = os.fsencode(directory).split(b"/")
             *above, last = parts
@@ -219,20 +231,28 @@ class Watches:
             while keep < len(levels) and keep < len(above) and levels[keep][0] == above[keep]:
                 keep += 1
             del levels[keep:]
-            for segment in above[keep:]:
-                parent = levels[-1][1] if levels else self.root_wd
-                wd = None if parent is None else self.add(parent, segment)
-                levels.append((segment, wd))
-            parent = levels[-1][1] if levels else self.root_wd
+            for i, segment in enumerate(above[keep:], keep):
+                parent, parent_new = (
+                    (levels[-1][1], levels[-1][2]) if levels else (self.root_wd, False)
+                )
+                wd, new = (
+                    (None, False)
+                    if parent is None
+                    else watch(parent, segment, above[:i], parent_new)
+                )
+                levels.append((segment, wd, new))
+            parent, parent_new = (levels[-1][1], levels[-1][2]) if levels else (self.root_wd, False)
             if parent is None:
                 continue
-            item = self.add(parent, last)
+            item, new = watch(parent, last, above, parent_new)
             if item is not None:
-                self.add(item, _DOC)
+                watch(item, _DOC, parts, new)
+        return tops
 
     def below_docs(self) -> None:
         """Watch what lies below each watched doc/ (the index does not keep its
         subdirectories): only when a walk counted more directories than are watched."""
+        self.docs_listed = True
         for wd in range(len(self._parent)):
             if self._parent[wd] > 0 and self._len[wd] == 3 and self._name(wd) == _DOC:
                 path = self.path(wd)

@@ -195,8 +195,8 @@ class Indexer:
         self._inotify_fd: int | None = None
         self._watches = None  # our own inotify layer (Linux), instead of the observer
         self._pump: threading.Thread | None = None
-        self._overflowed = False
         self._limit: str | None = None  # the watch limit, reached while watching
+        self._rows_watched = 0  # the index's rows up to this rowid had their watches set
         self._retry = False
         self._retry_at: float | None = None
         self._state: str | None = None
@@ -341,7 +341,7 @@ class Indexer:
             return f"inotify failed ({getattr(exc, 'strerror', None) or exc})"
         debouncer = EventDebouncer(DEBOUNCE_SECONDS, self._take_paths)
         self._watches, self._debouncer = watches, debouncer
-        self._overflowed, self._limit = False, None
+        self._limit = None
         debouncer.start()
         # Reading starts before the watches are set: a burst meanwhile must not overflow.
         self._pump = threading.Thread(
@@ -349,6 +349,7 @@ class Indexer:
         )
         self._pump.start()
         try:
+            self._rows_watched = self._last_row()
             watches.from_index(self._indexed_directories())
         except WatchLimit:
             reason = self._limit_reached(watches)
@@ -360,14 +361,39 @@ class Indexer:
             watches.rewatch()
         return None
 
-    def _indexed_directories(self) -> Iterable[str]:
+    def _last_row(self) -> int:
+        conn = self.store.connect(readonly=True)
+        try:
+            return conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0]
+        finally:
+            conn.close()
+
+    def _indexed_directories(self, after: int = 0) -> Iterable[str]:
         conn = self.store.connect(readonly=True)
         try:
             # Key order keeps each host/word/year's items together (one watch per level).
-            for (key,) in conn.execute("SELECT sortkey FROM items ORDER BY sortkey"):
+            rows = conn.execute(
+                "SELECT sortkey FROM items WHERE rowid > ? ORDER BY sortkey", (after,)
+            )
+            for (key,) in rows:
                 yield directory_of(key)
         finally:
             conn.close()
+
+    def _watch_new_rows(self) -> None:
+        """Watch the items a full walk found that the index did not hold when the watches
+        were set (made before their parent was watched, or while an overflow dropped events:
+        no event told of them), then look at the directories newly watched once more (what
+        changed in them before their watch)."""
+        mark = self._last_row()
+        if mark <= self._rows_watched:
+            return
+        unheard = self._watches.from_index(self._indexed_directories(self._rows_watched))
+        self._rows_watched = mark
+        if unheard:
+            with self._cond:
+                self._pending.update(unheard if len(unheard) <= 10_000 else [""])
+                self._cond.notify()
 
     def _read_events(self, watches, debouncer) -> None:
         """The reading thread: paths to the debouncer; an overflow, a lost root or the watch
@@ -391,26 +417,30 @@ class Indexer:
                 log.exception("handling inotify events of %s", self.store.root)
                 continue
             if overflow:
-                self._overflowed = True
                 self.request_rescan("the inotify queue overflowed")
             if lost_root:
                 self.request_rescan("the watch on the collection stopped")
             for event in changed:
                 debouncer.handle_event(event)
 
+    def _grow_watches(self, how) -> None:
+        from .inotify import WatchLimit
+
+        try:
+            how()
+        except WatchLimit:
+            self._limit = self._limit_reached(self._watches)
+
     def _check_watches(self, dirs: int) -> str | None:
         """watchdog skips subdirectories it cannot watch without a word: count its watches
         against the directories a walk just counted (a few may come and go meanwhile)."""
         if self._watches is not None:
+            # Ours says so when a watch is refused. Subdirectories of doc/ are not in the
+            # index: listed once, if the walk counted more directories than are watched
+            # (directories that hold no item count too, so this is only a hint).
             watches = self._watches
-            if watches.count + 16 + dirs // 1000 < dirs:
-                watches.below_docs()  # subdirectories of doc/, which the index does not keep
-            if watches.count + 16 + dirs // 1000 < dirs:
-                return (
-                    f"only {watches.count} of its {dirs} directories could be watched "
-                    f"(fs.inotify.max_user_watches is {max_user_watches()}, shared by every "
-                    "program of this user)"
-                )
+            if not watches.docs_listed and watches.count + 16 + dirs // 1000 < dirs:
+                watches.below_docs()
             return None
         if self._inotify_fd is None:
             return None  # not Linux, or not ours alone to count
@@ -504,25 +534,19 @@ class Indexer:
         """A full refresh; then whether we (still, or again) watch."""
         if not watching and self._retry and self.mode == "auto":
             watching = self._start_watching()
+        if watching and self._watches is not None and self._watches.sparse():
+            self._stop_watching()  # descriptors are numbered afresh in a new instance
+            watching = self._start_watching()
+        # After an overflow, the directories made while events were dropped are among those
+        # the walk finds new, watched (and looked at once more) by _watch_new_rows.
+        result = self._refresh(None, why)
+        if watching and result is not None and self._watches is not None:
+            self._grow_watches(self._watch_new_rows)
+            self._grow_watches(lambda: self._check_watches(result.dirs))
         if watching and self._limit is not None:
             self._say_once(self._limit)
             self._stop_watching()
             watching = False
-        if watching and self._watches is not None and self._watches.sparse():
-            self._stop_watching()  # descriptors are numbered afresh in a new instance
-            watching = self._start_watching()
-        if watching and self._overflowed and self._watches is not None:
-            # Directories made while events were dropped: watched before the walk looks.
-            self._overflowed = False
-            from .inotify import WatchLimit
-
-            try:
-                self._watches.rewatch()
-            except WatchLimit:
-                self._say_once(self._limit_reached(self._watches))
-                self._stop_watching()
-                watching = False
-        result = self._refresh(None, why)
         if watching and result is not None and (reason := self._check_watches(result.dirs)):
             self._say_once(reason)
             self._stop_watching()
