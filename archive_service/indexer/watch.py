@@ -22,6 +22,7 @@ watches against the directories a walk found.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import signal
@@ -153,6 +154,13 @@ def _real_changes() -> list:
     ]
 
 
+def _thin_inotify() -> bool:
+    """Our own inotify layer can watch here (Linux, with its binding installed)."""
+    return (
+        sys.platform.startswith("linux") and importlib.util.find_spec("inotify_simple") is not None
+    )
+
+
 class _OverflowAlarm(logging.Handler):
     """watchdog reports an inotify queue overflow only in its log; hear it there."""
 
@@ -276,7 +284,7 @@ class Indexer:
         from watchdog.utils.event_debouncer import EventDebouncer
 
         reason = self._why_not_watch()
-        if reason is None and sys.platform.startswith("linux"):
+        if reason is None and _thin_inotify():
             reason = self._start_inotify()
         elif reason is None:
             # A copied tree reaches watchdog twice (the kernel's events and its own walk of
