@@ -193,3 +193,34 @@ def test_one_bad_directory_does_not_stop_the_watches(
             os.chmod(locked, 0o755)
         shutil.rmtree(collection / host / word / year)
         assert shows(indexed, REP, present=False)
+
+
+def test_an_item_made_before_the_watches_were_set_is_watched(
+    indexed: store.Store, collection: Path
+) -> None:
+    """The watches come from the index: an item made after the index's last refresh (while
+    the service was stopped, or before its parent's watch) is found by the walk at start,
+    then watched, so what changes in it later is heard too."""
+    host, word, year, name = REP.split("/")
+    made = f"{host}/{word}/{year}/01.01.01.01"
+    new_item(collection, made)
+    new_item(collection, "early.example.org/lab/2031/01.02.03.04")
+    with indexing(indexed):
+        assert shows(indexed, made, within=10)
+        time.sleep(3 * watch.DEBOUNCE_SECONDS)
+        (collection / made / "item.yaml").write_text("state: Deleted\n")
+        (collection / "early.example.org" / "desk" / "2032" / "01.02.03.05" / "doc").mkdir(
+            parents=True
+        )
+        (collection / "early.example.org/desk/2032/01.02.03.05/doc/a.pdf").write_bytes(b"%PDF")
+
+        def deleted() -> bool:
+            catalog = catalogmod.StoreCatalog(indexed)
+            try:
+                item = catalog.item_at(made)
+                return item is not None and item.state == "Deleted"
+            finally:
+                catalog.close()
+
+        assert wait_until(deleted, LATENCY)
+        assert shows(indexed, "early.example.org/desk/2032/01.02.03.05")
