@@ -67,7 +67,7 @@ class Watches:
         self.count = 0
         self.failed = 0  # directories that could not be watched (gone, unreadable)
         self.docs_listed = False
-        self.root_wd = self._add_path(self.root, _TOP, b"")
+        self.root_wd, _ = self._watch(self.root, _TOP, b"")
         if self.root_wd is None:
             self.close()
             raise FileNotFoundError(errno.ENOENT, "cannot watch the collection", root)
@@ -150,21 +150,22 @@ class Watches:
 
     # -- adding watches ------------------------------------------------------------------
 
-    def _add_path(self, path: bytes, parent: int, name: bytes) -> int | None:
+    def _watch(self, path: bytes, parent: int, name: bytes) -> tuple[int | None, bool]:
+        """Watch `path` (the directory `name` of `parent`): its descriptor, and whether it
+        was not a live watch of ours before."""
         try:
             wd = self.inotify.add_watch(path, MASK)
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
                 raise WatchLimit(str(exc)) from exc
             self.failed += exc.errno not in (errno.ENOENT, errno.ENOTDIR)
-            return None  # gone meanwhile, not a directory, or unreadable
+            return None, False  # gone meanwhile, not a directory, or unreadable
         with self._lock:
-            self._set(wd, parent, name)
-        return wd
+            return wd, self._set(wd, parent, name)
 
-    def add(self, parent: int, name: bytes) -> int | None:
+    def add(self, parent: int, name: bytes) -> tuple[int | None, bool]:
         base = self.path(parent)
-        return None if base is None else self._add_path(base + b"/" + name, parent, name)
+        return (None, False) if base is None else self._watch(base + b"/" + name, parent, name)
 
     def watch_tree(self, parent: int, name: bytes, *, again: bool = False) -> int | None:
         """Watch the directory `name` of `parent`, then list it and do the same for each of
@@ -175,15 +176,8 @@ class Watches:
         if base is None:
             return None
         path = base + b"/" + name
-        try:
-            wd = self.inotify.add_watch(path, MASK)
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise WatchLimit(str(exc)) from exc
-            return None
-        with self._lock:
-            new = self._set(wd, parent, name)
-        if new or again:
+        wd, new = self._watch(path, parent, name)
+        if wd is not None and (new or again):
             self._watch_below(wd, path, again)
         return wd
 
@@ -198,15 +192,8 @@ class Watches:
                 continue
             for name in names:
                 child_path = path + b"/" + name
-                try:
-                    child = self.inotify.add_watch(child_path, MASK)
-                except OSError as exc:
-                    if exc.errno == errno.ENOSPC:
-                        raise WatchLimit(str(exc)) from exc
-                    continue
-                with self._lock:
-                    new = self._set(child, wd, name)
-                if new or again:
+                child, new = self._watch(child_path, wd, name)
+                if child is not None and (new or again):
                     stack.append((child, child_path))
 
     def from_index(self, directories: Iterable[str]) -> list[str]:
@@ -217,9 +204,7 @@ class Watches:
         tops: list[str] = []
 
         def watch(parent: int, name: bytes, where: list[bytes], parent_new: bool):
-            count = self.count
-            wd = self.add(parent, name)
-            new = self.count > count
+            wd, new = self.add(parent, name)
             if new and not parent_new:
                 tops.append(os.fsdecode(b"/".join([*where, name])))
             return wd, new
