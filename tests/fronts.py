@@ -279,6 +279,7 @@ def debian_python_site(public: Path) -> tuple[str, Path]:
         "yaml",
         "_yaml",
         "watchdog",
+        "inotify_simple",
         "counter_robots",
     ):
         spec = importlib.util.find_spec(name)

@@ -11,19 +11,23 @@ their own process keeps the workers' memory flat at any collection size.
 The indexer (`Indexer`) turns inotify events into scopes (the item, or the part of the tree,
 an event can affect), lets watchdog's EventDebouncer coalesce bursts, and refreshes the
 scopes in waves: an rsync of 10,000 items is a few waves, each one walk and one batch of
-transactions. Where watching is impossible (a network file system, too few inotify
-watches) it rescans every `rescan_interval` seconds instead and says why, once. While
-watching it still rescans everything every `consistency_interval` seconds, and at once after
-an inotify queue overflow: watchdog drops events then, and skips directories it could not
-watch without a word.
+transactions. On Linux the watches are our own thin layer (inotify.py: set from the index, a
+few bytes each); elsewhere watchdog's observer watches. Where watching is impossible (a
+network file system, too few inotify watches) it rescans every `rescan_interval` seconds
+instead and says why, once. While watching it still rescans everything every
+`consistency_interval` seconds, and at once after an inotify queue overflow (the kernel
+drops events then; directories made meanwhile are watched again first), and counts its
+watches against the directories a walk found.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import signal
 import sqlite3
+import sys
 import threading
 import time
 import warnings
@@ -32,6 +36,7 @@ from collections.abc import Iterable
 from .. import settings
 from ..index.store import Store, Writer
 from ..index.walk import cover, scope_of
+from ..protocol.catalog import directory_of
 from .follower import FOLLOW_SECONDS
 
 log = logging.getLogger(__name__)
@@ -149,6 +154,13 @@ def _real_changes() -> list:
     ]
 
 
+def _thin_inotify() -> bool:
+    """Our own inotify layer can watch here (Linux, with its binding installed)."""
+    return (
+        sys.platform.startswith("linux") and importlib.util.find_spec("inotify_simple") is not None
+    )
+
+
 class _OverflowAlarm(logging.Handler):
     """watchdog reports an inotify queue overflow only in its log; hear it there."""
 
@@ -189,6 +201,10 @@ class Indexer:
         self._root_id: tuple[int, int] | None = None
         self._said: set[str] = set()
         self._inotify_fd: int | None = None
+        self._watches = None  # our own inotify layer (Linux), instead of the observer
+        self._pump: threading.Thread | None = None
+        self._limit: str | None = None  # the watch limit, reached while watching
+        self._rows_watched = 0  # the index's rows up to this rowid had their watches set
         self._retry = False
         self._retry_at: float | None = None
         self._state: str | None = None
@@ -214,6 +230,14 @@ class Indexer:
                     scope = self._scope(path, event.is_directory)
                     if scope is not None:
                         scopes.add(scope)
+        if scopes:
+            with self._cond:
+                self._pending |= scopes
+                self._cond.notify()
+
+    def _take_paths(self, events: list) -> None:
+        """EventDebouncer's callback for our own layer's (path, is_directory) events."""
+        scopes = {s for path, is_dir in events if (s := self._scope(path, is_dir)) is not None}
         if scopes:
             with self._cond:
                 self._pending |= scopes
@@ -260,7 +284,9 @@ class Indexer:
         from watchdog.utils.event_debouncer import EventDebouncer
 
         reason = self._why_not_watch()
-        if reason is None:
+        if reason is None and _thin_inotify():
+            reason = self._start_inotify()
+        elif reason is None:
             # A copied tree reaches watchdog twice (the kernel's events and its own walk of
             # the new directory), and it warns, harmlessly, each time it re-adds a watch.
             warnings.filterwarnings(
@@ -301,9 +327,129 @@ class Indexer:
         log.info("watching %s for changes", self.store.root)
         return True
 
+    # -- our own inotify layer (Linux) --------------------------------------------------------
+
+    def _limit_reached(self, watches) -> str:
+        return (
+            f"fs.inotify.max_user_watches ({max_user_watches()}, shared by every program of "
+            f"this user) was reached after {watches.count} watches (raise it, or install "
+            "contrib/sysctl/60-archive-service.conf)"
+        )
+
+    def _start_inotify(self) -> str | None:
+        """Watch the directories the index knows, hear new ones as they come; or why not."""
+        from watchdog.utils.event_debouncer import EventDebouncer
+
+        from .inotify import Watches, WatchLimit
+
+        try:
+            watches = Watches(self.real_root)
+        except (OSError, WatchLimit) as exc:
+            self._retry = True  # perhaps passing (the directory is being replaced)
+            return f"inotify failed ({getattr(exc, 'strerror', None) or exc})"
+        debouncer = EventDebouncer(DEBOUNCE_SECONDS, self._take_paths)
+        self._watches, self._debouncer = watches, debouncer
+        self._limit = None
+        debouncer.start()
+        # Reading starts before the watches are set: a burst meanwhile must not overflow.
+        self._pump = threading.Thread(
+            target=self._read_events, args=(watches, debouncer), name="inotify", daemon=True
+        )
+        self._pump.start()
+        try:
+            self._rows_watched = self._last_row()
+            watches.from_index(self._indexed_directories())
+        except WatchLimit:
+            reason = self._limit_reached(watches)
+            self._stop_watching()
+            return reason
+        except (sqlite3.Error, OSError) as exc:
+            # No index to read (yet): the directories are watched as the walk after finds them.
+            log.warning("could not read the item directories of %s: %s", self.store.path, exc)
+            watches.rewatch()
+        return None
+
+    def _last_row(self) -> int:
+        conn = self.store.connect(readonly=True)
+        try:
+            return conn.execute("SELECT coalesce(max(rowid), 0) FROM items").fetchone()[0]
+        finally:
+            conn.close()
+
+    def _indexed_directories(self, after: int = 0) -> Iterable[str]:
+        conn = self.store.connect(readonly=True)
+        try:
+            # Key order keeps each host/word/year's items together (one watch per level).
+            rows = conn.execute(
+                "SELECT sortkey FROM items WHERE rowid > ? ORDER BY sortkey", (after,)
+            )
+            for (key,) in rows:
+                yield directory_of(key)
+        finally:
+            conn.close()
+
+    def _watch_new_rows(self) -> None:
+        """Watch the items a full walk found that the index did not hold when the watches
+        were set (made before their parent was watched, or while an overflow dropped events:
+        no event told of them), then look at the directories newly watched once more (what
+        changed in them before their watch)."""
+        mark = self._last_row()
+        if mark <= self._rows_watched:
+            return
+        unheard = self._watches.from_index(self._indexed_directories(self._rows_watched))
+        self._rows_watched = mark
+        if unheard:
+            with self._cond:
+                self._pending.update(unheard if len(unheard) <= 10_000 else [""])
+                self._cond.notify()
+
+    def _read_events(self, watches, debouncer) -> None:
+        """The reading thread: paths to the debouncer; an overflow, a lost root or the watch
+        limit to the loop. One bad event never stops it."""
+        from .inotify import WatchLimit
+
+        while self._watches is watches:
+            try:
+                changed, overflow, lost_root = watches.read(200)
+            except WatchLimit:
+                self._limit = self._limit_reached(watches)
+                self.request_rescan("the inotify watch limit was reached")
+                return
+            except (OSError, ValueError):
+                if self._watches is not watches:
+                    return  # closed: we stopped watching
+                log.exception("reading inotify events of %s", self.store.root)
+                time.sleep(0.2)
+                continue
+            except Exception:  # noqa: BLE001 - anything else: say so and read on
+                log.exception("handling inotify events of %s", self.store.root)
+                continue
+            if overflow:
+                self.request_rescan("the inotify queue overflowed")
+            if lost_root:
+                self.request_rescan("the watch on the collection stopped")
+            for event in changed:
+                debouncer.handle_event(event)
+
+    def _grow_watches(self, how) -> None:
+        from .inotify import WatchLimit
+
+        try:
+            how()
+        except WatchLimit:
+            self._limit = self._limit_reached(self._watches)
+
     def _check_watches(self, dirs: int) -> str | None:
         """watchdog skips subdirectories it cannot watch without a word: count its watches
         against the directories a walk just counted (a few may come and go meanwhile)."""
+        if self._watches is not None:
+            # Ours says so when a watch is refused. Subdirectories of doc/ are not in the
+            # index: listed once, if the walk counted more directories than are watched
+            # (directories that hold no item count too, so this is only a hint).
+            watches = self._watches
+            if not watches.docs_listed and watches.count + 16 + dirs // 1000 < dirs:
+                watches.below_docs()
+            return None
         if self._inotify_fd is None:
             return None  # not Linux, or not ours alone to count
         watches = inotify_watches().get(self._inotify_fd)
@@ -329,6 +475,12 @@ class Indexer:
 
     def _stop_watching(self) -> None:
         logging.getLogger("watchdog.observers.inotify_c").removeHandler(self._alarm)
+        watches, pump = self._watches, self._pump
+        self._watches = self._pump = None  # tells the reading thread to end
+        if pump is not None and pump is not threading.current_thread():
+            pump.join(timeout=5)
+        if watches is not None:
+            watches.close()
         self._stop_observer(self._observer, self._debouncer)
         self._observer = self._debouncer = None
 
@@ -341,6 +493,13 @@ class Indexer:
 
     def _watching_well(self) -> bool:
         """The observer runs and still watches the directory now at the collection's path."""
+        if self._watches is not None:
+            return (
+                self._pump is not None
+                and self._pump.is_alive()
+                and self._watches.path(self._watches.root_wd) is not None
+                and self._identity() == self._root_id
+            )
         observer = self._observer
         return (
             observer is not None
@@ -383,7 +542,19 @@ class Indexer:
         """A full refresh; then whether we (still, or again) watch."""
         if not watching and self._retry and self.mode == "auto":
             watching = self._start_watching()
+        if watching and self._watches is not None and self._watches.sparse():
+            self._stop_watching()  # descriptors are numbered afresh in a new instance
+            watching = self._start_watching()
+        # After an overflow, the directories made while events were dropped are among those
+        # the walk finds new, watched (and looked at once more) by _watch_new_rows.
         result = self._refresh(None, why)
+        if watching and result is not None and self._watches is not None:
+            self._grow_watches(self._watch_new_rows)
+            self._grow_watches(lambda: self._check_watches(result.dirs))
+        if watching and self._limit is not None:
+            self._say_once(self._limit)
+            self._stop_watching()
+            watching = False
         if watching and result is not None and (reason := self._check_watches(result.dirs)):
             self._say_once(reason)
             self._stop_watching()
