@@ -67,6 +67,7 @@ LOCK_FILE = "deposit.lock"
 PENDING_FILE = "deposit.pending"
 TEMP_PREFIX = ".deposit-"
 DELETED_PREFIX = ".deleted-doc-"
+REPLACED_PREFIX = ".replaced-doc-"
 
 
 class DepositError(Exception):
@@ -377,9 +378,11 @@ class Deposited:
         return self.minted.rep or self.minted.ibip  # type: ignore[return-value]
 
 
-def _sources(files: Sequence[str | os.PathLike[str]]) -> list[tuple[str, Path]]:
-    if not files:
-        raise DepositError("give at least one file to deposit")
+def _sources(
+    files: Sequence[str | os.PathLike[str]], location: str | None = None
+) -> list[tuple[str, Path]]:
+    if not files and location is None:
+        raise DepositError("give at least one file to deposit, or the location of its content")
     sources: dict[str, Path] = {}
     for name in files:
         path = Path(name)
@@ -456,16 +459,28 @@ def deposit(
     now: Callable[[], Decimal | int | float] = time.time,
     sleep: Callable[[float], object] = time.sleep,
     before_rename: Callable[[Path], object] | None = None,
+    location: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+    on_minted: Callable[[str], object] | None = None,
 ) -> Deposited:
     """Mint an IBI and put `files` into the collection as a new item (see module docstring).
 
+    `location`: the http(s) URL where the item's content lives (then `files` may be empty
+    and the item has no doc/); `extra`: more sidecar keys (an import's dc, contenttype …);
+    `on_minted(label)` is called with the new IBI before the item appears, so that a caller
+    can record it first (an import's mapping: a crash then leaves no item it does not know).
     Raises DepositError (nothing changed) for bad input, a related IBI not held here, or an
     item already in the way. `before_rename(temp_dir)` is for tests of a cut-short deposit.
     """
     collection = Path(config["collection"])
     if not collection.is_dir():
         raise DepositError(f"collection {collection} is not a directory")
-    sources = _sources(files)
+    if location is not None:
+        try:
+            location = sidecarmod.location_url(location)
+        except ValueError as exc:
+            raise DepositError(f"--location: {exc}") from None
+    sources = _sources(files, location)
     names = [name for name, _ in sources]
     if target is not None:
         if target not in names:
@@ -557,6 +572,8 @@ def deposit(
         if language:
             data["language"] = language
         data["timestamp"] = iso(created)
+        if location:
+            data["location"] = location
         if target:
             data["target"] = target
         if translation_of and reverse_language:
@@ -568,6 +585,7 @@ def deposit(
             dc["date"] = created.strftime("%Y-%m-%d")
             dc["identifier"] = persistent_url(primary)
             data["dc"] = dc
+        data.update(extra or {})
         sidecar_text = _new_sidecar(data, created)
 
         updates: list[sidecar_update.Update] = []
@@ -590,16 +608,16 @@ def deposit(
 
         temp = _make_temp_dir(collection)
         try:
-            (temp / index.DOC).mkdir(mode=0o777)
-            for name, path in sources:
-                _copy(path, temp / index.DOC / name)
+            if sources:  # an item whose content lives at its location may have no doc/
+                _fill_doc(temp / index.DOC, sources)
             filesmod.write_new(temp / SIDECAR, sidecar_text)
-            filesmod.fsync_dir(temp / index.DOC)
             filesmod.fsync_dir(temp)
             for update in updates:
                 sidecar_update.stage(update)
             if before_rename is not None:
                 before_rename(temp)
+            if on_minted is not None:
+                on_minted(primary)
             final.parent.mkdir(parents=True, exist_ok=True)
             # os.rename would silently replace an empty directory: look again, under the lock.
             if os.path.lexists(final):
@@ -622,10 +640,86 @@ def deposit(
     return Deposited(final, minted, names, target, linked, notes)
 
 
+def _fill_doc(doc: Path, sources: Sequence[tuple[str, Path]]) -> None:
+    doc.mkdir(mode=0o777)
+    for name, path in sources:
+        _copy(path, doc / name)
+    filesmod.fsync_dir(doc)
+
+
 def related_name(catalog: Holdings, text: str) -> str:
     """The IBI a relation to a held item is written with: the form its directory is named by."""
     item = catalog.lookup(text)
     return item.name.text if item is not None else text
+
+
+# ----------------------------------------------------------------------------- revise
+
+
+@dataclass
+class Revised:
+    directory: Path
+    changed: bool  # False: the item already was as asked
+    replaced_to: Path | None  # where the previous doc/ was put aside
+    comments_kept: bool
+
+
+def revise(
+    config: Mapping[str, Any],
+    label: str,
+    *,
+    changes: Mapping[str, Any] | None = None,
+    removed: Iterable[str] = (),
+    files: Sequence[str | os.PathLike[str]] | None = None,
+    now: Callable[[], float] = time.time,
+) -> Revised:
+    """Change the item `label` in place, under the deposit lock: set the sidecar keys
+    `changes`, take out the keys `removed`, and with `files` (a list, perhaps empty) give it
+    a new doc/ holding them; the previous doc/ is moved to `.replaced-doc-<time>/` inside
+    the item (nothing is removed, nothing under it is served). The timestamp becomes the
+    time of the change. Nothing is written when the item already is as asked."""
+    collection = Path(config["collection"])
+    sources = _sources(files, "") if files else []
+    with locked(config["state_dir"]), _holdings(config) as catalog:
+        item = catalog.lookup(label)
+        if item is None:
+            raise DepositError(f"{label}: no item of this collection ({collection}) has this IBI")
+        if item.state == "Deleted":
+            raise DepositError(f"{label}: {item.directory} is Deleted")
+        directory = collection / item.directory
+        path = directory / SIDECAR
+        _, data = sidecar_update.load(path)
+        changes = {k: v for k, v in (changes or {}).items() if data.get(k) != v}
+        removed = [k for k in removed if k in data and k not in changes]
+        if not changes and not removed and files is None:
+            return Revised(directory, False, None, True)
+        when = datetime.fromtimestamp(int(now()), UTC)
+        changes["timestamp"] = iso(when)
+        update = sidecar_update.prepare(path, changes, removed=removed)
+        new_doc = moved_to = None
+        try:
+            if sources:
+                new_doc = directory / f"{TEMP_PREFIX}doc-{secrets.token_hex(6)}"
+                _fill_doc(new_doc, sources)
+            sidecar_update.stage(update)
+            doc = directory / index.DOC
+            if files is not None and os.path.lexists(doc):
+                moved_to = directory / f"{REPLACED_PREFIX}{when:%Y%m%dT%H%M%SZ}"
+                while os.path.lexists(moved_to):
+                    moved_to = moved_to.with_name(f"{moved_to.name}-{secrets.token_hex(2)}")
+                os.rename(doc, moved_to)
+            if new_doc is not None:
+                os.rename(new_doc, doc)
+                new_doc = None
+            sidecar_update.commit(update)
+        except BaseException:
+            if new_doc is not None:
+                shutil.rmtree(new_doc, ignore_errors=True)
+            sidecar_update.discard(update)
+            raise
+        filesmod.fsync_dir(directory)
+        catalog.changed([item.directory])
+    return Revised(directory, True, moved_to, update.comments_kept)
 
 
 # ----------------------------------------------------------------------------- delete

@@ -21,7 +21,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,9 +95,15 @@ def _block(lines: list[str], key: str) -> tuple[int, int] | None:
     return None
 
 
-def _edit(text: str, changes: Mapping[str, Any], note: str | None) -> str:
+def _edit(
+    text: str, changes: Mapping[str, Any], note: str | None, removed: Iterable[str] = ()
+) -> str:
     newline = "\r\n" if "\r\n" in text else "\n"
     lines = text.splitlines(keepends=True)
+    for key in removed:
+        where = _block(lines, key)
+        if where is not None:
+            del lines[where[0] : where[1]]
     noted = note is None
     for key, value in changes.items():
         block = _dump({key: value}).splitlines(keepends=True)
@@ -137,13 +143,17 @@ def _comments_below_top(text: str) -> bool:
     return any("#" in line for line in lines[top:])
 
 
-def prepare(path: Path, changes: Mapping[str, Any], note: str | None = None) -> Update:
-    """The sidecar at `path` with `changes` (key -> new value) applied; `note` becomes comment
-    lines above the first changed key. SidecarError if the old or the new one is unusable."""
+def prepare(
+    path: Path, changes: Mapping[str, Any], note: str | None = None, removed: Iterable[str] = ()
+) -> Update:
+    """The sidecar at `path` with `changes` (key -> new value) applied and the keys `removed`
+    taken out; `note` becomes comment lines above the first changed key. SidecarError if the
+    old or the new one is unusable."""
     path = Path(path)
     text, data = load(path)
-    expected = {**data, **changes}
-    new = _edit(text, changes, note)
+    removed = [key for key in removed if key in data and key not in changes]
+    expected = {k: v for k, v in {**data, **changes}.items() if k not in removed}
+    new = _edit(text, changes, note, removed)
     comments_kept = True
     try:
         ok = yaml.load(new, Loader=_Loader) == expected

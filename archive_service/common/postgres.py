@@ -49,6 +49,12 @@ SCHEMA: dict[str, list[str]] = {
     "mint": [
         "CREATE TABLE mint_last (prefix text PRIMARY KEY, last numeric)",
     ],
+    # imports/mapping.py: which IBI each imported record became (source, source id).
+    "imports": [
+        "CREATE TABLE import_map (source text NOT NULL, source_id text NOT NULL, "
+        "ibi text NOT NULL, fingerprint text NOT NULL, deleted boolean NOT NULL, "
+        "PRIMARY KEY (source, source_id))",
+    ],
     # resolver/registry.py: the registered Archives (the SQLite file's `archive` table).
     "resolver": [
         "CREATE TABLE resolver_archive ("

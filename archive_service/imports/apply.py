@@ -1,0 +1,452 @@
+"""Applying a source's records to the collection (issue 21): the one function every import
+source (manifest, BagIt, OAI-PMH) ends in.
+
+`apply(config, source, records)` keeps, per source, the mapping source id -> IBI
+(imports/mapping.py), so that a re-run mints nothing twice:
+
+- a record not mapped yet is minted once, through `deposit` (its lock, its minting, the index
+  brought up to date for it: the service answers for it within a second, never blocked);
+- a mapped record whose fingerprint (its content, its files' bytes, its relations as IBIs)
+  changed is revised in place (`deposit.revise`);
+- a record marked `deleted`, and with `complete=True` a mapped record the source no longer
+  yields, becomes a Deleted tombstone (`deposit.delete`);
+- relations name the source's own ids, here or in an earlier run of the same source; they
+  become IBIs: `edition_of X` sets X's `nextedition`, `metadata_of X` sets X's `metadata` (and
+  makes this item's contenttype Metadata), `translation_of X` puts X under this item's
+  `translations` (the index derives the other side).
+
+Every record is checked before anything changes: one problem line per fault, each naming
+where (`Record.where`), and `ImportRefused` with all of them; nothing is half-applied. A dry
+run checks the same way and lists what it would do.
+
+No web framework here.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from ..collection import deposit as depositmod
+from ..collection import sidecar as sidecarmod
+from ..collection import sidecar_update
+from .mapping import Mapped, open_mapping
+from .records import EDITION_OF, METADATA_OF, RELATIONS, TRANSLATION_OF, Record
+
+LOCK_FILE = "import.lock"
+# The sidecar keys an import writes from a record's own content; a revision replaces them
+# and keeps the others (the relations other records set on the item, what an admin added).
+OWN_KEYS = ("location", "language", "dc", "contenttype", "translations")
+# Imports mint many IBIs in a row: a hundredth of a second apart (100 a second) rather than
+# deposit's one second (repository names then end in `.ss.ff`, as ID§6 allows).
+GRANULARITY = Decimal("0.01")
+CHUNK = 1 << 20
+
+
+class ImportRefused(Exception):
+    """The records cannot be applied; `problems` has one line per fault and nothing changed."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclass
+class Summary:
+    """What an import did (or, in a dry run, would do): counts and one line per action."""
+
+    dry_run: bool = False
+    minted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    linked: int = 0
+    actions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    ibis: dict[str, str] = field(default_factory=dict)  # source id -> IBI (live records)
+
+    def line(self) -> str:
+        verb = "would be " if self.dry_run else ""
+        return (
+            f"{self.minted} {verb}minted, {self.updated} {verb}updated, {self.deleted} "
+            f"{verb}turned into tombstones, {self.linked} relations {verb}set, "
+            f"{self.unchanged} unchanged"
+        )
+
+
+@contextmanager
+def _import_lock(state_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """One import at a time per state directory: two runs of one source would both mint an
+    unmapped record. Not the deposit lock: deposits (and the service) go on meanwhile."""
+    Path(state_dir).mkdir(parents=True, exist_ok=True)
+    with open(Path(state_dir) / LOCK_FILE, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _dc(record: Record) -> dict[str, list[str]] | None:
+    dc = {k: list(v) for k, v in record.dc.items() if v}
+    for element, value in (
+        ("title", record.title),
+        ("language", record.language),
+        ("date", record.date),
+    ):
+        if value and element not in dc:
+            dc[element] = [value]
+    return {k: v[0] if len(v) == 1 else v for k, v in dc.items()} or None
+
+
+def _own(record: Record, ibis: Mapping[str, str], languages: Mapping[str, str]) -> dict:
+    """The sidecar keys of `record`'s own item (OWN_KEYS), its relations resolved."""
+    own: dict[str, Any] = {}
+    if record.location:
+        own["location"] = record.location
+    if record.language:
+        own["language"] = record.language
+    dc = _dc(record)
+    if dc:
+        own["dc"] = dc
+    if METADATA_OF in record.relations:
+        own["contenttype"] = "Metadata"
+    other = record.relations.get(TRANSLATION_OF)
+    if other is not None and other in ibis:
+        own["translations"] = {languages[other]: ibis[other]}
+    return own
+
+
+def _fingerprint(own: Mapping[str, Any], files: Iterable[Path]) -> tuple[str, str]:
+    """(of the sidecar keys, of the files' names and bytes): each part changes alone."""
+    keys = hashlib.sha256(json.dumps(own, sort_keys=True).encode()).hexdigest()[:32]
+    listed = [(path.name, _file_digest(path)) for path in files]
+    data = hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:32]
+    return keys, data
+
+
+def _problems(
+    records: list[Record], mapped: Mapping[str, Mapped], languages: dict[str, str]
+) -> list[str]:
+    """Every fault of `records` that would stop them being applied, one line each."""
+    problems: list[str] = []
+    seen: dict[str, Record] = {}
+    for record in records:
+        where = record.where or f"record {record.source_id!r}"
+        if not record.source_id or not record.source_id.strip():
+            problems.append(f"{where}: no id")
+            continue
+        if record.source_id in seen:
+            problems.append(
+                f"{where}: id {record.source_id!r} again (first at {seen[record.source_id].where})"
+            )
+            continue
+        seen[record.source_id] = record
+    live = {r.source_id: r for r in seen.values() if not r.deleted}
+    for record in live.values():
+        where = record.where or f"record {record.source_id!r}"
+        if not record.files and not record.location:
+            problems.append(f"{where}: neither files nor a location")
+        if record.location:
+            try:
+                sidecarmod.location_url(record.location)
+            except ValueError as exc:
+                problems.append(f"{where}: location: {exc}")
+        for path in record.files:
+            if not Path(path).is_file() or Path(path).is_symlink():
+                problems.append(f"{where}: {path} is not a regular file")
+        names = [Path(p).name for p in record.files]
+        if len(set(names)) != len(names):
+            problems.append(f"{where}: two files with one name; doc/ holds one file per name")
+        if record.language:
+            try:
+                languages[record.source_id] = sidecarmod.normalize_language(record.language)
+            except ValueError as exc:
+                problems.append(f"{where}: language: {exc}")
+        for key in record.relations:
+            if key not in RELATIONS:
+                problems.append(f"{where}: unknown relation {key!r}")
+    for record in live.values():
+        where = record.where or f"record {record.source_id!r}"
+        for key, other in record.relations.items():
+            if key not in RELATIONS:
+                continue
+            if other == record.source_id:
+                problems.append(f"{where}: {key} names the record itself")
+            elif other in seen and seen[other].deleted:
+                problems.append(f"{where}: {key} {other!r}: that record is deleted")
+            elif other not in live and (other not in mapped or mapped[other].deleted):
+                problems.append(
+                    f"{where}: {key} {other!r}: no record has this id, in this run or an "
+                    "earlier one of this source"
+                )
+        other = record.relations.get(TRANSLATION_OF)
+        if other is not None and other in live:
+            if record.source_id not in languages:
+                problems.append(f"{where}: translation_of needs the record's language")
+            if other not in languages:
+                problems.append(
+                    f"{where}: translation_of {other!r}: that record has no language, and "
+                    "translations are listed by language"
+                )
+            elif languages.get(record.source_id) == languages[other]:
+                problems.append(
+                    f"{where}: translation_of {other!r}: both are in {languages[other]}"
+                )
+        if other is not None and other not in live and other in mapped:
+            problems.append(
+                f"{where}: translation_of {other!r}: give that record in the same run (its "
+                "language is needed)"
+            )
+    problems += _edition_problems(live)
+    for key in (METADATA_OF,):
+        targets: dict[str, Record] = {}
+        for record in live.values():
+            other = record.relations.get(key)
+            if other is None:
+                continue
+            if other in targets:
+                problems.append(
+                    f"{record.where}: {key} {other!r}: {targets[other].where} says so too; an "
+                    "item has one metadata item"
+                )
+            targets[other] = record
+    return problems
+
+
+def _place(problem: str) -> tuple:
+    """The order of problem lines: by file, then line number (`file:12: …`)."""
+    where = problem.split(": ", 1)[0]
+    name, _, line = where.rpartition(":")
+    return (name, int(line), "") if line.isdigit() else (where, 0, problem)
+
+
+def _edition_problems(live: Mapping[str, Record]) -> list[str]:
+    problems = []
+    nexts: dict[str, str] = {}  # source id -> the id of its next edition
+    for record in live.values():
+        old = record.relations.get(EDITION_OF)
+        if old is None or old == record.source_id:
+            continue
+        if old in nexts:
+            first = live[nexts[old]].where
+            problems.append(
+                f"{record.where}: edition_of {old!r}: {first} is its next edition already"
+            )
+            continue
+        nexts[old] = record.source_id
+    reported: set[str] = set()
+    for start in nexts:
+        seen = [start]
+        current = start
+        while current in nexts:
+            current = nexts[current]
+            if current in seen:
+                cycle = seen[seen.index(current) :]
+                if not reported & set(cycle):
+                    reported |= set(cycle)
+                    ids = " -> ".join(repr(i) for i in [*cycle, current])
+                    problems.append(
+                        f"{live[current].where}: edition_of makes a cycle: {ids} (an edition "
+                        "chain must end)"
+                    )
+                break
+            seen.append(current)
+    return problems
+
+
+def _directory(config: Mapping[str, Any], ibi: str) -> Path:
+    return Path(config["collection"]) / ibi
+
+
+def apply(
+    config: Mapping[str, Any],
+    source: str,
+    records: Iterable[Record],
+    *,
+    dry_run: bool = False,
+    complete: bool = True,
+    progress: Callable[[int, int], object] | None = None,
+    granularity: Decimal | int | float | str = GRANULARITY,
+    problems: Iterable[str] = (),
+) -> Summary:
+    """Apply `records` of `source` (a stable name: "manifest:/path/x.csv", "oai-pmh:URL")
+    to the collection of `config` (see the module docstring).
+
+    `complete`: the records are everything the source holds, so a mapped record missing
+    from them is turned into a tombstone (False for incremental harvests, which report
+    deletions as records with `deleted`). `progress(done, total)` is called as records are
+    applied. `problems`: faults the source met reading its records (a manifest's bad cells),
+    refused together with those found here, in the order of their places.
+
+    Raises ImportRefused (nothing changed) when a record cannot be applied, and DepositError
+    or OSError when the collection refuses a change midway: what was done by then is
+    mapped, and a re-run goes on from there."""
+    summary = Summary(dry_run=dry_run)
+    records = list(records)
+    with _import_lock(config["state_dir"]):
+        mapping = open_mapping(config)
+        try:
+            mapped = mapping.load(source)
+            # A row whose item never appeared (a crash between recording and making it).
+            for source_id, row in list(mapped.items()):
+                if not row.deleted and not _directory(config, row.ibi).is_dir():
+                    del mapped[source_id]
+            languages: dict[str, str] = {}
+            problems = [*problems, *_problems(records, mapped, languages)]
+            if problems:
+                raise ImportRefused(sorted(problems, key=_place))
+            _run(
+                config,
+                source,
+                records,
+                mapped,
+                languages,
+                mapping,
+                summary,
+                complete,
+                progress,
+                granularity,
+            )
+        finally:
+            mapping.close()
+    return summary
+
+
+def _run(
+    config, source, records, mapped, languages, mapping, summary, complete, progress, granularity
+) -> None:
+    dry = summary.dry_run
+    live = [r for r in records if not r.deleted]
+    gone = {r.source_id for r in records if r.deleted}
+    if complete:
+        present = {r.source_id for r in records}
+        gone |= {sid for sid in mapped if sid not in present}
+    gone = {sid for sid in gone if sid in mapped and not mapped[sid].deleted}
+    total = len(live) + len(gone)
+    done = 0
+
+    def step() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    ibis = {sid: row.ibi for sid, row in mapped.items() if not row.deleted}
+    new = [r for r in live if r.source_id not in ibis]
+    # 1. Mint what is new, with its own keys but those naming other records (not all minted).
+    for record in new:
+        own = _own(record, {}, {})
+        location = own.pop("location", None)
+        language = own.pop("language", None)
+        if dry:
+            ibis[record.source_id] = f"(new: {record.source_id})"
+            summary.actions.append(f"mint {record.source_id} ({record.where})")
+        else:
+            made = depositmod.deposit(
+                config,
+                list(record.files),
+                language=language,
+                location=location,
+                extra=own,
+                granularity=granularity,
+                on_minted=lambda label, sid=record.source_id: mapping.put(
+                    source, sid, Mapped(label, "", False)
+                ),
+            )
+            ibis[record.source_id] = made.primary
+            summary.actions.append(f"minted {made.primary} for {record.source_id}")
+        summary.minted += 1
+    # 2. Bring each live record's own item to what the record says now.
+    fresh = {r.source_id for r in new}
+    for record in live:
+        own = _own(record, ibis, languages)
+        keys, data = _fingerprint(own, record.files)
+        fingerprint = f"{keys}:{data}"
+        ibi = ibis[record.source_id]
+        before = mapped.get(record.source_id)
+        old_keys, _, old_data = (before.fingerprint if before else "").partition(":")
+        if record.source_id in fresh:
+            needs = "translations" in own  # the one key minting left out
+        else:
+            needs = fingerprint != before.fingerprint
+            if not needs:
+                summary.unchanged += 1
+        if needs and not dry:
+            files = None
+            if record.source_id not in fresh and data != old_data:
+                files = list(record.files)
+            depositmod.revise(
+                config,
+                ibi,
+                changes=own,
+                removed=[k for k in OWN_KEYS if k not in own],
+                files=files,
+            )
+        if needs and record.source_id not in fresh:
+            summary.updated += 1
+            what = (
+                "files and keys"
+                if data != old_data and keys != old_keys
+                else ("files" if data != old_data else "keys")
+            )
+            summary.actions.append(
+                f"{'update' if dry else 'updated'} {ibi} for {record.source_id} ({what})"
+            )
+        if not dry:
+            mapping.put(source, record.source_id, Mapped(ibi, fingerprint, False))
+        step()
+    # 3. Relations set on the other item (its next edition, its metadata).
+    for record in live:
+        for key, sidecar_key in ((EDITION_OF, "nextedition"), (METADATA_OF, "metadata")):
+            other = record.relations.get(key)
+            if other is None:
+                continue
+            target, value = ibis[other], ibis[record.source_id]
+            if not dry or not target.startswith("(new"):
+                current = _sidecar_value(config, target, sidecar_key) if not dry else None
+                if current == value:
+                    continue
+                if current is not None and not dry:
+                    summary.notes.append(
+                        f"{record.where}: {target} had {sidecar_key} {current}; now {value}"
+                    )
+            if not dry:
+                depositmod.revise(config, target, changes={sidecar_key: value})
+            summary.linked += 1
+            summary.actions.append(
+                f"{'set' if not dry else 'would set'} {sidecar_key} {value} on {target} ({other})"
+            )
+    # 4. Tombstones.
+    for source_id in sorted(gone):
+        ibi = mapped[source_id].ibi
+        if not dry:
+            try:
+                depositmod.delete(config, ibi)
+            except depositmod.DepositError as exc:
+                if "already Deleted" not in str(exc):
+                    raise
+            mapping.put(source, source_id, Mapped(ibi, mapped[source_id].fingerprint, True))
+        summary.deleted += 1
+        summary.actions.append(f"{'delete' if dry else 'deleted'} {ibi} ({source_id})")
+        step()
+    summary.ibis = {r.source_id: ibis[r.source_id] for r in live}
+
+
+def _sidecar_value(config: Mapping[str, Any], ibi: str, key: str) -> str | None:
+    _, data = sidecar_update.load(_directory(config, ibi) / sidecarmod.SIDECAR)
+    value = data.get(key)
+    return None if value is None else str(value)

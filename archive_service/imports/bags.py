@@ -1,0 +1,150 @@
+"""A BagIt source (issue 21): each bag directory becomes one item, validated with the
+Library of Congress `bagit` library (every payload file against its manifests).
+
+The payload (`data/`) becomes the item's `doc/` (one level: a bag whose payload holds two
+files of one name in different folders is refused), `bag-info.txt` its inline Dublin Core.
+The record's id is the bag directory's name. A payload with a symbolic link, a file that is
+not regular, or a `fetch.txt` (files the bag does not hold) is refused: a bag must carry what
+it vouches for, and a link would carry a file from outside it into a public collection.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+import bagit
+
+from ..collection.sidecar import DC_ELEMENTS
+from .apply import ImportRefused
+from .records import EDITION_OF, METADATA_OF, TRANSLATION_OF, Record
+
+SOURCE = "bagit"
+# bag-info.txt labels (RFC 8493 §2.2.2 reserved ones, and plain Dublin Core names) -> element.
+DC_LABELS = {
+    "title": "title",
+    "dc-title": "title",
+    "external-description": "description",
+    "description": "description",
+    "external-identifier": "identifier",
+    "source-organization": "publisher",
+    "contact-name": "contributor",
+    "creator": "creator",
+    "author": "creator",
+    "subject": "subject",
+    "date": "date",
+    "bagging-date": "date",
+    "language": "language",
+    "rights": "rights",
+    "type": "type",
+}
+RELATION_LABELS = {
+    "edition-of": EDITION_OF,
+    "translation-of": TRANSLATION_OF,
+    "metadata-of": METADATA_OF,
+}
+
+
+def _values(value) -> tuple[str, ...]:
+    values = value if isinstance(value, list) else [value]
+    return tuple(str(v).strip() for v in values if str(v).strip())
+
+
+def read(directories: Iterable[str | os.PathLike[str]]) -> list[Record]:
+    """One record per bag; ImportRefused naming each bag that is not valid, and why."""
+    problems: list[str] = []
+    records: list[Record] = []
+    # bagit logs a line per file checked; the problems are reported here instead.
+    logging.getLogger("bagit").setLevel(logging.WARNING)
+    for directory in directories:
+        path = Path(directory)
+        where = f"bag {path}"
+        try:
+            records.append(_record(path, where))
+        except _Refused as exc:
+            problems.append(f"{where}: {exc}")
+    if problems:
+        raise ImportRefused(problems)
+    return records
+
+
+class _Refused(Exception):
+    pass
+
+
+def _payload(path: Path) -> list[Path]:
+    """The payload files, checked before anything reads them."""
+    data = path / "data"
+    if data.is_symlink() or not data.is_dir():
+        raise _Refused("data/ is missing or a symbolic link")
+    found: list[Path] = []
+    for top, dirs, files in os.walk(data):
+        for name in dirs + files:
+            entry = Path(top) / name
+            mode = os.lstat(entry).st_mode
+            relative = entry.relative_to(path)
+            if stat.S_ISLNK(mode):
+                raise _Refused(
+                    f"{relative} is a symbolic link (to {os.readlink(entry)}); a bag must hold "
+                    "its files"
+                )
+            if name in files and not stat.S_ISREG(mode):
+                raise _Refused(f"{relative} is not a regular file")
+            if name in files:
+                found.append(entry)
+    return sorted(found)
+
+
+def _record(path: Path, where: str) -> Record:
+    if path.is_symlink() or not path.is_dir():
+        raise _Refused("not a directory")
+    files = _payload(path)  # before bagit opens any of them
+    try:
+        bag = bagit.Bag(str(path))
+        if list(bag.fetch_entries()):
+            raise _Refused("it has a fetch.txt: its files are elsewhere; fetch them first")
+        bag.validate()
+    except bagit.BagValidationError as exc:
+        details = "; ".join(str(d) for d in (exc.details or [])[:5])
+        more = len(exc.details or []) - 5
+        raise _Refused(
+            f"invalid: {exc.message}"
+            + (f" ({details}{f'; and {more} more' if more > 0 else ''})" if details else "")
+        ) from None
+    except bagit.BagError as exc:
+        raise _Refused(f"not a valid bag: {exc}") from None
+    names: dict[str, Path] = {}
+    for file in files:
+        if file.name in names:
+            raise _Refused(
+                f"{file.relative_to(path)} and {names[file.name].relative_to(path)} have one "
+                "name; doc/ holds one file per name"
+            )
+        names[file.name] = file
+    if not files:
+        raise _Refused("its payload (data/) is empty")
+    dc: dict[str, tuple[str, ...]] = {}
+    relations: dict[str, str] = {}
+    language = None
+    for label, value in bag.info.items():
+        key = label.strip().lower()
+        if key in RELATION_LABELS and _values(value):
+            relations[RELATION_LABELS[key]] = _values(value)[0]
+        element = DC_LABELS.get(key)
+        if element is None and key.startswith("dc-"):
+            element = key[3:] if key[3:] in DC_ELEMENTS else None
+        if element is not None and _values(value):
+            dc[element] = dc.get(element, ()) + _values(value)
+    if dc.get("language"):
+        language = dc["language"][0]
+    return Record(
+        source_id=path.resolve().name,
+        files=tuple(files),
+        language=language,
+        dc=dc,
+        relations=relations,
+        where=where,
+    )

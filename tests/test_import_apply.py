@@ -1,0 +1,233 @@
+"""Applying a source's records (imports/apply.py, issue 21), driven by real manifests under
+tmp_path: minted once, re-run mints nothing, changes revise the item, rows gone become
+tombstones, relations by the manifest's own ids (also across runs), dry runs write nothing,
+and records that cannot be applied are refused before anything changes."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import webtest
+
+from archive_service.collection import items as index
+from archive_service.imports import manifest
+from archive_service.imports.apply import ImportRefused, apply
+from archive_service.imports.mapping import FILE as MAPPING_FILE
+from archive_service.imports.records import Record
+from archive_service.web import create_app
+from support import pairs_of, url_request
+
+HEADER = "id,files,location,title,language,date,edition_of,translation_of,metadata_of\n"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A repository's files where they are, beside its manifest."""
+    tree = tmp_path / "repo"
+    (tree / "papers").mkdir(parents=True)
+    (tree / "papers" / "one.pdf").write_bytes(b"%PDF one")
+    (tree / "papers" / "two.pdf").write_bytes(b"%PDF two")
+    (tree / "papers" / "dc.xml").write_text("<oai_dc:dc/>")
+    return tree
+
+
+@pytest.fixture
+def config(tmp_path: Path, settings) -> dict:
+    collection = tmp_path / "imported"
+    collection.mkdir()
+    return {**settings, "collection": str(collection)}
+
+
+def write(tree: Path, rows: str, name: str = "items.csv") -> Path:
+    path = tree / name
+    path.write_text(HEADER + rows)
+    return path
+
+
+def run(config, path: Path, **kwargs):
+    records, problems = manifest.scan(path)
+    return apply(config, manifest.source_name(path), records, problems=problems, **kwargs)
+
+
+def held(config) -> dict[str, index.Item]:
+    catalog = index.scan(Path(config["collection"]))
+    return dict(catalog.by_directory)
+
+
+ROWS = (
+    "p1,papers/one.pdf,,Paper one,en,2020-05-01,,,\n"
+    "p1pt,,https://repo.example.org/handle/1/2,Artigo um,pt,,,p1,\n"
+    "p2,papers/two.pdf,,Paper two,en,2021,p1,,\n"
+    "m2,papers/dc.xml,,,,,,,p2\n"
+)
+
+
+def test_rows_become_items_with_their_relations(config, tree):
+    path = write(tree, ROWS)
+    summary = run(config, path)
+    assert (summary.minted, summary.linked) == (4, 2)
+    items = {i.name.text: i for i in held(config).values()}
+    p1, p1pt, p2, m2 = (items[summary.ibis[k]] for k in ("p1", "p1pt", "p2", "m2"))
+    assert p1.nextedition.text == p2.name.text
+    assert p2.metadata.text == m2.name.text and m2.contenttype == "Metadata"
+    assert p1pt.translations["en"].text == p1.name.text
+    assert p1pt.location == "https://repo.example.org/handle/1/2"
+    assert p1.dc["title"] == ["Paper one"] and p1.dc["date"] == ["2020-05-01"]
+    assert not (Path(config["collection"]) / p1pt.directory / "doc").exists()
+    # The answers: the translation's url is the repository's landing page.
+    app = webtest.TestApp(create_app(config))
+    got = pairs_of(url_request(app, p1.name.text, verbs="GetTranslation(pt)"))
+    assert got["url.translation(pt)"] == "https://repo.example.org/handle/1/2"
+    got = pairs_of(url_request(app, p1.name.text, verbs="GetLastEdition"))
+    assert p2.name.text in got["ibi.lastedition"]
+
+
+def test_a_rerun_mints_nothing_and_changes_nothing(config, tree):
+    path = write(tree, ROWS)
+    first = run(config, path)
+    before = sorted(str(p) for p in Path(config["collection"]).rglob("*"))
+    again = run(config, path)
+    assert (again.minted, again.updated, again.linked, again.deleted) == (0, 0, 0, 0)
+    assert again.unchanged == 4 and again.ibis == first.ibis
+    assert sorted(str(p) for p in Path(config["collection"]).rglob("*")) == before
+
+
+def test_what_changed_is_revised_in_place(config, tree):
+    path = write(tree, ROWS)
+    first = run(config, path)
+    (tree / "papers" / "one.pdf").write_bytes(b"%PDF one, corrected")
+    write(tree, ROWS.replace("https://repo.example.org/handle/1/2", "https://repo.example.org/x"))
+    summary = run(config, path)
+    assert (summary.minted, summary.updated) == (0, 2)
+    items = {i.name.text: i for i in held(config).values()}
+    p1 = items[first.ibis["p1"]]
+    assert items[first.ibis["p1pt"]].location == "https://repo.example.org/x"
+    directory = Path(config["collection"]) / p1.directory
+    assert (directory / "doc" / "one.pdf").read_bytes() == b"%PDF one, corrected"
+    kept = [p for p in directory.iterdir() if p.name.startswith(".replaced-doc-")]
+    assert len(kept) == 1 and (kept[0] / "one.pdf").read_bytes() == b"%PDF one"
+    assert p1.nextedition is not None  # what another row set on it stays
+
+
+def test_a_row_gone_becomes_a_tombstone(config, tree):
+    path = write(tree, ROWS)
+    first = run(config, path)
+    write(tree, ROWS.replace("p1pt,,https://repo.example.org/handle/1/2,Artigo um,pt,,,p1,\n", ""))
+    summary = run(config, path)
+    assert summary.deleted == 1
+    app = webtest.TestApp(create_app(config))
+    assert pairs_of(url_request(app, first.ibis["p1pt"]))["state"] == "Deleted"
+    assert run(config, path).deleted == 0  # once
+
+
+def test_an_incremental_run_deletes_only_what_it_says(config, tree):
+    path = write(tree, ROWS)
+    first = run(config, path)
+    source = manifest.source_name(path)
+    summary = apply(config, source, [Record("p2", deleted=True, where="feed")], complete=False)
+    assert summary.deleted == 1 and summary.unchanged == 0
+    items = {i.name.text: i for i in held(config).values()}
+    assert items[first.ibis["p2"]].state == "Deleted"
+    assert items[first.ibis["p1"]].state == "Original"
+
+
+def test_relations_reach_rows_of_an_earlier_run(config, tree):
+    path = write(tree, "p1,papers/one.pdf,,Paper one,en,,,,\n")
+    first = run(config, path)
+    source = manifest.source_name(path)
+    later = apply(
+        config,
+        source,
+        [Record("p2", files=(tree / "papers" / "two.pdf",), relations={"edition_of": "p1"})],
+        complete=False,
+    )
+    items = {i.name.text: i for i in held(config).values()}
+    assert items[first.ibis["p1"]].nextedition.text == later.ibis["p2"]
+
+
+def test_a_dry_run_says_what_it_would_do_and_writes_nothing(config, tree, tmp_path):
+    path = write(tree, ROWS)
+    summary = run(config, path, dry_run=True)
+    assert summary.minted == 4 and summary.linked == 2
+    assert any(line.startswith("mint p1 ") for line in summary.actions)
+    assert not any(Path(config["collection"]).iterdir())
+    mapping = Path(config["state_dir"]) / MAPPING_FILE
+    if mapping.exists():
+        assert not sqlite3.connect(mapping).execute("SELECT * FROM import_map").fetchall()
+    assert run(config, path).minted == 4  # and the real run does it
+
+
+def test_a_row_whose_item_never_appeared_is_minted_again(config, tree):
+    # A crash between recording the mapping and renaming the item into place leaves a row
+    # naming an IBI no directory holds: the next run mints that row (once).
+    path = write(tree, "p1,papers/one.pdf,,Paper one,en,,,,\n")
+    first = run(config, path)
+    directory = Path(config["collection"]) / first.ibis["p1"]
+    directory.rename(directory.with_name("elsewhere"))
+    again = run(config, path)
+    assert again.minted == 1 and again.ibis["p1"] != first.ibis["p1"]
+    assert run(config, path).minted == 0
+
+
+def refused(config, path) -> list[str]:
+    with pytest.raises(ImportRefused) as caught:
+        run(config, path)
+    assert not any(Path(config["collection"]).iterdir()), "something was applied"
+    return caught.value.problems
+
+
+def test_duplicate_ids_are_refused_naming_both_lines(config, tree):
+    path = write(tree, "p1,papers/one.pdf,,,,,,,\np1,papers/two.pdf,,,,,,,\n")
+    assert refused(config, path) == [f"{path}:3: id 'p1' again (first at {path}:2)"]
+
+
+def test_an_edition_cycle_is_refused(config, tree):
+    path = write(
+        tree,
+        "a,papers/one.pdf,,,,,c,,\nb,papers/two.pdf,,,,,a,,\nc,papers/dc.xml,,,,,b,,\n",
+    )
+    (problem,) = refused(config, path)
+    assert "edition_of makes a cycle" in problem and f"{path}:" in problem
+
+
+def test_two_next_editions_of_one_row_are_refused(config, tree):
+    path = write(
+        tree, "a,papers/one.pdf,,,,,,,\nb,papers/two.pdf,,,,,a,,\nc,papers/dc.xml,,,,,a,,\n"
+    )
+    (problem,) = refused(config, path)
+    assert problem.startswith(f"{path}:4: edition_of 'a': {path}:3 is its next edition")
+
+
+def test_relations_to_unknown_ids_and_to_itself_are_refused(config, tree):
+    path = write(tree, "a,papers/one.pdf,,,,,zz,,\nb,papers/two.pdf,,,,,,,b\n")
+    assert refused(config, path) == [
+        f"{path}:2: edition_of 'zz': no record has this id, in this run or an earlier one "
+        "of this source",
+        f"{path}:3: metadata_of names the record itself",
+    ]
+
+
+def test_a_translation_needs_both_languages(config, tree):
+    path = write(tree, "a,papers/one.pdf,,,,,,,\nb,papers/two.pdf,,,en,,,a,\n")
+    (problem,) = refused(config, path)
+    assert problem.startswith(f"{path}:3: translation_of 'a': that record has no language")
+
+
+def test_every_bad_row_is_one_line_and_nothing_is_applied(config, tree):
+    path = write(
+        tree,
+        "ok,papers/one.pdf,,,,,,,\n"
+        "nofile,,,,,,,,\n"
+        "badurl,,ftp://x.example.org/,,,,,,\n"
+        "badlang,papers/two.pdf,,,english,,,,\n"
+        "baddate,papers/two.pdf,,,,last year,,,\n",
+    )
+    problems = refused(config, path)
+    assert [p.split(": ", 1)[0] for p in problems] == [
+        f"{path}:3",
+        f"{path}:4",
+        f"{path}:5",
+        f"{path}:6",
+    ]
