@@ -19,10 +19,12 @@ No web framework here.
 from __future__ import annotations
 
 import email.utils
+import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -32,12 +34,15 @@ from oaipmh_scythe.iterator import OAIItemIterator
 
 from .. import __version__
 from ..collection import sidecar
+from ..common import files
 from .records import Record
 
 OAI = "{http://www.openarchives.org/OAI/2.0/}"
 OAI_DC = "{http://www.openarchives.org/OAI/2.0/oai_dc/}dc"
 DC = "{http://purl.org/dc/elements/1.1/}"
 SECONDS, DAYS = "YYYY-MM-DDThh:mm:ssZ", "YYYY-MM-DD"
+# The provider's date of each source's last harvest applied, the next run's `from`.
+HARVESTS_FILE = "oai-pmh.json"
 # An item's inline dc lives in its sidecar, which holds at most sidecar.MAX_BYTES: a record
 # whose Dublin Core alone comes near it is skipped rather than written unreadable.
 MAX_DC_BYTES = sidecar.MAX_BYTES // 2
@@ -310,3 +315,41 @@ def _language(text: str) -> str | None:
         return sidecar.normalize_language(text.strip())
     except ValueError:
         return None
+
+
+def source_name(url: str) -> str:
+    """The source an endpoint's records are mapped under (imports/apply.py): the endpoint
+    alone, so that a record harvested through two sets is one item."""
+    return "oai-pmh:" + url.strip()
+
+
+def _harvest_key(url: str, set_spec: str | None) -> str:
+    return source_name(url) + (f" set={set_spec}" if set_spec else "")
+
+
+def _harvests(state_dir: str | Path) -> dict[str, str]:
+    try:
+        known = json.loads((Path(state_dir) / HARVESTS_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise HarvestError(f"{Path(state_dir) / HARVESTS_FILE}: unreadable ({exc})") from None
+    return known if isinstance(known, dict) else {}
+
+
+def last_harvest(config: Mapping[str, Any], url: str, set_spec: str | None) -> str | None:
+    """The responseDate of the last harvest of `url` (and `set_spec`) that was applied."""
+    date = _harvests(config["state_dir"]).get(_harvest_key(url, set_spec))
+    return date if isinstance(date, str) else None
+
+
+def remember_harvest(config: Mapping[str, Any], harvest: Harvest) -> None:
+    """Keep `harvest`'s responseDate as the next run's `from` (once its records are applied:
+    a run that stopped midway harvests the same again)."""
+    if not harvest.response_date:
+        return
+    known = _harvests(config["state_dir"])
+    known[_harvest_key(harvest.url, harvest.set_spec)] = harvest.response_date
+    path = Path(config["state_dir"]) / HARVESTS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    files.replace_file(path, json.dumps(known, indent=1, sort_keys=True) + "\n")
