@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from archive_service.cli import main
-from oai_provider import fixture_record
+from oai_provider import Answer, fixture_record, record_xml
 from resolver_support import KEY_A, PLATFORM, RESOLVER_IBI, ROOT, SERVICE_A
 from serve_process import Process, free_port, http_get, wait_until
 
@@ -54,6 +54,15 @@ def counts(out: str) -> dict[str, int]:
     )
     assert found, line
     return dict(zip(("minted", "updated", "deleted", "unchanged"), map(int, found.groups())))
+
+
+def three_records(provider, tmp_path: Path) -> tuple[Path, Path]:
+    """The provider holds records 1-3; (an empty collection, its state directory)."""
+    for number in range(1, 4):
+        provider.add(fixture_record(number))
+    collection = tmp_path / "collection"
+    collection.mkdir()
+    return collection, tmp_path / "state"
 
 
 def sidecars(collection: Path) -> list[dict]:
@@ -98,10 +107,7 @@ def test_ten_thousand_records_minted_once_deletions_become_tombstones(
 
 
 def test_dry_run_changes_nothing_and_remembers_nothing(oai_provider, tmp_path, capsys) -> None:
-    for number in range(1, 4):
-        oai_provider.add(fixture_record(number))
-    collection, state = tmp_path / "collection", tmp_path / "state"
-    collection.mkdir()
+    collection, state = three_records(oai_provider, tmp_path)
     status, out, err = run(capsys, oai_provider.url, collection, state, "--dry-run")
     assert status == 0, err
     assert counts(out)["minted"] == 3 and "mint oai:repo.example:1" in out
@@ -143,10 +149,7 @@ def test_bad_from_date_is_refused_by_the_parser(capsys, tmp_path) -> None:
 def test_resolver_redirects_an_imported_item_to_its_landing_page(
     oai_provider, tmp_path, capsys
 ) -> None:
-    for number in range(1, 4):
-        oai_provider.add(fixture_record(number))
-    collection, state = tmp_path / "collection", tmp_path / "state"
-    collection.mkdir()
+    collection, state = three_records(oai_provider, tmp_path)
     status, out, err = run(capsys, oai_provider.url, collection, state, "--verbose")
     assert status == 0, err
     ibis = dict((sid, ibi) for ibi, sid in re.findall(r"minted (\S+) for (\S+)", out))
@@ -205,3 +208,23 @@ def test_resolver_redirects_an_imported_item_to_its_landing_page(
     finally:
         assert archive.stop() == 0
         assert resolver.stop() == 0
+
+
+def test_record_listed_twice_is_imported_once_as_last_listed(
+    oai_provider, tmp_path, capsys
+) -> None:
+    """A record changed while a harvest pages through the list may come twice (in an early
+    page and again in a later one): the later one is the record now."""
+    collection, state = three_records(oai_provider, tmp_path)
+    older = fixture_record(2)
+    older.dc["title"] = ["Record 2, before its change"]
+    oai_provider.answers.append(Answer(body=oai_provider.envelope("<Identify/>").encode()))
+    listed = "".join(record_xml(r) for r in (older, *oai_provider.records.values()))
+    oai_provider.answers.append(
+        Answer(body=oai_provider.envelope(f"<ListRecords>{listed}</ListRecords>").encode())
+    )
+    status, out, err = run(capsys, oai_provider.url, collection, state)
+    assert status == 0, err
+    assert counts(out)["minted"] == 3
+    titles = sorted(s["dc"]["title"] for s in sidecars(collection))
+    assert titles == ["Record 1", "Record 2", "Record 3"]

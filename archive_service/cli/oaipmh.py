@@ -25,7 +25,7 @@ def cmd_oaipmh(args: argparse.Namespace, load_config: LoadConfig) -> int:
     try:
         start = args.from_date or oaipmh.last_harvest(config, args.url, args.set)
         harvest = oaipmh.Harvest(args.url, set_spec=args.set, from_date=start)
-        records = list(harvest)
+        records = harvest.collect()
     except oaipmh.HarvestError as exc:
         print(f"archive-service import oai-pmh: {exc}; nothing changed", file=sys.stderr)
         return 1

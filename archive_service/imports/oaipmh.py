@@ -231,6 +231,15 @@ class Harvest:
                 code = code[0].lower() + code[1:]
                 raise HarvestError(f"{self.url}: OAI-PMH error {code}: {exc}") from None
 
+    def collect(self) -> list[Record]:
+        """Every record, each once: a record changed while the harvest paged through the
+        list may be listed again in a later page, and the later listing is the record now."""
+        latest: dict[str, Record] = {}
+        for record in self:
+            latest.pop(record.source_id, None)
+            latest[record.source_id] = record
+        return list(latest.values())
+
     def _records(self, scythe: _Scythe) -> Iterator[Record]:
         identify = scythe.harvest({"verb": "Identify"}).xml.find(OAI + "Identify")
         if identify is None:
