@@ -175,3 +175,11 @@ def oai_provider():
     the test adds them, and may change its page size, granularity and sets."""
     with started_provider(Provider()) as provider:
         yield provider
+
+
+@pytest.fixture
+def import_settings(tmp_path: Path, settings) -> dict:
+    """`settings` with an empty collection of its own, for what an import brings in."""
+    collection = tmp_path / "imported"
+    collection.mkdir()
+    return {**settings, "collection": str(collection)}

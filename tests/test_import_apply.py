@@ -34,10 +34,8 @@ def tree(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def config(tmp_path: Path, settings) -> dict:
-    collection = tmp_path / "imported"
-    collection.mkdir()
-    return {**settings, "collection": str(collection)}
+def config(import_settings) -> dict:
+    return import_settings
 
 
 def write(tree: Path, rows: str, name: str = "items.csv") -> Path:
@@ -203,8 +201,7 @@ def test_two_next_editions_of_one_row_are_refused(config, tree):
 def test_relations_to_unknown_ids_and_to_itself_are_refused(config, tree):
     path = write(tree, "a,papers/one.pdf,,,,,zz,,\nb,papers/two.pdf,,,,,,,b\n")
     assert refused(config, path) == [
-        f"{path}:2: edition_of 'zz': no record has this id, in this run or an earlier one "
-        "of this source",
+        f"{path}:2: edition_of 'zz': no record has this id",
         f"{path}:3: metadata_of names the record itself",
     ]
 
@@ -231,3 +228,54 @@ def test_every_bad_row_is_one_line_and_nothing_is_applied(config, tree):
         f"{path}:5",
         f"{path}:6",
     ]
+
+
+@pytest.mark.process
+def test_with_a_shared_database_every_node_knows_what_was_imported(
+    config, tree, tmp_path, database_url
+):
+    # Two nodes of one Archive: one collection, state directories of their own, the mapping
+    # in PostgreSQL. What one node imported, the other does not mint again.
+    path = write(tree, ROWS)
+    first = run({**config, "database": database_url, "state_dir": str(tmp_path / "a")}, path)
+    assert first.minted == 4
+    assert not (tmp_path / "a" / MAPPING_FILE).exists()
+    again = run({**config, "database": database_url, "state_dir": str(tmp_path / "b")}, path)
+    assert again.minted == 0 and again.unchanged == 4 and again.ibis == first.ibis
+
+
+def test_a_relation_no_row_says_any_longer_is_taken_out(config, tree):
+    path = write(tree, ROWS)
+    first = run(config, path)
+    write(
+        tree, ROWS.replace("p2,papers/two.pdf,,Paper two,en,2021,p1,,", "p2,papers/two.pdf,,,,,,,")
+    )
+    summary = run(config, path)
+    items = {i.name.text: i for i in held(config).values()}
+    assert items[first.ibis["p1"]].nextedition is None
+    assert items[first.ibis["p2"]].metadata is not None  # m2 still says so
+    assert any("took nextedition" in action for action in summary.actions)
+    assert run(config, path, dry_run=True).actions == []  # nothing left to do
+
+
+def test_an_item_deleted_by_hand_is_left_deleted(config, tree):
+    from archive_service.collection import deposit
+
+    path = write(tree, ROWS)
+    first = run(config, path)
+    deposit.delete(config, first.ibis["p1"])
+    write(tree, ROWS.replace("Paper one", "Paper one revised"))
+    summary = run(config, path)
+    assert summary.minted == 0
+    assert any("is Deleted (by hand?)" in note for note in summary.notes)
+    items = {i.name.text: i for i in held(config).values()}
+    assert items[first.ibis["p1"]].state == "Deleted"
+
+
+def test_a_relation_to_a_row_removed_in_the_same_run_is_refused(config, tree):
+    path = write(tree, "a,papers/one.pdf,,,,,,,\nb,papers/two.pdf,,,,,,,\n")
+    run(config, path)
+    write(tree, "b,papers/two.pdf,,,,,a,,\n")  # a is gone: it would become a tombstone
+    with pytest.raises(ImportRefused) as caught:
+        run(config, path)
+    assert caught.value.problems == [f"{path}:2: edition_of 'a': no record has this id"]

@@ -13,7 +13,7 @@ import webtest
 
 from archive_service.collection import items as index
 from archive_service.collection import sidecar as sidecarmod
-from archive_service.web import create_app
+from archive_service.web import create_app, stats
 from support import SERVICE, pairs_of, url_request
 
 ITEM = "example.org/repo/2020/01.02.03.04"
@@ -119,3 +119,37 @@ def test_check_accepts_a_located_item_without_doc(collection, tmp_path):
         env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
     assert ITEM not in done.stdout + done.stderr
+
+
+def test_an_acknowledgment_of_a_location_counts_for_its_item(app, settings):
+    # The resolver sends the user to the location, then acknowledges that URL (Table 6.11):
+    # counted under the item whose location it is, as a file of a local item is; claimed for
+    # an item that has no such location, it is refused as before.
+    def acknowledge(claimed: str) -> None:
+        got = pairs_of(
+            app.get(
+                f"/{SERVICE}",
+                params={
+                    "servicesubject": "urlRequest",
+                    "clientinformation.ipaddress": "192.0.2.1",
+                    "parsedibiurl.ibi": ITEM,
+                },
+            ).text
+        )
+        params = {
+            "servicesubject": "acknowledgment",
+            "clientinformation.ipaddress": "192.0.2.1",
+            "contenttype": "Data",
+            "ibi": claimed,
+            "state": "Original",
+            "url": got["url"],
+            "url.persistent": f"http://urlib.net/{claimed}",
+            "urlkey": got["urlkey"],
+        }
+        app.get(f"/{SERVICE}", params=params)
+
+    acknowledge(ITEM)
+    acknowledge(EDITION)
+    report = stats.Store(settings["state_dir"]).report()
+    assert report["total"] == 1 and report["rejected_by_reason"] == {"unknown": 1}
+    assert [i["ibi"] for i in report["items"]] == [ITEM]

@@ -101,11 +101,41 @@ def cmd_check(args: argparse.Namespace) -> int:
     problems, count = checkmod.check(config.collection, config.state_dir)
     for problem in problems:
         print(problem)
+    broken = _check_links(args, config) if args.links else 0
     if problems:
         print(f"{len(problems)} problem(s) in {config.collection} ({count} items read)")
         return 1
+    if broken:
+        return 1
     print(f"{config.collection}: {count} items, no problems")
     return 0
+
+
+def _check_links(args: argparse.Namespace, config: settings.Config) -> int:
+    """`check --links`: the broken links that leave the Archive, one line each; how many."""
+    from ..collection import items, links
+    from ..web import persistent_url
+
+    catalog = items.scan(Path(config.collection))
+    found = links.outside_links(
+        catalog.by_directory.values(),
+        catalog.lookup,
+        lambda ibi: persistent_url(config.resolver, ibi),
+    )
+    bar = imports_cli.Bar(label="links") if sys.stderr.isatty() else None
+    checker = links.Checker(timeout=args.links_timeout, per_host=args.links_per_host)
+    try:
+        outcomes = checker.check_all(found, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    broken = [(link, outcome) for link, outcome in outcomes if outcome.broken]
+    for link, outcome in broken:
+        print(f"broken link: {link.url}: {outcome.describe()}; named by {', '.join(link.named_by)}")
+    if config.resolver == "none":
+        print("links: relations to items elsewhere not checked (resolver none)", file=sys.stderr)
+    print(f"{len(found)} link(s) leaving the Archive checked, {len(broken)} broken")
+    return len(broken)
 
 
 def _day(text: str) -> date:
@@ -251,7 +281,27 @@ def build_parser() -> argparse.ArgumentParser:
         description="Validate every item and sidecar of a collection.",
     )
     check.add_argument("directory", nargs="?", help="the collection (or give --collection)")
-    add_settings(check, names=("collection",))
+    check.add_argument(
+        "--links",
+        action="store_true",
+        help="also follow every link leaving the Archive (locations, relations to items "
+        "elsewhere through the resolver) and report the broken ones",
+    )
+    check.add_argument(
+        "--links-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long a link may keep us waiting (default 10)",
+    )
+    check.add_argument(
+        "--links-per-host",
+        type=int,
+        default=2,
+        metavar="N",
+        help="links asked at once of one host (default 2)",
+    )
+    add_settings(check, names=("collection", "resolver"))
     check.set_defaults(func=cmd_check)
 
     index = sub.add_parser(

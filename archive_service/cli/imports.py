@@ -20,6 +20,7 @@ from ..collection import mint as mintmod
 from ..imports import apply as applymod
 from ..imports.records import Record
 from ..protocol import ibi as ibimod
+from . import toolkit
 
 LoadConfig = Callable[..., settings.Config]
 AddSettings = Callable[..., None]
@@ -109,15 +110,6 @@ def run_import(
     return 0
 
 
-def _granularity(text: str):
-    from decimal import Decimal, InvalidOperation
-
-    try:
-        return mintmod.as_granularity(Decimal(text))
-    except (ValueError, InvalidOperation):
-        raise argparse.ArgumentTypeError(f"{text!r} is not 60, 1, 0.1, 0.01, ... seconds") from None
-
-
 def add_common(parser: argparse.ArgumentParser, add_settings: AddSettings) -> None:
     """The options every import subcommand takes."""
     parser.add_argument(
@@ -126,7 +118,7 @@ def add_common(parser: argparse.ArgumentParser, add_settings: AddSettings) -> No
     parser.add_argument("--verbose", action="store_true", help="print each action done")
     parser.add_argument(
         "--granularity",
-        type=_granularity,
+        type=toolkit.granularity,
         default=applymod.GRANULARITY,
         help=f"seconds between the IBIs minted (default {applymod.GRANULARITY}: up to "
         f"{int(1 / applymod.GRANULARITY)} a second)",

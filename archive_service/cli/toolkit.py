@@ -29,7 +29,8 @@ def _fail(command: str, message: object) -> int:
     return 1
 
 
-def _granularity(text: str) -> Decimal:
+def granularity(text: str) -> Decimal:
+    """The --granularity of every command that mints (mint, deposit, import)."""
     try:
         return mintmod.as_granularity(Decimal(text))
     except (ValueError, InvalidOperation):
@@ -38,7 +39,7 @@ def _granularity(text: str) -> Decimal:
 
 def _add_granularity(parser: argparse.ArgumentParser, help: str) -> None:
     # mint and deposit mint the same way: one option, one parser of it.
-    parser.add_argument("--granularity", type=_granularity, default=Decimal(1), help=help)
+    parser.add_argument("--granularity", type=granularity, default=Decimal(1), help=help)
 
 
 def _port(text: str) -> int:

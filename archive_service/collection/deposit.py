@@ -252,6 +252,9 @@ class Holdings:
     def changed(self, directories: Iterable[str]) -> None:
         """After a deposit or deletion: its directories, for the index and the next command.
         The change is made by then: a failure here is only logged (the indexer catches up)."""
+        directories = list(directories)
+        for directory in directories:  # read again when asked next (a batch goes on)
+            self.read.pop(directory, None)
         if self.catalog is None:
             return
         try:
@@ -361,6 +364,25 @@ def _holdings(config: Mapping[str, Any]) -> Iterator[Holdings]:
         holdings.close()
 
 
+@contextmanager
+def batch(config: Mapping[str, Any]) -> Iterator[Holdings | None]:
+    """The deposit lock and one `Holdings` for several deposits and revisions in a row (an
+    import's): pass it as their `holdings`. Each still brings the index up to date for what
+    it changed. Keep a batch short (other deposits wait for the lock); without a complete
+    index it yields None, and each call reads the collection as usual."""
+    with locked(config["state_dir"]), _holdings(config) as holdings:
+        yield holdings if holdings.scanned is None else None
+
+
+@contextmanager
+def _locked_holdings(config: Mapping[str, Any], holdings: Holdings | None) -> Iterator[Holdings]:
+    if holdings is not None:  # the caller holds the lock (batch)
+        yield holdings
+        return
+    with locked(config["state_dir"]), _holdings(config) as made:
+        yield made
+
+
 # ---------------------------------------------------------------------------- deposit
 
 
@@ -462,13 +484,15 @@ def deposit(
     location: str | None = None,
     extra: Mapping[str, Any] | None = None,
     on_minted: Callable[[str], object] | None = None,
+    holdings: Holdings | None = None,
 ) -> Deposited:
     """Mint an IBI and put `files` into the collection as a new item (see module docstring).
 
     `location`: the http(s) URL where the item's content lives (then `files` may be empty
     and the item has no doc/); `extra`: more sidecar keys (an import's dc, contenttype …);
     `on_minted(label)` is called with the new IBI before the item appears, so that a caller
-    can record it first (an import's mapping: a crash then leaves no item it does not know).
+    can record it first (an import's mapping: a crash then leaves no item it does not know);
+    `holdings`: those of a `batch` the caller holds.
     Raises DepositError (nothing changed) for bad input, a related IBI not held here, or an
     item already in the way. `before_rename(temp_dir)` is for tests of a cut-short deposit.
     """
@@ -502,7 +526,7 @@ def deposit(
     form = source.form
     state_dir = config["state_dir"]
 
-    with locked(state_dir), _holdings(config) as catalog:
+    with _locked_holdings(config, holdings) as catalog:
         changes: dict[str, dict[str, Any]] = {}  # other item's directory -> key -> value
         related: dict[str, index.Item] = {}
         notes: list[str] = []
@@ -672,15 +696,17 @@ def revise(
     removed: Iterable[str] = (),
     files: Sequence[str | os.PathLike[str]] | None = None,
     now: Callable[[], float] = time.time,
+    holdings: Holdings | None = None,
 ) -> Revised:
     """Change the item `label` in place, under the deposit lock: set the sidecar keys
     `changes`, take out the keys `removed`, and with `files` (a list, perhaps empty) give it
     a new doc/ holding them; the previous doc/ is moved to `.replaced-doc-<time>/` inside
     the item (nothing is removed, nothing under it is served). The timestamp becomes the
-    time of the change. Nothing is written when the item already is as asked."""
+    time of the change. Nothing is written when the item already is as asked. `holdings`:
+    those of a `batch` the caller holds."""
     collection = Path(config["collection"])
     sources = _sources(files, "") if files else []
-    with locked(config["state_dir"]), _holdings(config) as catalog:
+    with _locked_holdings(config, holdings) as catalog:
         item = catalog.lookup(label)
         if item is None:
             raise DepositError(f"{label}: no item of this collection ({collection}) has this IBI")

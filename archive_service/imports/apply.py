@@ -28,8 +28,9 @@ import fcntl
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -49,6 +50,39 @@ OWN_KEYS = ("location", "language", "dc", "contenttype", "translations")
 # deposit's one second (repository names then end in `.ss.ff`, as ID§6 allows).
 GRANULARITY = Decimal("0.01")
 CHUNK = 1 << 20
+# Deposits and revisions share one deposit lock and one look at the index for this many
+# items or seconds, whichever comes first (half the cost of an item was opening and closing
+# those); then the lock is let go, so a deposit by hand waits at most that long.
+BATCH_ITEMS, BATCH_SECONDS = 50, 0.5
+
+
+class _Batches:
+    """`deposit.batch` taken and let go in turns (see BATCH_ITEMS)."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        self.config = config
+        self.stack: ExitStack | None = None
+        self.holdings = None
+        self.count = 0
+        self.opened = 0.0
+
+    def __call__(self):
+        """The holdings for the next deposit or revision."""
+        if self.stack is not None and (
+            self.count >= BATCH_ITEMS or time.monotonic() - self.opened > BATCH_SECONDS
+        ):
+            self.close()
+        if self.stack is None:
+            self.stack = ExitStack()
+            self.holdings = self.stack.enter_context(depositmod.batch(self.config))
+            self.count, self.opened = 0, time.monotonic()
+        self.count += 1
+        return self.holdings
+
+    def close(self) -> None:
+        if self.stack is not None:
+            self.stack.close()
+            self.stack = self.holdings = None
 
 
 class ImportRefused(Exception):
@@ -139,7 +173,10 @@ def _fingerprint(own: Mapping[str, Any], files: Iterable[Path]) -> tuple[str, st
 
 
 def _problems(
-    records: list[Record], mapped: Mapping[str, Mapped], languages: dict[str, str]
+    records: list[Record],
+    mapped: Mapping[str, Mapped],
+    languages: dict[str, str],
+    complete: bool = False,
 ) -> list[str]:
     """Every fault of `records` that would stop them being applied, one line each."""
     problems: list[str] = []
@@ -188,11 +225,9 @@ def _problems(
                 problems.append(f"{where}: {key} names the record itself")
             elif other in seen and seen[other].deleted:
                 problems.append(f"{where}: {key} {other!r}: that record is deleted")
-            elif other not in live and (other not in mapped or mapped[other].deleted):
-                problems.append(
-                    f"{where}: {key} {other!r}: no record has this id, in this run or an "
-                    "earlier one of this source"
-                )
+            elif other not in live and (complete or other not in mapped or mapped[other].deleted):
+                earlier = "" if complete else ", in this run or an earlier one of this source"
+                problems.append(f"{where}: {key} {other!r}: no record has this id{earlier}")
         other = record.relations.get(TRANSLATION_OF)
         if other is not None and other in live:
             if record.source_id not in languages:
@@ -306,28 +341,43 @@ def apply(
                 if not row.deleted and not _directory(config, row.ibi).is_dir():
                     del mapped[source_id]
             languages: dict[str, str] = {}
-            problems = [*problems, *_problems(records, mapped, languages)]
+            problems = [*problems, *_problems(records, mapped, languages, complete)]
             if problems:
                 raise ImportRefused(sorted(problems, key=_place))
-            _run(
-                config,
-                source,
-                records,
-                mapped,
-                languages,
-                mapping,
-                summary,
-                complete,
-                progress,
-                granularity,
-            )
+            batches = _Batches(config)
+            try:
+                _run(
+                    config,
+                    source,
+                    records,
+                    mapped,
+                    languages,
+                    mapping,
+                    summary,
+                    complete,
+                    progress,
+                    granularity,
+                    batches,
+                )
+            finally:
+                batches.close()
         finally:
             mapping.close()
     return summary
 
 
 def _run(
-    config, source, records, mapped, languages, mapping, summary, complete, progress, granularity
+    config,
+    source,
+    records,
+    mapped,
+    languages,
+    mapping,
+    summary,
+    complete,
+    progress,
+    granularity,
+    batches: _Batches,
 ) -> None:
     dry = summary.dry_run
     live = [r for r in records if not r.deleted]
@@ -363,6 +413,7 @@ def _run(
                 location=location,
                 extra=own,
                 granularity=granularity,
+                holdings=batches(),
                 on_minted=lambda label, sid=record.source_id: mapping.put(
                     source, sid, Mapped(label, "", False)
                 ),
@@ -389,13 +440,19 @@ def _run(
             files = None
             if record.source_id not in fresh and data != old_data:
                 files = list(record.files)
-            depositmod.revise(
+            revised = _revise(
                 config,
+                batches,
+                summary,
+                record.where,
                 ibi,
                 changes=own,
                 removed=[k for k in OWN_KEYS if k not in own],
                 files=files,
             )
+            if not revised:
+                step()
+                continue
         if needs and record.source_id not in fresh:
             summary.updated += 1
             what = (
@@ -409,28 +466,46 @@ def _run(
         if not dry:
             mapping.put(source, record.source_id, Mapped(ibi, fingerprint, False))
         step()
-    # 3. Relations set on the other item (its next edition, its metadata).
+    # 3. Relations set on the other item (its next edition, its metadata); with the whole
+    # source at hand, those this source set that no record says any longer are taken out.
+    wanted: dict[tuple[str, str], tuple[str, str]] = {}  # (item, key) -> (value, where)
     for record in live:
         for key, sidecar_key in ((EDITION_OF, "nextedition"), (METADATA_OF, "metadata")):
             other = record.relations.get(key)
-            if other is None:
+            if other is not None:
+                wanted[(ibis[other], sidecar_key)] = (ibis[record.source_id], record.where)
+    for (target, sidecar_key), (value, where) in wanted.items():
+        current = None if target.startswith("(new") else _sidecar_value(config, target, sidecar_key)
+        if current == value:
+            continue
+        if current is not None:
+            summary.notes.append(f"{where}: {target} had {sidecar_key} {current}; now {value}")
+        if not dry and not _revise(
+            config, batches, summary, where, target, changes={sidecar_key: value}
+        ):
+            continue
+        summary.linked += 1
+        summary.actions.append(f"{'would set' if dry else 'set'} {sidecar_key} {value} on {target}")
+    if complete:
+        ours = set(ibis.values())
+        for record in live:
+            target = ibis[record.source_id]
+            if target.startswith("(new"):
                 continue
-            target, value = ibis[other], ibis[record.source_id]
-            if not dry or not target.startswith("(new"):
-                current = _sidecar_value(config, target, sidecar_key) if not dry else None
-                if current == value:
-                    continue
-                if current is not None and not dry:
-                    summary.notes.append(
-                        f"{record.where}: {target} had {sidecar_key} {current}; now {value}"
+            for sidecar_key in ("nextedition", "metadata"):
+                current = _sidecar_value(config, target, sidecar_key)
+                if current in ours and (target, sidecar_key) not in wanted:
+                    if not dry and not _revise(
+                        config, batches, summary, record.where, target, removed=[sidecar_key]
+                    ):
+                        continue
+                    summary.linked += 1
+                    summary.actions.append(
+                        f"{'would take' if dry else 'took'} {sidecar_key} {current} out of "
+                        f"{target} (no row says so any longer)"
                     )
-            if not dry:
-                depositmod.revise(config, target, changes={sidecar_key: value})
-            summary.linked += 1
-            summary.actions.append(
-                f"{'set' if not dry else 'would set'} {sidecar_key} {value} on {target} ({other})"
-            )
-    # 4. Tombstones.
+    # 4. Tombstones (delete takes the deposit lock itself).
+    batches.close()
     for source_id in sorted(gone):
         ibi = mapped[source_id].ibi
         if not dry:
@@ -444,6 +519,19 @@ def _run(
         summary.actions.append(f"{'delete' if dry else 'deleted'} {ibi} ({source_id})")
         step()
     summary.ibis = {r.source_id: ibis[r.source_id] for r in live}
+
+
+def _revise(config, batches: _Batches, summary: Summary, where: str, ibi: str, **change) -> bool:
+    """`deposit.revise`, but an item an admin has turned into a tombstone since is left as
+    it is, with a note (a tombstone is never brought back)."""
+    try:
+        depositmod.revise(config, ibi, holdings=batches(), **change)
+    except depositmod.DepositError:
+        if _sidecar_value(config, ibi, "state") != "Deleted":
+            raise
+        summary.notes.append(f"{where}: {ibi} is Deleted (by hand?): left as it is")
+        return False
+    return True
 
 
 def _sidecar_value(config: Mapping[str, Any], ibi: str, key: str) -> str | None:

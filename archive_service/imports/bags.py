@@ -58,7 +58,7 @@ def read(directories: Iterable[str | os.PathLike[str]]) -> list[Record]:
     problems: list[str] = []
     records: list[Record] = []
     # bagit logs a line per file checked; the problems are reported here instead.
-    logging.getLogger("bagit").setLevel(logging.WARNING)
+    logging.getLogger("bagit").setLevel(logging.CRITICAL)
     for directory in directories:
         path = Path(directory)
         where = f"bag {path}"
@@ -98,6 +98,30 @@ def _payload(path: Path) -> list[Path]:
     return sorted(found)
 
 
+def _why(bag: bagit.Bag, error: bagit.BagValidationError) -> str:
+    """What is wrong with the bag, file by file (bagit's own text repeats each digest)."""
+    faults: dict[str, str] = {}
+    for detail in error.details or []:
+        if isinstance(detail, bagit.ChecksumMismatch):
+            faults.setdefault(detail.path, f"{detail.path} differs from its manifest's checksum")
+        elif isinstance(detail, bagit.FileMissing):
+            faults.setdefault(detail.path, f"{detail.path} is missing")
+        elif isinstance(detail, bagit.UnexpectedFile):
+            faults.setdefault(detail.path, f"{detail.path} is in no manifest")
+        else:
+            faults.setdefault(str(detail), str(detail))
+    if not faults:  # Payload-Oxum, checked before the files: name them all the same
+        listed, present = set(bag.payload_entries()), set(bag.payload_files())
+        faults = {p: f"{p} is missing" for p in sorted(listed - present)}
+        faults |= {p: f"{p} is in no manifest" for p in sorted(present - listed)}
+    shown = list(faults.values())[:5]
+    more = len(faults) - len(shown)
+    text = error.message.rstrip(".")
+    if shown:
+        text += ": " + "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
+    return text
+
+
 def _record(path: Path, where: str) -> Record:
     if path.is_symlink() or not path.is_dir():
         raise _Refused("not a directory")
@@ -108,12 +132,7 @@ def _record(path: Path, where: str) -> Record:
             raise _Refused("it has a fetch.txt: its files are elsewhere; fetch them first")
         bag.validate()
     except bagit.BagValidationError as exc:
-        details = "; ".join(str(d) for d in (exc.details or [])[:5])
-        more = len(exc.details or []) - 5
-        raise _Refused(
-            f"invalid: {exc.message}"
-            + (f" ({details}{f'; and {more} more' if more > 0 else ''})" if details else "")
-        ) from None
+        raise _Refused(f"invalid: {_why(bag, exc)}") from None
     except bagit.BagError as exc:
         raise _Refused(f"not a valid bag: {exc}") from None
     names: dict[str, Path] = {}

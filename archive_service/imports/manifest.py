@@ -102,7 +102,7 @@ class _Fault(Exception):
 def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     csv.field_size_limit(MAX_FIELD)
     with open(path, encoding="utf-8-sig", newline="") as stream:
-        reader = csv.reader(stream)
+        reader = csv.reader(stream, strict=True)
         try:
             header = next(reader, None)
             if header is None:
@@ -137,51 +137,65 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _yaml_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with open(path, encoding="utf-8") as stream:
-        text = stream.read()
-    try:
-        loader = SafeLoader(text)
+    """The rows of a YAML manifest, read event by event (libyaml's parser): memory stays
+    that of one row however long the list (composing the whole document took 40 bytes of
+    nodes per byte of manifest). Nothing nested and no alias: a small file cannot stand for
+    a huge one."""
+    with open(path, "rb") as stream:
+        events = yaml.parse(stream, Loader=SafeLoader)
         try:
-            node = loader.get_single_node()
-        finally:
-            loader.dispose()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        line = mark.line + 1 if mark else 1
-        raise _Fault(f"{path}:{line}: YAML syntax error: {exc.problem}") from None
-    except yaml.YAMLError as exc:
-        raise _Fault(f"{path}: YAML error: {exc}") from None
-    if node is None:
+            yield from _yaml_items(path, events)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark
+            line = mark.line + 1 if mark else 1
+            raise _Fault(f"{path}:{line}: YAML syntax error: {exc.problem}") from None
+        except yaml.YAMLError as exc:
+            raise _Fault(f"{path}: YAML error: {exc}") from None
+
+
+def _line(event: yaml.Event) -> int:
+    return event.start_mark.line + 1
+
+
+def _yaml_items(path: Path, events: Iterator[yaml.Event]) -> Iterator[tuple[int, dict[str, Any]]]:
+    def next_event() -> yaml.Event:
+        event = next(events)
+        if isinstance(event, yaml.AliasEvent):
+            raise _Fault(f"{path}:{_line(event)}: an alias (*{event.anchor}); write values out")
+        return event
+
+    event = next_event()
+    while isinstance(event, (yaml.StreamStartEvent, yaml.DocumentStartEvent)):
+        event = next_event()
+    if isinstance(event, (yaml.StreamEndEvent, yaml.DocumentEndEvent)):
         raise _Fault(f"{path}:1: empty; give a list of items")
-    if not isinstance(node, yaml.SequenceNode):
-        raise _Fault(f"{path}:{node.start_mark.line + 1}: must be a list of items (- id: …)")
-    for item in node.value:
-        line = item.start_mark.line + 1
-        if not isinstance(item, yaml.MappingNode):
+    if not isinstance(event, yaml.SequenceStartEvent):
+        raise _Fault(f"{path}:{_line(event)}: must be a list of items (- id: …)")
+    while not isinstance(event := next_event(), yaml.SequenceEndEvent):
+        line = _line(event)
+        if not isinstance(event, yaml.MappingStartEvent):
             raise _Fault(f"{path}:{line}: an item must be a map of keys (id, files, …)")
         row: dict[str, Any] = {}
-        for key_node, value_node in item.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-            if key not in COLUMNS:
+        while not isinstance(key := next_event(), yaml.MappingEndEvent):
+            name = key.value if isinstance(key, yaml.ScalarEvent) else None
+            if name not in COLUMNS:
                 raise _Fault(
-                    f"{path}:{key_node.start_mark.line + 1}: unknown key {key!r}; the keys "
-                    f"are {', '.join(COLUMNS)}"
+                    f"{path}:{_line(key)}: unknown key {name!r}; the keys are {', '.join(COLUMNS)}"
                 )
-            row[key] = _scalars(path, key, value_node)
+            value = next_event()
+            if isinstance(value, yaml.ScalarEvent):
+                row[name] = [value.value] if name == "files" and value.value else value.value
+                continue
+            if name == "files" and isinstance(value, yaml.SequenceStartEvent):
+                files = []
+                while isinstance(item := next_event(), yaml.ScalarEvent):
+                    files.append(item.value)
+                if isinstance(item, yaml.SequenceEndEvent):
+                    row[name] = files
+                    continue
+            kinds = "text" + (" or a list of texts" if name == "files" else "")
+            raise _Fault(f"{path}:{_line(value)}: {name} must be {kinds}")
         yield line, row
-
-
-def _scalars(path: Path, key: str, node: yaml.Node) -> Any:
-    """A cell's text, or for `files` a list of texts; nothing nested (no alias can then make
-    a small file stand for a huge one)."""
-    where = f"{path}:{node.start_mark.line + 1}"
-    if isinstance(node, yaml.ScalarNode):
-        value = node.value
-        return [value] if key == "files" and value else value
-    if key == "files" and isinstance(node, yaml.SequenceNode):
-        if all(isinstance(n, yaml.ScalarNode) for n in node.value):
-            return [n.value for n in node.value]
-    raise _Fault(f"{where}: {key} must be text" + (" or a list of texts" if key == "files" else ""))
 
 
 def _record(

@@ -468,15 +468,22 @@ class Archive:
             return None
         return links.file(item, item.target), item, item.contenttype
 
-    def item_of_url(self, url: str, links: Links) -> tuple[Item, str] | None:
+    def item_of_url(
+        self, url: str, links: Links, claimed: str | None = None
+    ) -> tuple[Item, str] | None:
         """The item held here that a URL this Archive hands out names (the service's own
         item for its page), with the contenttype its answer gave that URL (Metadata for the
         service's metadata pages), or None.
 
         Read from the URL's canonical form (urlkeys.canonical_url), the one its key is
         checked against: every spelling that verifies (`/col/%73id.inpe.br/…`) names the
-        same item. The statistics count by this, never by what an acknowledgment claims."""
+        same item. The statistics count by this, never by what an acknowledgment claims:
+        a URL elsewhere (an item's `location`) names the `claimed` item, or one of its
+        translations, editions or metadata, only if that item's location is this URL."""
         canon = canonical_url(url)
+        located = self._located(canon, claimed) if claimed else None
+        if located is not None:
+            return located, located.contenttype
         if canon == canonical_url(links.about):
             return self.service_item, self.service_item.contenttype
         for prefix, kind in (
@@ -502,6 +509,26 @@ class Archive:
                     )
                     if item is not None and item.state != "Deleted":  # a tombstone serves nothing
                         return item, "Metadata" if kind == "metadata" else item.contenttype
+        return None
+
+    def _located(self, canon: bytes, claimed: str) -> Item | None:
+        """The item, among `claimed` and those it relates to, whose location is `canon`."""
+        if not ibimod.is_valid(claimed):
+            return None
+        item = self.catalog.lookup(claimed)
+        if item is None:
+            return None
+        related = [item, self.last_edition(item)]
+        related += [self.catalog.lookup(ref) for ref in item.translations.values()]
+        related += [self.catalog.lookup(item.metadata)] if item.metadata else []
+        for other in related:
+            if (
+                other is not None
+                and other.location is not None
+                and other.state != "Deleted"
+                and canonical_url(other.location) == canon
+            ):
+                return other
         return None
 
     def file_exists(self, item: Item, relpath: str) -> bool:

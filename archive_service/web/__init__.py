@@ -362,7 +362,7 @@ def create_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     def acknowledgment(query: dict[str, str], site: Links) -> stats.Acknowledgment:
         # Counted under the item its URL names, with that item's state and the contenttype
         # the answer gave the URL; the claimed `ibi`, `contenttype` and `state` are ignored.
-        named = archive.item_of_url(query["url"], site)
+        named = archive.item_of_url(query["url"], site, query.get("ibi"))
         item, contenttype = named if named else (None, "")
         return stats.Acknowledgment(
             urlkey=query["urlkey"],

@@ -1,0 +1,168 @@
+"""`archive-service check --links` (collection/links.py, issue 21) against a real HTTP server
+on loopback: locations that answer, 404, redirect (to a good page and to a missing one), and
+one that never answers; relations to items elsewhere through the resolver; at most
+`per_host` requests at once to one host."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from archive_service.collection import items as index
+from archive_service.collection import links
+from serve_process import run_command
+
+HELD_ELSEWHERE = "other.example.org/rep/2020/01.01.00.00"
+UNKNOWN = "other.example.org/rep/2020/02.02.00.00"
+
+
+class Site(http.server.ThreadingHTTPServer):
+    """A static site: /ok, /gone (404), /moved (301 to /ok), /moved-gone (302 to /gone),
+    /hang (never answers), /slow/* (200 after 0.2 s); as a resolver, /<IBI held elsewhere>
+    redirects to /ok and any other IBI is 404. It counts requests in flight."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.in_flight = self.most = 0
+        self.methods: list[str] = []
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def stop(self) -> None:
+        self.release.set()
+        self.shutdown()
+        self.server_close()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.answer()
+
+    def do_HEAD(self):
+        self.answer()
+
+    def answer(self):
+        site: Site = self.server
+        with site.lock:
+            site.in_flight += 1
+            site.most = max(site.most, site.in_flight)
+            site.methods.append(self.command)
+        try:
+            path = self.path
+            if path == "/hang":
+                site.release.wait(30)
+                return
+            if path.startswith("/slow/"):
+                time.sleep(0.2)
+                path = "/ok"
+            if path == "/headless" and self.command == "HEAD":
+                self.send_response(405)
+            elif path in ("/ok", "/headless"):
+                self.send_response(200)
+            elif path == "/moved":
+                self.send_response(301)
+                self.send_header("Location", "/ok")
+            elif path == "/moved-gone":
+                self.send_response(302)
+                self.send_header("Location", "/gone")
+            elif path == "/" + HELD_ELSEWHERE:
+                self.send_response(302)
+                self.send_header("Location", "/ok")
+            else:
+                self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        finally:
+            with site.lock:
+                site.in_flight -= 1
+
+
+@pytest.fixture
+def site():
+    site = Site()
+    yield site
+    site.stop()
+
+
+def item(collection: Path, directory: str, text: str) -> None:
+    (collection / directory).mkdir(parents=True)
+    (collection / directory / "item.yaml").write_text(text)
+
+
+@pytest.mark.process
+def test_broken_links_are_reported_with_status_and_redirects(tmp_path, site):
+    collection = tmp_path / "collection"
+    base = site.base
+    item(collection, "a.example.org/rep/2020/01.01.00.01", f"location: {base}/ok\n")
+    item(collection, "a.example.org/rep/2020/01.01.00.02", f"location: {base}/gone\n")
+    item(collection, "a.example.org/rep/2020/01.01.00.03", f"location: {base}/moved\n")
+    item(collection, "a.example.org/rep/2020/01.01.00.04", f"location: {base}/moved-gone\n")
+    item(collection, "a.example.org/rep/2020/01.01.00.05", f"location: {base}/hang\n")
+    item(collection, "a.example.org/rep/2020/01.01.00.06", f"location: {base}/headless\n")
+    item(
+        collection,
+        "a.example.org/rep/2020/01.01.00.07",
+        f"nextedition: {HELD_ELSEWHERE}\nmetadata: {UNKNOWN}\n"
+        "translations: {en: a.example.org/rep/2020/01.01.00.01}\n",  # held here: not asked
+    )
+    item(  # a tombstone's links are nobody's concern
+        collection, "a.example.org/rep/2020/01.01.00.08", f"state: Deleted\nlocation: {base}/gone\n"
+    )
+    started = time.monotonic()
+    done = run_command(
+        ["check", str(collection), "--links", "--links-timeout", "1"]
+        + ["--resolver", f"{base}/J8LNKB5R7W/3FUQHC5"]
+    )
+    took = time.monotonic() - started
+    assert done.returncode == 1, done.stdout + done.stderr
+    broken = sorted(line for line in done.stdout.splitlines() if line.startswith("broken link"))
+    assert broken == sorted(
+        [
+            f"broken link: {base}/{UNKNOWN}: HTTP 404; named by "
+            f"a.example.org/rep/2020/01.01.00.07 (metadata {UNKNOWN})",
+            f"broken link: {base}/gone: HTTP 404; named by a.example.org/rep/2020/01.01.00.02 "
+            "(location)",
+            f"broken link: {base}/hang: no answer within 1 s; named by "
+            "a.example.org/rep/2020/01.01.00.05 (location)",
+            f"broken link: {base}/moved-gone: HTTP 404 after 1 redirect(s): {base}/gone; named "
+            "by a.example.org/rep/2020/01.01.00.04 (location)",
+        ]
+    )
+    assert done.stdout.splitlines()[-1] == "8 link(s) leaving the Archive checked, 4 broken"
+    assert took < 15, took  # the link that never answers costs its timeout, once
+
+
+def test_at_most_per_host_requests_at_once(site):
+    found = [links.Link(f"{site.base}/slow/{n}", [f"item {n}"]) for n in range(12)]
+    started = time.monotonic()
+    outcomes = links.Checker(timeout=5, per_host=2).check_all(found)
+    took = time.monotonic() - started
+    assert all(not outcome.broken for _, outcome in outcomes)
+    assert site.most == 2
+    assert took >= 12 / 2 * 0.2 * 0.9  # six rounds of two
+
+
+def test_outside_links_are_each_asked_once(tmp_path, site):
+    collection = tmp_path / "collection"
+    for n in range(3):
+        item(collection, f"a.example.org/rep/2020/01.01.00.0{n}", f"location: {site.base}/ok\n")
+    catalog = index.scan(collection)
+    (link,) = links.outside_links(catalog.by_directory.values(), catalog.lookup, lambda i: None)
+    assert len(link.named_by) == 3
+    links.Checker().check_all([link])
+    assert site.methods == ["HEAD"]

@@ -1,0 +1,141 @@
+"""BagIt bags (imports/bags.py, issue 21), real ones made with `bagit.make_bag`: the payload
+becomes doc/, bag-info.txt inline Dublin Core; an invalid bag is refused saying why, and so
+is a payload that would carry a file from outside the bag (a symbolic link) or one the bag
+does not hold (fetch.txt)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import bagit
+import pytest
+import webtest
+
+from archive_service.collection import items as index
+from archive_service.imports import bags
+from archive_service.imports.apply import ImportRefused, apply
+from archive_service.web import create_app
+from serve_process import run_command
+from support import pairs_of, url_request
+
+
+def make(tmp_path: Path, name: str, files: dict[str, bytes], info: dict | None = None) -> Path:
+    bag = tmp_path / "bags" / name
+    for rel, content in files.items():
+        (bag / rel).parent.mkdir(parents=True, exist_ok=True)
+        (bag / rel).write_bytes(content)
+    bagit.make_bag(str(bag), info or {})
+    return bag
+
+
+@pytest.fixture
+def config(import_settings) -> dict:
+    return import_settings
+
+
+def refusal(*directories: Path) -> str:
+    with pytest.raises(ImportRefused) as caught:
+        bags.read(directories)
+    (problem,) = caught.value.problems
+    return problem
+
+
+def test_a_bag_becomes_an_item(config, tmp_path):
+    bag = make(
+        tmp_path,
+        "thesis-17",
+        {"thesis.pdf": b"%PDF thesis", "data/table.csv": b"a,b\n"},
+        {
+            "Title": "A thesis",
+            "External-Description": "On bags",
+            "Source-Organization": "INPE",
+            "DC-Creator": ["Ana", "Rui"],
+            "Language": "pt-BR",
+        },
+    )
+    (record,) = bags.read([bag])
+    assert record.source_id == "thesis-17" and record.where == f"bag {bag}"
+    summary = apply(config, bags.SOURCE, [record], complete=False)
+    item = index.scan(Path(config["collection"])).lookup(summary.ibis["thesis-17"])
+    doc = Path(config["collection"]) / item.directory / "doc"
+    assert sorted(p.name for p in doc.iterdir()) == ["table.csv", "thesis.pdf"]
+    assert (doc / "thesis.pdf").read_bytes() == b"%PDF thesis"
+    assert item.language == "pt-BR"
+    assert item.dc["title"] == ["A thesis"] and item.dc["creator"] == ["Ana", "Rui"]
+    assert item.dc["publisher"] == ["INPE"] and item.dc["description"] == ["On bags"]
+    got = pairs_of(url_request(webtest.TestApp(create_app(config)), item.name.text))
+    assert got["state"] == "Original" and "/filelist/" in got["url"]  # two files, no index
+    again = apply(config, bags.SOURCE, bags.read([bag]), complete=False)
+    assert again.minted == 0 and again.unchanged == 1
+
+
+def test_bags_name_each_other(config, tmp_path):
+    first = make(tmp_path, "v1", {"a.pdf": b"1"})
+    second = make(tmp_path, "v2", {"a.pdf": b"2"}, {"Edition-Of": "v1"})
+    summary = apply(config, bags.SOURCE, bags.read([first, second]), complete=False)
+    item = index.scan(Path(config["collection"])).lookup(summary.ibis["v1"])
+    assert item.nextedition.text == summary.ibis["v2"]
+
+
+def test_a_tampered_bag_is_refused_with_why(tmp_path):
+    bag = make(tmp_path, "b", {"a.pdf": b"original"})
+    (bag / "data" / "a.pdf").write_bytes(b"changed!")  # same size, other bytes
+    problem = refusal(bag)
+    assert problem.startswith(f"bag {bag}: invalid: ")
+    assert problem.endswith(": data/a.pdf differs from its manifest's checksum")
+
+
+def test_a_bag_missing_a_file_is_refused(tmp_path):
+    bag = make(tmp_path, "b", {"a.pdf": b"a", "b.pdf": b"b"})
+    (bag / "data" / "b.pdf").unlink()
+    assert refusal(bag).endswith(": data/b.pdf is missing")
+
+
+def test_a_directory_that_is_no_bag_is_refused(tmp_path):
+    plain = tmp_path / "plain"
+    (plain / "data").mkdir(parents=True)
+    (plain / "data" / "a.pdf").write_bytes(b"a")
+    assert refusal(plain).startswith(f"bag {plain}: not a valid bag: ")
+    assert refusal(tmp_path / "nowhere") == f"bag {tmp_path / 'nowhere'}: not a directory"
+
+
+def test_a_payload_link_out_of_the_bag_is_refused(tmp_path):
+    # A link in the payload would carry whatever it reaches (here a secret beside the bag)
+    # into a public collection; the payload is looked at before bagit reads any file.
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the public")
+    bag = make(tmp_path, "linked", {"a.pdf": b"a"})
+    os.symlink(secret, bag / "data" / "notes.txt")
+    assert refusal(bag) == (
+        f"bag {bag}: data/notes.txt is a symbolic link (to {secret}); a bag must hold its files"
+    )
+    os.unlink(bag / "data" / "notes.txt")
+    os.symlink(tmp_path, bag / "data" / "more")  # a linked directory too
+    assert "data/more is a symbolic link" in refusal(bag)
+
+
+def test_a_holey_bag_is_refused(tmp_path):
+    bag = make(tmp_path, "holey", {"a.pdf": b"a"})
+    (bag / "fetch.txt").write_text("https://example.org/b.pdf 1 data/b.pdf\n")
+    assert "fetch.txt" in refusal(bag)
+
+
+def test_two_payload_files_of_one_name_are_refused(tmp_path):
+    bag = make(tmp_path, "clash", {"x/a.pdf": b"1", "y/a.pdf": b"2"})
+    assert "have one name" in refusal(bag)
+
+
+@pytest.mark.process
+def test_the_command_imports_bags_and_refuses_a_bad_one(config, tmp_path):
+    good = make(tmp_path, "good", {"a.pdf": b"a"}, {"Title": "Good"})
+    bad = make(tmp_path, "bad", {"a.pdf": b"a"})
+    (bad / "data" / "a.pdf").write_bytes(b"b")
+    common = ["--collection", config["collection"], "--state-dir", config["state_dir"]]
+    common += ["--archiveaddress", "archive.example.org"]
+    done = run_command(["import", "bagit", str(good), str(bad), *common])
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0].startswith(f"bag {bad}: invalid: ")
+    assert not any(Path(config["collection"]).iterdir())
+    done = run_command(["import", "bagit", str(good), *common])
+    assert done.returncode == 0 and done.stdout.startswith("1 minted"), done.stderr
