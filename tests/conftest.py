@@ -23,6 +23,7 @@ import pytest
 
 from archive_service.web import create_app
 from fronts import public_copy, started_fronts
+from oai_provider import Provider, started_provider
 from support import (  # noqa: F401 (old imports)
     ADDRESS,
     PHONE,
@@ -166,6 +167,14 @@ def postgres_server():
 def database_url(postgres_server) -> str:
     """The URL of a fresh, empty database for this test (the `database` setting)."""
     return postgres_server.new_database()
+
+
+@pytest.fixture
+def oai_provider():
+    """An OAI-PMH data provider on loopback (tests/oai_provider.py), holding no record yet:
+    the test adds them, and may change its page size, granularity and sets."""
+    with started_provider(Provider()) as provider:
+        yield provider
 
 
 @pytest.fixture

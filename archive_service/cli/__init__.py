@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 from .. import __version__, settings
 from ..common import logs
 from . import imports as imports_cli
+from . import oaipmh as oaipmh_cli
 from . import resolver as resolver_cli
 from . import toolkit
 from .options import add_settings, collect_config, load_config, say_state_dir
@@ -325,7 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
     index.set_defaults(func=cmd_index)
 
     toolkit.add_commands(sub, add_settings, load_config)  # mint, ibi, deposit, delete
-    imports_cli.add_parser(sub, add_settings, load_config)  # import manifest|bagit
+    sources = imports_cli.add_parser(sub, add_settings, load_config)  # import manifest|bagit
+    oaipmh_cli.add_parser(sources, add_settings, load_config)  # import oai-pmh
 
     report = sub.add_parser(
         "stats",

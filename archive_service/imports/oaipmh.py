@@ -1,0 +1,364 @@
+"""Harvesting an OAI-PMH data provider (issue 21): its `oai_dc` records become `Record`s.
+
+The harvester is oaipmh-scythe (BSD-3-Clause; its client, its resumption-token iterator and its
+OAI error classes). What it leaves loose for a command an admin runs against someone else's
+server is tightened here, in `_Scythe.harvest`: each response is streamed into a strict lxml
+parser (no recovery: a page that is not XML is an error, not an early end of the list; no
+entity expansion, no DTD, no network, libxml2's own depth and size limits), cut off past
+`Limits.max_bytes` or `Limits.timeout` for the whole body; a 503 or 429 is retried after its
+Retry-After (seconds or an HTTP date, capped); a resumption token sent twice is a loop.
+
+A record becomes a `Record`: source id = the OAI identifier, location = its first http(s)
+`dc:identifier` (its landing page), its Dublin Core kept whole as the item's inline `dc`; a
+deleted header becomes `deleted=True`. A record that cannot be an item (no landing page, no
+`oai_dc`) is skipped and reported in `Harvest.skipped`, the rest go on.
+
+No web framework here.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import oaipmh_scythe
+from lxml import etree
+from oaipmh_scythe.iterator import OAIItemIterator
+
+from .. import __version__
+from ..collection import sidecar
+from ..common import files
+from .records import Record
+
+OAI = "{http://www.openarchives.org/OAI/2.0/}"
+OAI_DC = "{http://www.openarchives.org/OAI/2.0/oai_dc/}dc"
+DC = "{http://purl.org/dc/elements/1.1/}"
+SECONDS, DAYS = "YYYY-MM-DDThh:mm:ssZ", "YYYY-MM-DD"
+# The provider's date of each source's last harvest applied, the next run's `from`.
+HARVESTS_FILE = "oai-pmh.json"
+# An item's inline dc lives in its sidecar, which holds at most sidecar.MAX_BYTES: a record
+# whose Dublin Core alone comes near it is skipped rather than written unreadable.
+MAX_DC_BYTES = sidecar.MAX_BYTES // 2
+
+
+class HarvestError(Exception):
+    """The harvest cannot go on: the message says what the provider did and at which URL."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float = 60.0  # seconds: to connect, for each read, and for a whole response
+    max_bytes: int = 32 * 1024 * 1024  # one response (a page of 100 records is ~0.3 MB)
+    retries: int = 5  # of one request answered 503 or 429
+    max_wait: float = 600.0  # the longest Retry-After waited for (else the harvest stops)
+    default_wait: float = 10.0  # a 503 that names no Retry-After
+
+
+def since(text: str) -> str:
+    """A `from` date as OAI-PMH writes it (YYYY-MM-DD or YYYY-MM-DDThh:mm:ssZ), checked."""
+    text = text.strip()
+    for form in ("%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%d"):
+        try:
+            datetime.strptime(text, form)
+        except ValueError:
+            continue
+        return text
+    raise ValueError(f"{text!r} is not YYYY-MM-DD or YYYY-MM-DDThh:mm:ssZ (UTC)")
+
+
+def _retry_after(value: str | None, default: float) -> float:
+    if value is None or not value.strip():
+        return default
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return default
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, (moment - datetime.now(UTC)).total_seconds())
+
+
+@dataclass
+class _Parsed(oaipmh_scythe.OAIResponse):
+    """A response parsed once (scythe's own parses the body again on every look)."""
+
+    root: Any = None
+
+    @property
+    def xml(self):  # noqa: D102 (scythe's attribute)
+        return self.root
+
+
+class _Scythe(oaipmh_scythe.Scythe):
+    def __init__(self, url: str, limits: Limits, sleep: Callable[[float], None]):
+        agent = f"archive-service/{__version__} {oaipmh_scythe.HTTPConfig().user_agent}"
+        super().__init__(
+            url,
+            http_config=oaipmh_scythe.HTTPConfig(timeout=limits.timeout, user_agent=agent),
+            class_mapping={"ListRecords": lambda element: element},
+        )
+        self.limits, self.sleep = limits, sleep
+        self.tokens: set[str] = set()
+        self.response_dates: list[str] = []
+
+    def harvest(self, query: dict[str, str]) -> oaipmh_scythe.OAIResponse:
+        token = query.get("resumptionToken")
+        if token is not None:
+            if token in self.tokens:
+                raise HarvestError(
+                    f"{self.endpoint}: resumptionToken {token!r} sent a second time (a loop)"
+                )
+            self.tokens.add(token)
+        for attempt in range(self.limits.retries + 1):
+            status, headers, root = self._fetch(query)
+            if status not in (429, 503) or attempt == self.limits.retries:
+                break
+            wait = _retry_after(headers.get("retry-after"), self.limits.default_wait)
+            if wait > self.limits.max_wait:
+                raise HarvestError(
+                    f"{self.endpoint}: HTTP {status}, retry after {wait:.0f} s "
+                    f"(more than {self.limits.max_wait:.0f} s): try again later"
+                )
+            self.sleep(wait)
+        if root is None:
+            tries = f" (tried {self.limits.retries + 1} times)" if status in (429, 503) else ""
+            raise HarvestError(f"{self.endpoint}: HTTP {status} to {_verb(query)}{tries}")
+        if root.tag != OAI + "OAI-PMH":
+            raise HarvestError(
+                f"{self.endpoint}: the answer to {_verb(query)} is not OAI-PMH "
+                f"(its root element is {root.tag!r})"
+            )
+        date = root.findtext(OAI + "responseDate")
+        if date:
+            self.response_dates.append(date.strip())
+        response = _Parsed(http_response=None, params=query, root=root)
+        response.raise_for_oaipmh_error()
+        if status != 200:
+            raise HarvestError(f"{self.endpoint}: HTTP {status} to {_verb(query)}")
+        return response
+
+    def _fetch(self, query: dict[str, str]) -> tuple[int, Any, Any]:
+        """(status, headers, root element or None for an error status without XML)."""
+        what = f"{self.endpoint} ({_verb(query)})"
+        deadline = time.monotonic() + self.limits.timeout
+        parser = etree.XMLParser(
+            resolve_entities=False, no_network=True, load_dtd=False, remove_blank_text=True
+        )
+        try:
+            with self.client.stream(
+                "GET", self.endpoint, params=query, follow_redirects=True
+            ) as response:
+                status, headers = response.status_code, response.headers
+                # An error status is read only for an OAI-PMH error in it (some providers
+                # send theirs with 400); a busy one only for its Retry-After.
+                if status in (429, 503) or (status != 200 and not _is_xml(headers)):
+                    return status, headers, None
+                size = 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > self.limits.max_bytes:
+                        raise HarvestError(
+                            f"{what}: the response is larger than {self.limits.max_bytes} bytes"
+                        )
+                    if time.monotonic() > deadline:
+                        raise HarvestError(
+                            f"{what}: the response took longer than {self.limits.timeout:g} s"
+                        )
+                    parser.feed(chunk)
+                if size == 0:
+                    raise HarvestError(f"{what}: an empty response (HTTP {status})")
+                root = parser.close()
+        except httpx2.TimeoutException:
+            raise HarvestError(
+                f"{what}: no answer within {self.limits.timeout:g} s (timed out)"
+            ) from None
+        except httpx2.HTTPError as exc:
+            raise HarvestError(f"{what}: {exc.__class__.__name__}: {exc}") from None
+        except etree.XMLSyntaxError as exc:
+            if status != 200:
+                return status, headers, None
+            raise HarvestError(f"{what}: not well-formed XML: {exc}") from None
+        if root.getroottree().docinfo.internalDTD is not None or _has_entities(root):
+            raise HarvestError(f"{what}: a DTD or an entity in the XML (OAI-PMH has none)")
+        return status, headers, root
+
+
+def _has_entities(root) -> bool:
+    return any(True for _ in root.iter(etree.Entity))
+
+
+def _is_xml(headers) -> bool:
+    return "xml" in headers.get("content-type", "")
+
+
+def _verb(query: dict[str, str]) -> str:
+    return query.get("verb", "?")
+
+
+@dataclass
+class Harvest:
+    """One harvest of `url`: iterate it for the `Record`s (once). Afterwards, `response_date`
+    is the provider's date of the first ListRecords answer (the `from` of the next
+    incremental run), `skipped` has one line per record that could not be an item."""
+
+    url: str
+    set_spec: str | None = None
+    from_date: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    sleep: Callable[[float], None] = time.sleep
+    granularity: str = SECONDS
+    deleted_record: str = "no"
+    response_date: str | None = None
+    skipped: list[str] = field(default_factory=list)
+    count: int = 0
+
+    def __iter__(self) -> Iterator[Record]:
+        with _Scythe(self.url, self.limits, self.sleep) as scythe:
+            try:
+                yield from self._records(scythe)
+            except oaipmh_scythe.OAIPMHException as exc:
+                code = type(exc).__name__
+                code = code[0].lower() + code[1:]
+                raise HarvestError(f"{self.url}: OAI-PMH error {code}: {exc}") from None
+
+    def collect(self) -> list[Record]:
+        """Every record, each once: a record changed while the harvest paged through the
+        list may be listed again in a later page, and the later listing is the record now."""
+        latest: dict[str, Record] = {}
+        for record in self:
+            latest.pop(record.source_id, None)
+            latest[record.source_id] = record
+        return list(latest.values())
+
+    def _records(self, scythe: _Scythe) -> Iterator[Record]:
+        identify = scythe.harvest({"verb": "Identify"}).xml.find(OAI + "Identify")
+        if identify is None:
+            raise HarvestError(f"{self.url}: its Identify answer has no Identify element")
+        self.granularity = (identify.findtext(OAI + "granularity") or SECONDS).strip()
+        self.deleted_record = (identify.findtext(OAI + "deletedRecord") or "no").strip()
+        query = {"verb": "ListRecords", "metadataPrefix": "oai_dc"}
+        if self.from_date:
+            # A provider of day granularity refuses a time of day (badArgument).
+            query["from"] = self.from_date[:10] if self.granularity == DAYS else self.from_date
+        if self.set_spec:
+            query["set"] = self.set_spec
+        first = len(scythe.response_dates)
+        try:
+            items = OAIItemIterator(scythe, query)
+        except oaipmh_scythe.NoRecordsMatch:
+            items = iter(())  # nothing changed since `from`: not an error
+        if len(scythe.response_dates) > first:
+            self.response_date = scythe.response_dates[first]
+        for element in items:
+            record = self.record(element)
+            if record is not None:
+                self.count += 1
+                yield record
+
+    def record(self, element) -> Record | None:
+        header = element.find(OAI + "header")
+        identifier = (
+            (header.findtext(OAI + "identifier") or "").strip() if header is not None else ""
+        )
+        if not identifier:
+            self.skipped.append(f"{self.url}: a record with no header identifier")
+            return None
+        where = f"oai record {identifier}"
+        if header.get("status") == "deleted":
+            return Record(identifier, deleted=True, where=where)
+        dc = element.find(f"{OAI}metadata/{OAI_DC}")
+        if dc is None:
+            self.skipped.append(f"{where}: no oai_dc metadata")
+            return None
+        values: dict[str, list[str]] = {}
+        size = 0
+        for child in dc:
+            if not isinstance(child.tag, str) or not child.tag.startswith(DC):
+                continue
+            text = "".join(child.itertext()).strip()
+            if text:
+                values.setdefault(child.tag[len(DC) :], []).append(text)
+                size += len(text.encode()) + len(child.tag)
+        if size > MAX_DC_BYTES:
+            self.skipped.append(f"{where}: its oai_dc is larger than {MAX_DC_BYTES} bytes")
+            return None
+        location = next((url for url in values.get("identifier", ()) if _location(url)), None)
+        if location is None:
+            self.skipped.append(f"{where}: no http(s) dc:identifier (its landing page)")
+            return None
+        language = next((lang for lang in map(_language, values.get("language", ())) if lang), None)
+        title = values["title"][0] if "title" in values else None
+        dc_tuples = {name: tuple(texts) for name, texts in values.items()}
+        return Record(
+            identifier,
+            location=location.strip(),
+            title=title,
+            language=language,
+            dc=dc_tuples,
+            where=where,
+        )
+
+
+def _location(text: str) -> bool:
+    try:
+        sidecar.location_url(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _language(text: str) -> str | None:
+    """The item's `language` when dc:language is already lang[-CC]; else none (the dc
+    keeps what the provider wrote: ISO 639-2 codes, language names)."""
+    try:
+        return sidecar.normalize_language(text.strip())
+    except ValueError:
+        return None
+
+
+def source_name(url: str) -> str:
+    """The source an endpoint's records are mapped under (imports/apply.py): the endpoint
+    alone, so that a record harvested through two sets is one item."""
+    return "oai-pmh:" + url.strip()
+
+
+def _harvest_key(url: str, set_spec: str | None) -> str:
+    return source_name(url) + (f" set={set_spec}" if set_spec else "")
+
+
+def _harvests(state_dir: str | Path) -> dict[str, str]:
+    try:
+        known = json.loads((Path(state_dir) / HARVESTS_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise HarvestError(f"{Path(state_dir) / HARVESTS_FILE}: unreadable ({exc})") from None
+    return known if isinstance(known, dict) else {}
+
+
+def last_harvest(config: Mapping[str, Any], url: str, set_spec: str | None) -> str | None:
+    """The responseDate of the last harvest of `url` (and `set_spec`) that was applied."""
+    date = _harvests(config["state_dir"]).get(_harvest_key(url, set_spec))
+    return date if isinstance(date, str) else None
+
+
+def remember_harvest(config: Mapping[str, Any], harvest: Harvest) -> None:
+    """Keep `harvest`'s responseDate as the next run's `from` (once its records are applied:
+    a run that stopped midway harvests the same again)."""
+    if not harvest.response_date:
+        return
+    known = _harvests(config["state_dir"])
+    known[_harvest_key(harvest.url, harvest.set_spec)] = harvest.response_date
+    path = Path(config["state_dir"]) / HARVESTS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    files.replace_file(path, json.dumps(known, indent=1, sort_keys=True) + "\n")

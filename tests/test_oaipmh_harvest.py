@@ -1,0 +1,247 @@
+"""Harvesting an OAI-PMH data provider into Records (issue 21), against the tests' real
+provider on loopback (tests/oai_provider.py): paging, from/set, deleted records, records
+that cannot be items, and a provider that misbehaves (503, errors, hangs, hostile XML)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from archive_service.imports.oaipmh import DAYS, Harvest, HarvestError, Limits, since
+from oai_provider import OAI, Answer, endless, fixture_record, unavailable
+
+pytestmark = pytest.mark.process
+
+FAST = Limits(timeout=5, max_bytes=1 << 20, retries=3, max_wait=5)
+
+
+def fill(provider, count: int, **more) -> None:
+    for number in range(1, count + 1):
+        provider.add(fixture_record(number, **more))
+
+
+def harvest(provider, **options) -> tuple[Harvest, list]:
+    options.setdefault("limits", FAST)
+    run = Harvest(provider.url, **options)
+    return run, list(run)
+
+
+def test_every_page_is_harvested_into_records(oai_provider) -> None:
+    fill(oai_provider, 250)
+    run, records = harvest(oai_provider)
+    assert [r.source_id for r in records] == [f"oai:repo.example:{n}" for n in range(1, 251)]
+    first = records[0]
+    assert first.location == "http://repo.example/record/1"
+    assert first.title == "Record 1" and first.language == "en"
+    assert first.dc["identifier"] == ("oai:repo.example:1", "http://repo.example/record/1")
+    assert first.dc["creator"] == ("Banon, Gerald",) and not first.deleted
+    assert first.where == "oai record oai:repo.example:1"
+    pages = [q for q in oai_provider.requests if q.get("verb") == "ListRecords"]
+    assert len(pages) == 3 and all("resumptionToken" in q for q in pages[1:])
+    assert run.response_date and run.count == 250 and not run.skipped
+
+
+def test_deleted_header_is_a_deleted_record(oai_provider) -> None:
+    fill(oai_provider, 3)
+    oai_provider.delete("oai:repo.example:2")
+    _, records = harvest(oai_provider)
+    deleted = {r.source_id: r.deleted for r in records}
+    assert deleted == {
+        "oai:repo.example:1": False,
+        "oai:repo.example:2": True,
+        "oai:repo.example:3": False,
+    }
+
+
+def test_record_without_landing_page_is_reported_and_skipped(oai_provider) -> None:
+    fill(oai_provider, 3)
+    oai_provider.records["oai:repo.example:2"].dc["identifier"] = ["oai:repo.example:2", "x"]
+    oai_provider.records["oai:repo.example:3"].dc["identifier"] = [
+        "ftp://repo.example/3",
+        "https://repo.example/landing/3",
+    ]
+    run, records = harvest(oai_provider)
+    assert [r.source_id for r in records] == ["oai:repo.example:1", "oai:repo.example:3"]
+    assert records[1].location == "https://repo.example/landing/3"
+    assert run.skipped == [
+        "oai record oai:repo.example:2: no http(s) dc:identifier (its landing page)"
+    ]
+
+
+def test_language_not_lang_cc_stays_in_dc_only(oai_provider) -> None:
+    fill(oai_provider, 1)
+    oai_provider.records["oai:repo.example:1"].dc["language"] = ["por"]
+    (record,) = harvest(oai_provider)[1]
+    assert record.language is None and record.dc["language"] == ("por",)
+
+
+def test_set_and_from_are_sent_and_honoured(oai_provider) -> None:
+    old = datetime(2020, 1, 1, tzinfo=UTC)
+    oai_provider.sets = ("theses",)
+    for number in range(1, 11):
+        oai_provider.add(
+            fixture_record(
+                number,
+                old + timedelta(days=number),
+                sets=("theses",) if number % 2 else (),
+            )
+        )
+    _, records = harvest(oai_provider, set_spec="theses", from_date="2020-01-06T00:00:00Z")
+    assert [r.source_id for r in records] == [f"oai:repo.example:{n}" for n in (5, 7, 9)]
+    (query,) = [q for q in oai_provider.requests if q.get("verb") == "ListRecords"]
+    assert query["set"] == "theses" and query["from"] == "2020-01-06T00:00:00Z"
+
+
+def test_day_granularity_provider_gets_a_day(oai_provider) -> None:
+    oai_provider.granularity = DAYS
+    fill(oai_provider, 2)
+    _, records = harvest(oai_provider, from_date="2000-01-01T12:30:00Z")
+    assert len(records) == 2
+    (query,) = [q for q in oai_provider.requests if q.get("verb") == "ListRecords"]
+    assert query["from"] == "2000-01-01"
+
+
+def test_nothing_new_is_no_error(oai_provider) -> None:
+    fill(oai_provider, 2)
+    run, records = harvest(oai_provider, from_date="2099-01-01")
+    assert records == [] and run.response_date
+
+
+def test_from_is_checked() -> None:
+    assert since("2024-05-01") == "2024-05-01"
+    with pytest.raises(ValueError, match="YYYY-MM-DD"):
+        since("yesterday")
+
+
+def test_503_retry_after_is_waited_for(oai_provider) -> None:
+    fill(oai_provider, 150)
+    # Identify, then the second page twice busy: once in seconds, once as an HTTP date.
+    waits: list[float] = []
+    run = Harvest(oai_provider.url, limits=FAST, sleep=waits.append)
+    records = iter(run)
+    next(records)  # Identify and the first page are in
+    soon = datetime.now(UTC) + timedelta(seconds=3)
+    oai_provider.answers.extend(
+        [unavailable("2"), unavailable(soon.strftime("%a, %d %b %Y %H:%M:%S GMT"))]
+    )
+    assert len(list(records)) == 149
+    assert waits[0] == 2 and 0 < waits[1] <= 3
+
+
+def test_503_for_ever_stops_with_a_clear_error(oai_provider) -> None:
+    fill(oai_provider, 1)
+    oai_provider.answers.extend([unavailable("1")] * 10)
+    with pytest.raises(HarvestError, match=r"HTTP 503 to Identify \(tried 4 times\)"):
+        Harvest(oai_provider.url, limits=FAST, sleep=lambda s: None).__iter__().__next__()
+
+
+def test_retry_after_too_long_is_not_waited(oai_provider) -> None:
+    oai_provider.answers.append(unavailable("86400"))
+    with pytest.raises(HarvestError, match="retry after 86400 s"):
+        harvest(oai_provider)
+
+
+def test_oai_error_is_reported_with_its_code(oai_provider) -> None:
+    fill(oai_provider, 1)
+    with pytest.raises(HarvestError, match="OAI-PMH error badArgument: 'yesterday'"):
+        harvest(oai_provider, from_date="yesterday")
+    with pytest.raises(HarvestError, match="OAI-PMH error noSetHierarchy: this repository"):
+        harvest(oai_provider, set_spec="theses")
+
+
+def page(provider, records: str, token: str) -> Answer:
+    body = f"<ListRecords>{records}<resumptionToken>{token}</resumptionToken></ListRecords>"
+    return Answer(body=provider.envelope(body).encode())
+
+
+def test_bad_resumption_token_is_reported(oai_provider) -> None:
+    fill(oai_provider, 1)
+    oai_provider.answers.extend([Answer(body=oai_provider.envelope("<Identify/>").encode())])
+    oai_provider.answers.append(page(oai_provider, "", "forged"))
+    with pytest.raises(HarvestError, match="badResumptionToken"):
+        harvest(oai_provider)
+
+
+def test_resumption_token_loop_is_stopped(oai_provider) -> None:
+    oai_provider.answers.append(Answer(body=oai_provider.envelope("<Identify/>").encode()))
+    oai_provider.answers.extend([page(oai_provider, "", "again")] * 5)
+    with pytest.raises(HarvestError, match="resumptionToken 'again' sent a second time"):
+        harvest(oai_provider)
+    assert len(oai_provider.requests) == 3
+
+
+def test_html_instead_of_xml_is_an_error_not_an_empty_list(oai_provider) -> None:
+    fill(oai_provider, 1)
+    oai_provider.answers.append(Answer(body=oai_provider.envelope("<Identify/>").encode()))
+    oai_provider.answers.append(Answer(body=b"<html><body>Maintenance<br></body></html>"))
+    with pytest.raises(HarvestError, match=r"\(ListRecords\): not well-formed XML"):
+        harvest(oai_provider)
+
+
+def test_not_oai_pmh_is_an_error(oai_provider) -> None:
+    oai_provider.answers.append(Answer(body=b"<rss><channel/></rss>"))
+    with pytest.raises(HarvestError, match="is not OAI-PMH"):
+        harvest(oai_provider)
+
+
+def test_a_provider_that_never_answers_times_out(oai_provider) -> None:
+    oai_provider.answers.append(Answer(body=b"", delay=30))
+    started = time.monotonic()
+    with pytest.raises(HarvestError, match=r"no answer within 1 s"):
+        harvest(oai_provider, limits=Limits(timeout=1))
+    assert time.monotonic() - started < 5
+
+
+def test_endless_response_is_cut_at_max_bytes(oai_provider) -> None:
+    oai_provider.answers.append(endless())
+    started = time.monotonic()
+    with pytest.raises(HarvestError, match=r"larger than 1048576 bytes"):
+        harvest(oai_provider)
+    assert time.monotonic() - started < 5
+
+
+BILLION_LAUGHS = (
+    '<?xml version="1.0"?><!DOCTYPE OAI-PMH [<!ENTITY a "ha">'
+    + "".join(f'<!ENTITY {chr(98 + i)} "{("&" + chr(97 + i) + ";") * 10}">' for i in range(9))
+    + f']><OAI-PMH xmlns="{OAI}"><responseDate>&j;</responseDate></OAI-PMH>'
+).encode()
+
+
+def test_entity_expansion_is_refused(oai_provider) -> None:
+    oai_provider.answers.append(Answer(body=BILLION_LAUGHS))
+    started = time.monotonic()
+    # libxml2 stops it as it parses (amplification); if it did not, the DTD check would.
+    with pytest.raises(HarvestError, match=r"\(Identify\): .*(entity|DTD)"):
+        harvest(oai_provider)
+    assert time.monotonic() - started < 5
+
+
+def test_external_entity_is_not_read(oai_provider, tmp_path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("the secret")
+    body = (
+        f'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "file://{secret}">]>'
+        f'<OAI-PMH xmlns="{OAI}"><responseDate>&x;</responseDate></OAI-PMH>'
+    ).encode()
+    oai_provider.answers.append(Answer(body=body))
+    with pytest.raises(HarvestError, match="a DTD or an entity") as raised:
+        harvest(oai_provider)
+    assert "the secret" not in str(raised.value)
+
+
+def test_deep_nesting_is_refused(oai_provider) -> None:
+    deep = b"<a>" * 100_000 + b"</a>" * 100_000
+    body = f'<?xml version="1.0"?><OAI-PMH xmlns="{OAI}">'.encode() + deep + b"</OAI-PMH>"
+    oai_provider.answers.append(Answer(body=body))
+    with pytest.raises(HarvestError, match="not well-formed XML"):
+        harvest(oai_provider)
+
+
+def test_unreachable_provider_is_a_clear_error() -> None:
+    from serve_process import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/oai"
+    with pytest.raises(HarvestError, match=f"{url} \\(Identify\\): ConnectError"):
+        list(Harvest(url, limits=FAST))
