@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from ..common import files as filesmod
-from ..common.yamlsafe import SafeLoader
+from ..common.yamlsafe import SafeLoader, dump_sidecar
 from ..index import catalog as catalogmod
 from ..index import records as recordsmod
 from ..index import store as storemod
@@ -442,9 +442,7 @@ def _last_held_edition(catalog: Holdings, item: index.Item) -> index.Item:
 
 
 def _new_sidecar(data: Mapping[str, Any], when: datetime) -> str:
-    text = f"# Deposited with archive-service deposit at {iso(when)}.\n" + yaml.safe_dump(
-        dict(data), default_flow_style=False, allow_unicode=True, sort_keys=False, width=4096
-    )
+    text = f"# Deposited with archive-service deposit at {iso(when)}.\n" + dump_sidecar(data)
     sidecarmod.parse(
         yaml.load(text, Loader=SafeLoader), SIDECAR
     )  # what we write must read back valid

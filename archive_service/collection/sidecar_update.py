@@ -30,6 +30,7 @@ import yaml
 
 from ..common import files
 from ..common.yamlsafe import SafeLoader as _Loader
+from ..common.yamlsafe import dump_sidecar
 from . import sidecar as sidecarmod
 
 
@@ -67,9 +68,7 @@ def load(path: Path) -> tuple[str, dict[str, Any]]:
 
 
 def _dump(data: Mapping[str, Any]) -> str:
-    return yaml.safe_dump(
-        dict(data), default_flow_style=False, allow_unicode=True, sort_keys=False, width=4096
-    )
+    return dump_sidecar(data)
 
 
 def _key_line(key: str) -> re.Pattern:
