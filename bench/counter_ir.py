@@ -31,7 +31,8 @@ JAN = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 
 
 def fill(store: stats.Store, uses: int, items: int, users: int) -> None:
-    store.record_use(stats.Seen("warm/up", counter.REQUEST, "192.0.2.1", "x"))  # the schema
+    store.record_use(stats.Seen("warm/up", counter.REQUEST, "192.0.2.1", "x"))
+    store.flush()  # the schema
     rng = random.Random(20)
     rows = []
     for _ in range(uses):

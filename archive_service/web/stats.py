@@ -33,11 +33,16 @@ For COUNTER (web/counter.py, docs/counter.md) the same stores keep `uses`: one r
 (`record_use`: a /col/ file, file list or metadata page served, or an acknowledgment counted)
 with its time, item, kind, robot flag and a user that is a hash of client address and
 User-Agent under a salt of the UTC day (`salts`, one row, the earlier days' deleted with it):
-never the address. Rows older than `stats_retention_days` are deleted.
+never the address. Rows older than `stats_retention_days` are deleted. Uses are buffered per
+process and written in batches by a thread of the process (`flush`): a download pays an
+append, not a transaction; acknowledgments stay one transaction each (a replay is refused
+only because the first is written).
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import hashlib
 import logging
 import os
@@ -46,6 +51,7 @@ import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,6 +110,67 @@ def _robots() -> re.Pattern:
 
 ROBOTS = _robots()  # the COUNTER robots list: a User-Agent it matches is a robot's
 
+
+@functools.lru_cache(maxsize=4096)
+def is_robot(agent: str) -> bool:
+    """The COUNTER robots list matches `agent` (a few User-Agents make most of the uses)."""
+    return ROBOTS.search(agent) is not None
+
+
+# Uses are buffered per process and written in batches by one thread per process, started by
+# the process's first use: after gunicorn forks its workers, never in the master before.
+FLUSH_EVERY = 1.0  # seconds between two batches at most
+FLUSH_ROWS = 500  # a buffer this long is written at once
+BUFFER_MAX = 100_000  # uses a process keeps unwritten at most (about 30 MB); more are dropped
+_buffers_lock = threading.Lock()
+_buffered: weakref.WeakSet[Statistics] = weakref.WeakSet()  # stores with uses in this process
+_wake = threading.Event()
+_flusher_pid = 0
+
+
+def _start_flusher() -> None:
+    # Called with _buffers_lock held.
+    global _flusher_pid
+    if _flusher_pid == os.getpid():
+        return
+    _flusher_pid = os.getpid()
+    threading.Thread(target=_flush_forever, name="counter-uses", daemon=True).start()
+
+
+def _flush_forever() -> None:
+    while True:
+        _wake.wait(FLUSH_EVERY)
+        _wake.clear()
+        flush_all()
+
+
+def flush_all() -> None:
+    """Write every store's buffered uses of this process (the flusher; at exit)."""
+    with _buffers_lock:
+        stores = list(_buffered)
+    for store in stores:
+        try:
+            store.flush()
+        except Exception:  # a bug in one store must not stop the thread or the exit
+            log.exception("cannot write the COUNTER uses of %s", store.where())
+
+
+def _after_fork_in_child() -> None:
+    # A fork copies the parent's buffers and maybe a held lock, never its flusher thread: the
+    # parent writes its uses, the child starts afresh with its own first use.
+    global _buffers_lock, _flusher_pid
+    _buffers_lock = threading.Lock()
+    _flusher_pid = 0
+    _wake.clear()
+    for store in list(_buffered):
+        store._buffer, store._buffer_pid = [], 0
+        store._flushing = threading.Lock()
+    _buffered.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(flush_all)  # a graceful stop writes what is buffered (gunicorn: worker_exit too)
+
 # t is seconds since the epoch, positive: truncation is the hour's floor in SQLite.
 MONTH_SQLITE = counter.month_query("uses", "user", "CAST(t / 3600 AS INTEGER)", "?")
 MONTH_POSTGRES = counter.month_query("stats_uses", "user_hash", "floor(t / 3600)::bigint", "%s")
@@ -156,8 +223,13 @@ class Statistics:
     def __init__(self, clock: Callable[[], float] = time.time, retention_days: int = 0):
         self._clock = clock
         self.retention_days = retention_days  # 0: uses are kept for ever
-        self._salt_of: tuple[str, bytes] = ("", b"")
+        self._salts: dict[str, bytes] = {}  # the UTC days' salts (the flusher's)
         self._uses_purged = 0.0
+        self._buffer: list[tuple[float, Seen]] = []  # uses not written yet, this process's
+        self._buffer_pid = 0
+        self._flushing = threading.Lock()  # one batch written at a time
+        self.uses_dropped = 0  # uses lost: the buffer full (the store down or too slow)
+        self._uses_error_logged = 0.0
         self._lock = threading.Lock()
         self._purged = 0.0
         self._error_logged = 0.0
@@ -196,13 +268,14 @@ class Statistics:
         raise NotImplementedError
 
     def close(self) -> None:
-        pass
+        self.flush()
 
     def _day_salt(self, day: str, fresh: bytes) -> bytes:
         """The salt of UTC `day` (`fresh` if it has none yet); forgets earlier days' salts."""
         raise NotImplementedError
 
-    def _insert_use(self, t: float, ibi: str, kind: str, user: str, robot: bool) -> None:
+    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool]]) -> None:
+        """Write rows (t, ibi, kind, user, robot) in one transaction."""
         raise NotImplementedError
 
     def _purge_uses(self, before: float) -> None:
@@ -220,6 +293,7 @@ class Statistics:
         self, begin: date, end: date, platform: str, created: datetime | None = None
     ) -> dict[str, Any]:
         """The COUNTER Item Report of the months `begin` to `end` (any day of each)."""
+        self.flush()  # this process's own uses too
         first, last = begin.replace(day=1), end.replace(day=1)
         rows = {}
         for month in counter.months(first, last):
@@ -232,29 +306,81 @@ class Statistics:
         return counter.item_report(counter.figures(rows), first, last, platform, created)
 
     def record_use(self, seen: Seen) -> None:
-        """Record one use for the COUNTER reports. Never the client's address: a hash of it
-        and the User-Agent under a salt that every worker and node shares for one UTC day
-        and that is deleted after it. Never raises for a storage problem."""
+        """Record one use for the COUNTER reports, later: it joins this process's buffer,
+        which a thread of the process writes in batches (`flush`), so a download costs an
+        append, not a write. Never blocks, never raises: a full buffer (the store down or
+        not keeping up) drops the use and counts it (`uses_dropped`)."""
         now = self._clock()
-        robot = seen.agent is not None and ROBOTS.search(seen.agent) is not None
-        day = _day(now)
-        try:
-            if self._salt_of[0] != day:
-                self._salt_of = (day, self._day_salt(day, os.urandom(16)))
+        with _buffers_lock:
+            if self._buffer_pid != os.getpid():  # the first use of this process
+                self._buffer_pid = os.getpid()
+                _buffered.add(self)
+                _start_flusher()
+            if len(self._buffer) >= BUFFER_MAX:
+                self.uses_dropped += 1
+                return
+            self._buffer.append((now, seen))
+            if len(self._buffer) == FLUSH_ROWS:
+                _wake.set()
+
+    def flush(self) -> None:
+        """Write this process's buffered uses now (the flusher thread, a worker's exit, a
+        reader of this store). Never raises for a storage problem: what could not be written
+        stays buffered for the next try, up to BUFFER_MAX."""
+        with self._flushing:
+            with _buffers_lock:
+                if self._buffer_pid != os.getpid() or not self._buffer:
+                    return
+                batch, self._buffer = self._buffer, []
+            try:
+                self._write_uses(batch)
+            except self.storage_errors as exc:
+                with _buffers_lock:
+                    kept = batch + self._buffer
+                    self.uses_dropped += max(0, len(kept) - BUFFER_MAX)
+                    self._buffer = kept[-BUFFER_MAX:] if len(kept) > BUFFER_MAX else kept
+                self._uses_failed(exc)
+                return
+            with self._lock:
+                self._recovered()
+
+    def _write_uses(self, batch: list[tuple[float, Seen]]) -> None:
+        """The buffered uses as rows: the user a hash of address and User-Agent under the
+        salt of the use's UTC day, shared by every worker and node and deleted after it."""
+        rows = []
+        for t, seen in batch:
+            day = _day(t)
+            salt = self._salts.get(day)
+            if salt is None:
+                salt = self._salts[day] = self._day_salt(day, os.urandom(16))
+                for old in sorted(self._salts)[:-2]:  # a batch may straddle midnight
+                    del self._salts[old]
             user = hashlib.blake2b(
                 f"{seen.client}\0{seen.agent or ''}".encode(errors="replace"),
-                key=self._salt_of[1],
+                key=salt,
                 digest_size=12,
             ).hexdigest()
-            self._insert_use(now, seen.ibi, seen.kind, user, robot)
-            if self.retention_days and now - self._uses_purged > PURGE_EVERY:
-                self._purge_uses(now - self.retention_days * 86400)
-                self._uses_purged = now
-        except self.storage_errors as exc:
-            self._failed(exc)
+            robot = seen.agent is not None and is_robot(seen.agent)
+            rows.append((t, seen.ibi, seen.kind, user, robot))
+        self._insert_uses(rows)
+        now = self._clock()
+        if self.retention_days and now - self._uses_purged > PURGE_EVERY:
+            self._purge_uses(now - self.retention_days * 86400)
+            self._uses_purged = now
+
+    def _uses_failed(self, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self._uses_error_logged < ERROR_LOG_EVERY:
             return
-        with self._lock:
-            self._recovered()
+        self._uses_error_logged = now
+        log.error(
+            "cannot record COUNTER uses in %s: %s; %d uses wait in this process, %d dropped "
+            "so far (logged again at most once a minute)",
+            self.where(),
+            exc,
+            len(self._buffer),
+            self.uses_dropped,
+        )
 
     def acknowledge(self, ack: Acknowledgment, keys: UrlKeys) -> str:
         """Count `ack` or refuse it; returns 'counted', a refusal reason, or 'unrecorded'
@@ -460,11 +586,25 @@ class Store(Statistics):
                 (salt,) = conn.execute("SELECT salt FROM salts WHERE day = ?", (day,)).fetchone()
         return bytes(salt)
 
-    def _insert_use(self, t: float, ibi: str, kind: str, user: str, robot: bool) -> None:
-        with self._lock:
-            self._connection().execute(
-                "INSERT INTO uses VALUES (?, ?, ?, ?, ?)", (t, ibi, kind, user, int(robot))
-            )
+    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool]]) -> None:
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                with self._lock:
+                    conn = self._connection()
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        conn.executemany("INSERT INTO uses VALUES (?, ?, ?, ?, ?)", rows)
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc) and attempt < BUSY_RETRIES:  # as in _write
+                    time.sleep(0.01 * (attempt + 1) + random.random() * 0.01)
+                    continue
+                raise
 
     def _purge_uses(self, before: float) -> None:
         with self._lock:
@@ -476,6 +616,7 @@ class Store(Statistics):
                 pass
 
     def uses(self, begin: float, end: float) -> list[counter.Use]:
+        self.flush()
         try:
             if not self.path.exists():
                 return []
@@ -504,6 +645,7 @@ class Store(Statistics):
             raise StatsError(f"cannot read {self.path}: {exc}") from None
 
     def close(self) -> None:
+        self.flush()
         if self._conn is not None and self._pid == os.getpid():
             self._conn.close()
         self._conn = None
@@ -633,17 +775,20 @@ class PostgresStore(Statistics):
             (salt,) = conn.execute("SELECT salt FROM stats_salts WHERE day = %s", (day,)).fetchone()
         return bytes(salt)
 
-    def _insert_use(self, t: float, ibi: str, kind: str, user: str, robot: bool) -> None:
+    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool]]) -> None:
         with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
-            conn.execute(
-                "INSERT INTO stats_uses VALUES (%s, %s, %s, %s, %s)", (t, ibi, kind, user, robot)
-            )
+            with conn.cursor().copy(
+                "COPY stats_uses (t, ibi, kind, user_hash, robot) FROM STDIN"
+            ) as copy:
+                for row in rows:
+                    copy.write_row(row)
 
     def _purge_uses(self, before: float) -> None:
         with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
             conn.execute("DELETE FROM stats_uses WHERE t < %s", (before,))
 
     def uses(self, begin: float, end: float) -> list[counter.Use]:
+        self.flush()
         try:
             with self._postgres.transaction(self.url) as conn:
                 found = conn.execute(

@@ -1,0 +1,116 @@
+"""What recording COUNTER uses costs a download (issue 20): /col/ throughput of `serve` with
+the uses buffered and written in batches (the code), against the same server with
+`record_use` a no-op (the floor), and with a write per use (each use flushed at once: how
+uses were recorded before the batches), in the same run, rounds interleaved.
+
+    python bench/counter_downloads.py [--rounds 3] [--duration 10] [--connections 16]
+
+The sample collection, 2 workers (serve's defaults otherwise), wrk on one small file; the
+modes are switched by a `sitecustomize` on the servers' PYTHONPATH, the code unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+
+import loadgen  # noqa: E402
+import run  # noqa: E402
+
+FILE = "/col/iconet.com.br/banon/2009/09.09.22.01/doc/reference.bib"
+HOOKS = {
+    "off": "s.Statistics.record_use = lambda self, seen: None\n",
+    "batched": "",
+    "each": (
+        "_record = s.Statistics.record_use\n"
+        "def record_use(self, seen):\n"
+        "    _record(self, seen)\n"
+        "    self.flush()\n"
+        "s.Statistics.record_use = record_use\n"
+    ),
+}
+
+
+def measure(mode: str, tmp: Path, duration: float, connections: int) -> tuple[float, int, int]:
+    """(requests a second, requests served, uses recorded) of one server in `mode`."""
+    hook = tmp / f"hook-{mode}"
+    hook.mkdir(exist_ok=True)
+    (hook / "sitecustomize.py").write_text("import archive_service.web.stats as s\n" + HOOKS[mode])
+    state = Path(tempfile.mkdtemp(dir=tmp, prefix=f"state-{mode}-"))
+    port = run.free_port()
+    env = run.child_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(hook)])
+    cmd = [sys.executable, "-m", "archive_service.cli", "serve", "--collection"]
+    cmd += [str(ROOT / "sample_collection"), "--state-dir", str(state), "--no-announce"]
+    cmd += ["--workers", "2", "--bind", f"127.0.0.1:{port}", "--archiveaddress"]
+    cmd += [f"127.0.0.1:{port}", "--stats-retention-days", "0"]
+    with open(tmp / f"serve-{mode}.log", "ab") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=log, env=env, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if loadgen.fetch(port, FILE)[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"serve ({mode}) did not answer; see {tmp}/serve-{mode}.log")
+            time.sleep(0.05)
+        loadgen.peak(port, [FILE], 2, connections)  # warm-up
+        got = loadgen.peak(port, [FILE], duration, connections)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    uses = 0
+    if (state / "stats.sqlite3").exists():
+        with sqlite3.connect(state / "stats.sqlite3") as conn:
+            (uses,) = conn.execute("SELECT count(*) FROM uses").fetchone()
+        conn.close()
+    return got["rate"], got["requests"], uses
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=10)
+    parser.add_argument("--connections", type=int, default=16)
+    args = parser.parse_args()
+    rates: dict[str, list[float]] = {mode: [] for mode in HOOKS}
+    with tempfile.TemporaryDirectory(prefix="bench-counter-") as name:
+        tmp = Path(name)
+        for round_ in range(args.rounds):
+            for mode in HOOKS:
+                rate, served, uses = measure(mode, tmp, args.duration, args.connections)
+                rates[mode].append(rate)
+                print(
+                    f"round {round_ + 1} {mode:>7}: {rate:8.0f} req/s, {served:,} downloads "
+                    f"(and the warm-up's), {uses:,} uses written",
+                    flush=True,
+                )
+    floor = statistics.median(rates["off"])
+    for mode in HOOKS:
+        median = statistics.median(rates[mode])
+        print(
+            f"{mode:>7}: median {median:.0f} req/s "
+            f"({', '.join(f'{r:.0f}' for r in rates[mode])}), {median / floor:.2f}x the floor"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
