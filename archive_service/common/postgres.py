@@ -39,6 +39,11 @@ SCHEMA: dict[str, list[str]] = {
         "kind text NOT NULL, user_hash text NOT NULL, robot boolean NOT NULL); "
         "CREATE INDEX stats_uses_t ON stats_uses (t); "
         "CREATE TABLE stats_salts (day text PRIMARY KEY, salt bytea NOT NULL)",
+        # A finished day's COUNTER figures per item, computed once (web/stats.py roll_up).
+        "CREATE TABLE stats_uses_days (day text NOT NULL, ibi text NOT NULL, "
+        "investigations bigint NOT NULL, unique_investigations bigint NOT NULL, "
+        "requests bigint NOT NULL, unique_requests bigint NOT NULL, PRIMARY KEY (day, ibi)); "
+        "CREATE TABLE stats_uses_days_done (day text PRIMARY KEY, uses bigint NOT NULL)",
     ],
     # protocol/urlkeys.py: the one secret every node signs and checks urlkeys with.
     "urlkeys": [

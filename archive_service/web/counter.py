@@ -4,13 +4,15 @@ What is recorded (web/stats.py `Statistics.record_use`) is one row per use: its 
 whether it was an investigation or a request, the content type, a `user` (a hash of client
 address and User-Agent under a salt that lives one UTC day, never the address itself) and
 whether the User-Agent is on the COUNTER robots list. This module holds the Code's rules over
-those rows, as one SQL query each store runs per month (`month_query`), and the report's
+those rows, as one SQL query each store runs per UTC day (`month_query`; a month adds up
+its days, web/stats.py), and the report's
 forms (no connection, no Flask); docs/counter.md says how uses map to metric types and what
 the Archive cannot see.
 
 - Robots: a use whose User-Agent the COUNTER list names (`counter-robots`) is left out.
 - Double-click: uses of one item of the same kind by the same user less than 30 s apart
   count once (the last of a chain is kept, as the Code says).
+  Within a UTC day: the user is a hash under that day's salt.
 - Sessions: user + UTC date + hour (R5.1 §7.3 without cookies); a Unique_Item_* metric counts
   an item once per session.
 - Every request is also an investigation (Total_Item_Investigations counts both).

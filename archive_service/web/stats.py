@@ -91,6 +91,12 @@ CREATE TABLE IF NOT EXISTS uses (
     robot INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS uses_t ON uses (t);
 CREATE TABLE IF NOT EXISTS salts (day TEXT PRIMARY KEY, salt BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS uses_days (
+    day TEXT NOT NULL, ibi TEXT NOT NULL, investigations INTEGER NOT NULL,
+    unique_investigations INTEGER NOT NULL, requests INTEGER NOT NULL,
+    unique_requests INTEGER NOT NULL, PRIMARY KEY (day, ibi)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS uses_days_done (
+    day TEXT PRIMARY KEY, uses INTEGER NOT NULL) WITHOUT ROWID;
 """
 
 
@@ -122,6 +128,10 @@ def is_robot(agent: str) -> bool:
 FLUSH_EVERY = 1.0  # seconds between two batches at most
 FLUSH_ROWS = 500  # a buffer this long is written at once
 BUFFER_MAX = 100_000  # uses a process keeps unwritten at most (about 30 MB); more are dropped
+# A finished UTC day's figures are computed once (`uses_days`) and the reports add them up:
+# sessions and double-clicks never cross midnight (the user is a hash under the day's salt).
+ROLLUP_AFTER = 300  # seconds after a day ends before it is rolled up (late batches still come)
+ROLLUP_DAYS = 7  # days a process rolls up at most per PURGE_EVERY (a first backfill spreads)
 _buffers_lock = threading.Lock()
 _buffered: weakref.WeakSet[Statistics] = weakref.WeakSet()  # stores with uses in this process
 _wake = threading.Event()
@@ -174,6 +184,15 @@ atexit.register(flush_all)  # a graceful stop writes what is buffered (gunicorn:
 # t is seconds since the epoch, positive: truncation is the hour's floor in SQLite.
 MONTH_SQLITE = counter.month_query("uses", "user", "CAST(t / 3600 AS INTEGER)", "?")
 MONTH_POSTGRES = counter.month_query("stats_uses", "user_hash", "floor(t / 3600)::bigint", "%s")
+COUNT_SQLITE = "SELECT count(*) FROM uses WHERE t >= ? AND t < ?"
+COUNT_POSTGRES = "SELECT count(*) FROM stats_uses WHERE t >= %s AND t < %s"
+ROLLED = """
+SELECT substr(day, 1, 7), ibi, sum(investigations), sum(unique_investigations), sum(requests),
+    sum(unique_requests)
+FROM {table} WHERE day >= {param} AND day <= {param} GROUP BY substr(day, 1, 7), ibi
+"""
+ROLLED_SQLITE = ROLLED.format(table="uses_days", param="?")
+ROLLED_POSTGRES = ROLLED.format(table="stats_uses_days", param="%s")
 
 
 @dataclass(frozen=True)
@@ -211,6 +230,12 @@ class StatsError(RuntimeError):
 
 def _day(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).date().isoformat()
+
+
+def _day_span(day: str) -> tuple[float, float]:
+    """The UTC day `day` (YYYY-MM-DD) from its first second to before the next day's."""
+    start = datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp()
+    return start, start + 86400
 
 
 class Statistics:
@@ -285,9 +310,60 @@ class Statistics:
         """The uses recorded from `begin` to before `end` (seconds since the epoch)."""
         raise NotImplementedError
 
-    def _month_rows(self, start: float, stop: float) -> list[tuple]:
-        """counter.month_query's rows for the uses from `start` to before `stop`."""
+    def _read_days(self, days: list[str]) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
+        """From one snapshot: the rolled-up figures of `days` (UTC days, in order) summed per
+        month and item, (YYYY-MM, ibi, four counts); and for each day not rolled up, its
+        `counter.month_query` rows and how many uses it holds (robots included)."""
         raise NotImplementedError
+
+    def _roll_up(self, day: str, found: list[tuple], uses: int) -> None:
+        """Keep `found`, the figures of the finished `day`, unless its uses are no longer the
+        `uses` they were computed from (a late batch, a purge): one transaction."""
+        raise NotImplementedError
+
+    def _first_use(self) -> float | None:
+        raise NotImplementedError
+
+    def _day_figures(self, days: list[str]) -> dict[str, dict[str, list[int]]]:
+        """{YYYY-MM: {ibi: the four counts}} of `days`: the rolled-up ones as kept, the others
+        computed, and kept when finished (if this process can write the store)."""
+        rolled, live = self._read_days(days)
+        months: dict[str, dict[str, list[int]]] = defaultdict(dict)
+        for month, ibi, *counts in rolled:
+            months[month][ibi] = [int(n) for n in counts]
+        finished = _day(self._clock() - 86400 - ROLLUP_AFTER)
+        for day, (found, uses) in live.items():
+            month = months[day[:7]]
+            for ibi, *counts in found:
+                old = month.setdefault(ibi, [0, 0, 0, 0])
+                for k, n in enumerate(counts):
+                    old[k] += int(n)
+            if uses and day <= finished:
+                try:
+                    self._roll_up(day, found, uses)
+                except (*self.storage_errors, StatsError):
+                    pass  # a reader that cannot write (another user): the next one will
+        return months
+
+    def roll_up(self) -> None:
+        """Keep the figures of finished days not kept yet (ROLLUP_DAYS at most, the oldest
+        first): what makes a month's report a sum of days. The flusher calls it."""
+        first = self._first_use()
+        if first is None:
+            return
+        last = datetime.fromisoformat(_day(self._clock() - 86400 - ROLLUP_AFTER)).date()
+        day = datetime.fromtimestamp(first, tz=UTC).date()
+        days = []
+        while day <= last:
+            days.append(day.isoformat())
+            day = date.fromordinal(day.toordinal() + 1)
+        for start in range(0, len(days), ROLLUP_DAYS):
+            _, live = self._read_days(days[start : start + ROLLUP_DAYS])
+            pending = [(d, found, uses) for d, (found, uses) in live.items() if uses]
+            for day_, found, uses in pending:
+                self._roll_up(day_, found, uses)
+            if pending:
+                return
 
     def item_report(
         self, begin: date, end: date, platform: str, created: datetime | None = None
@@ -295,13 +371,15 @@ class Statistics:
         """The COUNTER Item Report of the months `begin` to `end` (any day of each)."""
         self.flush()  # this process's own uses too
         first, last = begin.replace(day=1), end.replace(day=1)
-        rows = {}
-        for month in counter.months(first, last):
-            year, number = map(int, month.split("-"))
-            after = counter.month_end(date(year, number, 1)).toordinal() + 1
-            start = datetime(year, number, 1, tzinfo=UTC).timestamp()
-            stop = datetime.combine(date.fromordinal(after), datetime.min.time(), UTC).timestamp()
-            rows[month] = self._month_rows(start, stop)
+        days = [
+            date.fromordinal(n).isoformat()
+            for n in range(first.toordinal(), counter.month_end(last).toordinal() + 1)
+        ]
+        months = self._day_figures(days)
+        rows = {
+            month: [(ibi, *counts) for ibi, counts in months.get(month, {}).items()]
+            for month in counter.months(first, last)
+        }
         created = created or datetime.now(UTC)
         return counter.item_report(counter.figures(rows), first, last, platform, created)
 
@@ -343,6 +421,7 @@ class Statistics:
                 return
             with self._lock:
                 self._recovered()
+            self._maintain()
 
     def _write_uses(self, batch: list[tuple[float, Seen]]) -> None:
         """The buffered uses as rows: the user a hash of address and User-Agent under the
@@ -363,10 +442,20 @@ class Statistics:
             robot = seen.agent is not None and is_robot(seen.agent)
             rows.append((t, seen.ibi, seen.kind, user, robot))
         self._insert_uses(rows)
+
+    def _maintain(self) -> None:
+        """Every PURGE_EVERY, after a batch: uses past the retention out, finished days
+        rolled up."""
         now = self._clock()
-        if self.retention_days and now - self._uses_purged > PURGE_EVERY:
-            self._purge_uses(now - self.retention_days * 86400)
-            self._uses_purged = now
+        if now - self._uses_purged <= PURGE_EVERY:
+            return
+        self._uses_purged = now
+        try:
+            if self.retention_days:
+                self._purge_uses(now - self.retention_days * 86400)
+            self.roll_up()
+        except (*self.storage_errors, StatsError) as exc:
+            log.warning("COUNTER uses: cannot purge or roll up days in %s: %s", self.where(), exc)
 
     def _uses_failed(self, exc: Exception) -> None:
         now = time.monotonic()
@@ -594,6 +683,13 @@ class Store(Statistics):
                     conn.execute("BEGIN IMMEDIATE")
                     try:
                         conn.executemany("INSERT INTO uses VALUES (?, ?, ?, ?, ?)", rows)
+                        # A day rolled up is one no use comes to any more; one that does
+                        # (a batch across midnight, one kept while the store was down) is
+                        # computed again.
+                        conn.executemany(
+                            "DELETE FROM uses_days_done WHERE day = ?",
+                            [(d,) for d in {_day(r[0]) for r in rows}],
+                        )
                         conn.execute("COMMIT")
                     except BaseException:
                         if conn.in_transaction:
@@ -610,6 +706,8 @@ class Store(Statistics):
         with self._lock:
             conn = self._connection()
             conn.execute("DELETE FROM uses WHERE t < ?", (before,))
+            conn.execute("DELETE FROM uses_days WHERE day <= ?", (_day(before),))
+            conn.execute("DELETE FROM uses_days_done WHERE day <= ?", (_day(before),))
             try:
                 conn.executescript("PRAGMA incremental_vacuum;")  # the pages back, as above
             except sqlite3.Error:
@@ -632,17 +730,63 @@ class Store(Statistics):
             raise StatsError(f"cannot read {self.path}: {exc}") from None
         return [counter.Use(t, ibi, kind, user, bool(robot)) for t, ibi, kind, user, robot in found]
 
-    def _month_rows(self, start: float, stop: float) -> list[tuple]:
+    def _read_days(self, days: list[str]) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
         try:
             if not self.path.exists():
-                return []
+                return [], {}
             conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
             try:
-                return conn.execute(MONTH_SQLITE, (start, stop)).fetchall()
+                conn.execute("BEGIN")  # one snapshot: a writer goes on meanwhile (WAL)
+                if not conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'uses_days_done'"
+                ).fetchone():
+                    done: set[str] = set()  # a store no process of this version wrote yet
+                    rolled = []
+                else:
+                    done = {
+                        d
+                        for (d,) in conn.execute(
+                            "SELECT day FROM uses_days_done WHERE day >= ? AND day <= ?",
+                            (days[0], days[-1]),
+                        )
+                    }
+                    rolled = conn.execute(ROLLED_SQLITE, (days[0], days[-1])).fetchall()
+                live = {}
+                for day in days:
+                    if day not in done:
+                        start, stop = _day_span(day)
+                        (uses,) = conn.execute(COUNT_SQLITE, (start, stop)).fetchone()
+                        found = conn.execute(MONTH_SQLITE, (start, stop)).fetchall() if uses else []
+                        live[day] = (found, uses)
+                conn.execute("COMMIT")
             finally:
                 conn.close()
         except (sqlite3.Error, OSError) as exc:
             raise StatsError(f"cannot read {self.path}: {exc}") from None
+        return rolled, live
+
+    def _roll_up(self, day: str, found: list[tuple], uses: int) -> None:
+        start, stop = _day_span(day)
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if conn.execute(COUNT_SQLITE, (start, stop)).fetchone()[0] == uses:
+                    conn.execute("DELETE FROM uses_days WHERE day = ?", (day,))
+                    conn.executemany(
+                        "INSERT INTO uses_days VALUES (?, ?, ?, ?, ?, ?)",
+                        [(day, *row) for row in found],
+                    )
+                    conn.execute("INSERT OR REPLACE INTO uses_days_done VALUES (?, ?)", (day, uses))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _first_use(self) -> float | None:
+        with self._lock:
+            return self._connection().execute("SELECT min(t) FROM uses").fetchone()[0]
 
     def close(self) -> None:
         self.flush()
@@ -776,16 +920,22 @@ class PostgresStore(Statistics):
         return bytes(salt)
 
     def _insert_uses(self, rows: list[tuple[float, str, str, str, bool]]) -> None:
-        with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
+        with self._postgres.transaction(self.url, timeout=ACK_WAIT) as conn:
             with conn.cursor().copy(
                 "COPY stats_uses (t, ibi, kind, user_hash, robot) FROM STDIN"
             ) as copy:
                 for row in rows:
                     copy.write_row(row)
+            conn.execute(  # as in Store._insert_uses
+                "DELETE FROM stats_uses_days_done WHERE day = ANY(%s)",
+                (sorted({_day(r[0]) for r in rows}),),
+            )
 
     def _purge_uses(self, before: float) -> None:
         with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
             conn.execute("DELETE FROM stats_uses WHERE t < %s", (before,))
+            conn.execute("DELETE FROM stats_uses_days WHERE day <= %s", (_day(before),))
+            conn.execute("DELETE FROM stats_uses_days_done WHERE day <= %s", (_day(before),))
 
     def uses(self, begin: float, end: float) -> list[counter.Use]:
         self.flush()
@@ -800,12 +950,52 @@ class PostgresStore(Statistics):
             raise StatsError(f"cannot read {self.where()}: {exc}") from None
         return [counter.Use(t, ibi, kind, user, robot) for t, ibi, kind, user, robot in found]
 
-    def _month_rows(self, start: float, stop: float) -> list[tuple]:
+    def _read_days(self, days: list[str]) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
         try:
             with self._postgres.transaction(self.url) as conn:
-                return conn.execute(MONTH_POSTGRES, (start, stop)).fetchall()
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                done = {
+                    d
+                    for (d,) in conn.execute(
+                        "SELECT day FROM stats_uses_days_done WHERE day >= %s AND day <= %s",
+                        (days[0], days[-1]),
+                    )
+                }
+                rolled = conn.execute(ROLLED_POSTGRES, (days[0], days[-1])).fetchall()
+                live = {}
+                for day in days:
+                    if day not in done:
+                        start, stop = _day_span(day)
+                        (uses,) = conn.execute(COUNT_POSTGRES, (start, stop)).fetchone()
+                        found = (
+                            conn.execute(MONTH_POSTGRES, (start, stop)).fetchall() if uses else []
+                        )
+                        live[day] = (found, uses)
         except self.storage_errors as exc:
             raise StatsError(f"cannot read {self.where()}: {exc}") from None
+        return rolled, live
+
+    def _roll_up(self, day: str, found: list[tuple], uses: int) -> None:
+        start, stop = _day_span(day)
+        with self._postgres.transaction(self.url, timeout=ACK_WAIT) as conn:
+            # Against the flushes of every node: one that adds a use to this day deletes its
+            # mark after its rows commit, so it waits for this lock or its rows are counted.
+            conn.execute("LOCK TABLE stats_uses_days_done IN EXCLUSIVE MODE")
+            if conn.execute(COUNT_POSTGRES, (start, stop)).fetchone()[0] != uses:
+                return
+            conn.execute("DELETE FROM stats_uses_days WHERE day = %s", (day,))
+            with conn.cursor().copy("COPY stats_uses_days FROM STDIN") as copy:
+                for row in found:
+                    copy.write_row((day, *row))
+            conn.execute(
+                "INSERT INTO stats_uses_days_done VALUES (%s, %s) "
+                "ON CONFLICT (day) DO UPDATE SET uses = excluded.uses",
+                (day, uses),
+            )
+
+    def _first_use(self) -> float | None:
+        with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
+            return conn.execute("SELECT min(t) FROM stats_uses").fetchone()[0]
 
     def report(self, since: date | None = None, top: int | None = None) -> dict[str, Any]:
         first = since.isoformat() if since else ""
