@@ -51,7 +51,9 @@ def fill(store: stats.Store, uses: int, items: int, users: int) -> None:
         )
     with sqlite3.connect(store.path) as conn:
         conn.execute("DELETE FROM uses")
-        conn.executemany("INSERT INTO uses VALUES (?, ?, ?, ?, ?)", rows)
+        conn.executemany(
+            "INSERT INTO uses (t, ibi, kind, user, robot) VALUES (?, ?, ?, ?, ?)", rows
+        )
     conn.close()
 
 
@@ -76,7 +78,9 @@ def main() -> int:
             while not stop.is_set():
                 began = time.perf_counter()
                 # One batch as a worker's flusher writes it (its hashing aside).
-                other._insert_uses([(time.time(), "w/x", counter.REQUEST, "u", False)])
+                other._insert_uses(
+                    [(time.time(), "w/x", counter.REQUEST, "u", False, counter.OPEN)]
+                )
                 writes.append(time.perf_counter() - began)
                 time.sleep(0.01)
 

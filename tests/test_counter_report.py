@@ -123,7 +123,7 @@ def test_the_item_report_has_the_figures_counted_by_hand(where, capsys):
     )
     january = {
         (item["Item"], metric): counts
-        for item in sushi["Report_Items"]
+        for item in sushi["Report_Items"][0]["Items"]  # items without a parent (R5.1 JSON)
         for metric, counts in item["Attribute_Performance"][0]["Performance"].items()
     }
     assert january == {k: {"2026-01": v[0]} for k, v in EXPECTED.items() if v[0]}

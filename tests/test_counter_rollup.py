@@ -94,3 +94,22 @@ def test_the_retention_purges_the_kept_days_too(tmp_path):
     report = store.item_report(date(2026, 1, 1), date(2026, 1, 1), "P")
     assert [i["Item"] for i in report["Report_Items"]] == ["b/c"]
     store.close()
+
+
+def test_a_store_from_before_access_types_takes_them(tmp_path):
+    import sqlite3
+
+    old = sqlite3.connect(tmp_path / stats.DB_FILE)
+    old.execute(
+        "CREATE TABLE uses (t REAL NOT NULL, ibi TEXT NOT NULL, kind TEXT NOT NULL, "
+        "user TEXT NOT NULL, robot INTEGER NOT NULL)"
+    )
+    old.execute("INSERT INTO uses VALUES (?, ?, 'request', 'u', 0)", (MIDNIGHT, A))
+    old.commit()
+    old.close()
+    store = stats.Store(tmp_path, clock=lambda: MIDNIGHT + 60)
+    store.record_use(stats.Seen(A, counter.REQUEST, "192.0.2.1", FIREFOX, counter.CONTROLLED))
+    report = store.item_report(date(2026, 1, 1), date(2026, 1, 1), "P")
+    (item,) = report["Report_Items"]
+    assert [a["Access_Type"] for a in item["Attribute_Performance"]] == ["Controlled", "Open"]
+    store.close()

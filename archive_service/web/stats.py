@@ -88,13 +88,13 @@ CREATE TABLE IF NOT EXISTS rejected (
     PRIMARY KEY (day, reason)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS uses (
     t REAL NOT NULL, ibi TEXT NOT NULL, kind TEXT NOT NULL, user TEXT NOT NULL,
-    robot INTEGER NOT NULL);
+    robot INTEGER NOT NULL, access TEXT NOT NULL DEFAULT 'Open');
 CREATE INDEX IF NOT EXISTS uses_t ON uses (t);
 CREATE TABLE IF NOT EXISTS salts (day TEXT PRIMARY KEY, salt BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS uses_days (
-    day TEXT NOT NULL, ibi TEXT NOT NULL, investigations INTEGER NOT NULL,
+    day TEXT NOT NULL, ibi TEXT NOT NULL, access TEXT NOT NULL, investigations INTEGER NOT NULL,
     unique_investigations INTEGER NOT NULL, requests INTEGER NOT NULL,
-    unique_requests INTEGER NOT NULL, PRIMARY KEY (day, ibi)) WITHOUT ROWID;
+    unique_requests INTEGER NOT NULL, PRIMARY KEY (day, ibi, access)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS uses_days_done (
     day TEXT PRIMARY KEY, uses INTEGER NOT NULL) WITHOUT ROWID;
 """
@@ -187,9 +187,9 @@ MONTH_POSTGRES = counter.month_query("stats_uses", "user_hash", "floor(t / 3600)
 COUNT_SQLITE = "SELECT count(*) FROM uses WHERE t >= ? AND t < ?"
 COUNT_POSTGRES = "SELECT count(*) FROM stats_uses WHERE t >= %s AND t < %s"
 ROLLED = """
-SELECT substr(day, 1, 7), ibi, sum(investigations), sum(unique_investigations), sum(requests),
-    sum(unique_requests)
-FROM {table} WHERE day >= {param} AND day <= {param} GROUP BY substr(day, 1, 7), ibi
+SELECT substr(day, 1, 7), ibi, access, sum(investigations), sum(unique_investigations),
+    sum(requests), sum(unique_requests)
+FROM {table} WHERE day >= {param} AND day <= {param} GROUP BY substr(day, 1, 7), ibi, access
 """
 ROLLED_SQLITE = ROLLED.format(table="uses_days", param="?")
 ROLLED_POSTGRES = ROLLED.format(table="stats_uses_days", param="%s")
@@ -210,6 +210,7 @@ class Acknowledgment:
     # The URL is one this Archive serves (/col/, its pages): the use is seen when it is
     # served, with its User-Agent; counting the acknowledgment too would count it twice.
     served_here: bool = False
+    access: str = counter.OPEN  # the item's Access_Type (counter.access_type)
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,7 @@ class Seen:
     kind: str  # counter.REQUEST or counter.INVESTIGATION
     client: str
     agent: str | None
+    access: str = counter.OPEN  # the item's Access_Type then (counter.access_type)
 
 
 class StatsError(RuntimeError):
@@ -299,8 +301,8 @@ class Statistics:
         """The salt of UTC `day` (`fresh` if it has none yet); forgets earlier days' salts."""
         raise NotImplementedError
 
-    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool]]) -> None:
-        """Write rows (t, ibi, kind, user, robot) in one transaction."""
+    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool, str]]) -> None:
+        """Write rows (t, ibi, kind, user, robot, access) in one transaction."""
         raise NotImplementedError
 
     def _purge_uses(self, before: float) -> None:
@@ -312,8 +314,9 @@ class Statistics:
 
     def _read_days(self, days: list[str]) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
         """From one snapshot: the rolled-up figures of `days` (UTC days, in order) summed per
-        month and item, (YYYY-MM, ibi, four counts); and for each day not rolled up, its
-        `counter.month_query` rows and how many uses it holds (robots included)."""
+        month, item and Access_Type, (YYYY-MM, ibi, access, four counts); and for each day
+        not rolled up, its `counter.month_query` rows and how many uses it holds (robots
+        included)."""
         raise NotImplementedError
 
     def _roll_up(self, day: str, found: list[tuple], uses: int) -> None:
@@ -324,18 +327,18 @@ class Statistics:
     def _first_use(self) -> float | None:
         raise NotImplementedError
 
-    def _day_figures(self, days: list[str]) -> dict[str, dict[str, list[int]]]:
-        """{YYYY-MM: {ibi: the four counts}} of `days`: the rolled-up ones as kept, the others
-        computed, and kept when finished (if this process can write the store)."""
+    def _day_figures(self, days: list[str]) -> dict[str, dict[tuple[str, str], list[int]]]:
+        """{YYYY-MM: {(ibi, Access_Type): the four counts}} of `days`: the rolled-up ones as
+        kept, the others computed, and kept when finished (if this process can write)."""
         rolled, live = self._read_days(days)
-        months: dict[str, dict[str, list[int]]] = defaultdict(dict)
-        for month, ibi, *counts in rolled:
-            months[month][ibi] = [int(n) for n in counts]
+        months: dict[str, dict[tuple[str, str], list[int]]] = defaultdict(dict)
+        for month, ibi, access, *counts in rolled:
+            months[month][ibi, access] = [int(n) for n in counts]
         finished = _day(self._clock() - 86400 - ROLLUP_AFTER)
         for day, (found, uses) in live.items():
             month = months[day[:7]]
-            for ibi, *counts in found:
-                old = month.setdefault(ibi, [0, 0, 0, 0])
+            for ibi, access, *counts in found:
+                old = month.setdefault((ibi, access), [0, 0, 0, 0])
                 for k, n in enumerate(counts):
                     old[k] += int(n)
             if uses and day <= finished:
@@ -377,7 +380,7 @@ class Statistics:
         ]
         months = self._day_figures(days)
         rows = {
-            month: [(ibi, *counts) for ibi, counts in months.get(month, {}).items()]
+            month: [(*key, *counts) for key, counts in months.get(month, {}).items()]
             for month in counter.months(first, last)
         }
         created = created or datetime.now(UTC)
@@ -440,7 +443,7 @@ class Statistics:
                 digest_size=12,
             ).hexdigest()
             robot = seen.agent is not None and is_robot(seen.agent)
-            rows.append((t, seen.ibi, seen.kind, user, robot))
+            rows.append((t, seen.ibi, seen.kind, user, robot, seen.access))
         self._insert_uses(rows)
 
     def _maintain(self) -> None:
@@ -488,7 +491,7 @@ class Statistics:
             # The acknowledgment says a user was sent to the URL: a request when it is the
             # item's data, an investigation when it is its metadata (docs/counter.md).
             kind = counter.REQUEST if ack.contenttype == "Data" else counter.INVESTIGATION
-            self.record_use(Seen(str(ack.ibi), kind, ack.client, None))
+            self.record_use(Seen(str(ack.ibi), kind, ack.client, None, ack.access))
         return outcome
 
     def _note_refusal(self, reason: str, url: str) -> None:
@@ -598,6 +601,9 @@ class Store(Statistics):
                 conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 db.use_wal(conn)
                 conn.executescript(SCHEMA)
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(uses)")}
+                if "access" not in columns:  # a store from before Access_Type was recorded
+                    conn.execute("ALTER TABLE uses ADD COLUMN access TEXT NOT NULL DEFAULT 'Open'")
             except BaseException:
                 conn.close()
                 raise
@@ -675,14 +681,18 @@ class Store(Statistics):
                 (salt,) = conn.execute("SELECT salt FROM salts WHERE day = ?", (day,)).fetchone()
         return bytes(salt)
 
-    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool]]) -> None:
+    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool, str]]) -> None:
         for attempt in range(BUSY_RETRIES + 1):
             try:
                 with self._lock:
                     conn = self._connection()
                     conn.execute("BEGIN IMMEDIATE")
                     try:
-                        conn.executemany("INSERT INTO uses VALUES (?, ?, ?, ?, ?)", rows)
+                        conn.executemany(
+                            "INSERT INTO uses (t, ibi, kind, user, robot, access) "
+                            "VALUES (?, ?, ?, ?, ?, ?)",
+                            rows,
+                        )
                         # A day rolled up is one no use comes to any more; one that does
                         # (a batch across midnight, one kept while the store was down) is
                         # computed again.
@@ -774,7 +784,7 @@ class Store(Statistics):
                 if conn.execute(COUNT_SQLITE, (start, stop)).fetchone()[0] == uses:
                     conn.execute("DELETE FROM uses_days WHERE day = ?", (day,))
                     conn.executemany(
-                        "INSERT INTO uses_days VALUES (?, ?, ?, ?, ?, ?)",
+                        "INSERT INTO uses_days VALUES (?, ?, ?, ?, ?, ?, ?)",
                         [(day, *row) for row in found],
                     )
                     conn.execute("INSERT OR REPLACE INTO uses_days_done VALUES (?, ?)", (day, uses))
@@ -919,10 +929,10 @@ class PostgresStore(Statistics):
             (salt,) = conn.execute("SELECT salt FROM stats_salts WHERE day = %s", (day,)).fetchone()
         return bytes(salt)
 
-    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool]]) -> None:
+    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool, str]]) -> None:
         with self._postgres.transaction(self.url, timeout=ACK_WAIT) as conn:
             with conn.cursor().copy(
-                "COPY stats_uses (t, ibi, kind, user_hash, robot) FROM STDIN"
+                "COPY stats_uses (t, ibi, kind, user_hash, robot, access) FROM STDIN"
             ) as copy:
                 for row in rows:
                     copy.write_row(row)
