@@ -19,28 +19,14 @@ import webtest
 from archive_service import cli
 from archive_service.protocol.urlkeys import UrlKeys
 from archive_service.web import counter, create_app, stats
-from support import SERVICE
+from support import COUNTER_HEADER, SERVICE
 
 LICENSED = "sid.inpe.br/mtc-m19/2014/02.11.10.05"  # access: networks
 OPEN = "iconet.com.br/banon/2009/09.09.22.01"
 INSIDE = "150.163.2.175"  # in the licensed item's networks
 BROWSER = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128"}
 
-HEADER = (
-    "Report_Name",
-    "Report_ID",
-    "Release",
-    "Institution_Name",
-    "Institution_ID",
-    "Metric_Types",
-    "Report_Filters",
-    "Report_Attributes",
-    "Exceptions",
-    "Reporting_Period",
-    "Created",
-    "Created_By",
-    "Registry_Record",
-)
+HEADER = COUNTER_HEADER
 # Table 4.p for the IR, in order; M mandatory, C only when called for.
 COLUMNS = (
     ("Item", "M"),

@@ -191,8 +191,34 @@ SELECT substr(day, 1, 7), ibi, access, sum(investigations), sum(unique_investiga
     sum(requests), sum(unique_requests)
 FROM {table} WHERE day >= {param} AND day <= {param} GROUP BY substr(day, 1, 7), ibi, access
 """
-ROLLED_SQLITE = ROLLED.format(table="uses_days", param="?")
-ROLLED_POSTGRES = ROLLED.format(table="stats_uses_days", param="%s")
+DONE = "SELECT day FROM {table}_done WHERE day >= {param} AND day <= {param}"
+SQLITE_DAYS = {
+    "done": DONE.format(table="uses_days", param="?"),
+    "rolled": ROLLED.format(table="uses_days", param="?"),
+    "count": COUNT_SQLITE,
+    "month": MONTH_SQLITE,
+}
+POSTGRES_DAYS = {
+    "done": DONE.format(table="stats_uses_days", param="%s"),
+    "rolled": ROLLED.format(table="stats_uses_days", param="%s"),
+    "count": COUNT_POSTGRES,
+    "month": MONTH_POSTGRES,
+}
+
+
+def _days_from(conn, days: list[str], sql: dict[str, str], kept: bool = True):
+    """`Statistics._read_days` from `conn`'s snapshot, in a store's dialect (`sql`);
+    `kept` False: the store has no table of kept days yet."""
+    first_last = (days[0], days[-1])
+    done = {d for (d,) in conn.execute(sql["done"], first_last)} if kept else set()
+    rolled = conn.execute(sql["rolled"], first_last).fetchall() if kept else []
+    live = {}
+    for day in days:
+        if day not in done:
+            span = _day_span(day)
+            (uses,) = conn.execute(sql["count"], span).fetchone()
+            live[day] = (conn.execute(sql["month"], span).fetchall() if uses else [], uses)
+    return rolled, live
 
 
 @dataclass(frozen=True)
@@ -747,27 +773,11 @@ class Store(Statistics):
             conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
             try:
                 conn.execute("BEGIN")  # one snapshot: a writer goes on meanwhile (WAL)
-                if not conn.execute(
+                # A store no process of this version wrote yet has no days kept.
+                kept = conn.execute(
                     "SELECT 1 FROM sqlite_master WHERE name = 'uses_days_done'"
-                ).fetchone():
-                    done: set[str] = set()  # a store no process of this version wrote yet
-                    rolled = []
-                else:
-                    done = {
-                        d
-                        for (d,) in conn.execute(
-                            "SELECT day FROM uses_days_done WHERE day >= ? AND day <= ?",
-                            (days[0], days[-1]),
-                        )
-                    }
-                    rolled = conn.execute(ROLLED_SQLITE, (days[0], days[-1])).fetchall()
-                live = {}
-                for day in days:
-                    if day not in done:
-                        start, stop = _day_span(day)
-                        (uses,) = conn.execute(COUNT_SQLITE, (start, stop)).fetchone()
-                        found = conn.execute(MONTH_SQLITE, (start, stop)).fetchall() if uses else []
-                        live[day] = (found, uses)
+                ).fetchone()
+                rolled, live = _days_from(conn, days, SQLITE_DAYS, bool(kept))
                 conn.execute("COMMIT")
             finally:
                 conn.close()
@@ -964,23 +974,7 @@ class PostgresStore(Statistics):
         try:
             with self._postgres.transaction(self.url) as conn:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                done = {
-                    d
-                    for (d,) in conn.execute(
-                        "SELECT day FROM stats_uses_days_done WHERE day >= %s AND day <= %s",
-                        (days[0], days[-1]),
-                    )
-                }
-                rolled = conn.execute(ROLLED_POSTGRES, (days[0], days[-1])).fetchall()
-                live = {}
-                for day in days:
-                    if day not in done:
-                        start, stop = _day_span(day)
-                        (uses,) = conn.execute(COUNT_POSTGRES, (start, stop)).fetchone()
-                        found = (
-                            conn.execute(MONTH_POSTGRES, (start, stop)).fetchall() if uses else []
-                        )
-                        live[day] = (found, uses)
+                rolled, live = _days_from(conn, days, POSTGRES_DAYS)
         except self.storage_errors as exc:
             raise StatsError(f"cannot read {self.where()}: {exc}") from None
         return rolled, live
