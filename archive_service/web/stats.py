@@ -206,12 +206,12 @@ POSTGRES_DAYS = {
 }
 
 
-def _days_from(conn, days: list[str], sql: dict[str, str], kept: bool = True):
+def _days_from(conn, days: list[str], sql: dict[str, str], kept: bool, summed: bool):
     """`Statistics._read_days` from `conn`'s snapshot, in a store's dialect (`sql`);
     `kept` False: the store has no table of kept days yet."""
     first_last = (days[0], days[-1])
     done = {d for (d,) in conn.execute(sql["done"], first_last)} if kept else set()
-    rolled = conn.execute(sql["rolled"], first_last).fetchall() if kept else []
+    rolled = conn.execute(sql["rolled"], first_last).fetchall() if kept and summed else []
     live = {}
     for day in days:
         if day not in done:
@@ -338,11 +338,13 @@ class Statistics:
         """The uses recorded from `begin` to before `end` (seconds since the epoch)."""
         raise NotImplementedError
 
-    def _read_days(self, days: list[str]) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
+    def _read_days(
+        self, days: list[str], summed: bool = True
+    ) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
         """From one snapshot: the rolled-up figures of `days` (UTC days, in order) summed per
         month, item and Access_Type, (YYYY-MM, ibi, access, four counts); and for each day
         not rolled up, its `counter.month_query` rows and how many uses it holds (robots
-        included)."""
+        included). `summed` False: the days not kept only (what `roll_up` needs)."""
         raise NotImplementedError
 
     def _roll_up(self, day: str, found: list[tuple], uses: int) -> None:
@@ -387,7 +389,7 @@ class Statistics:
             days.append(day.isoformat())
             day = date.fromordinal(day.toordinal() + 1)
         for start in range(0, len(days), ROLLUP_DAYS):
-            _, live = self._read_days(days[start : start + ROLLUP_DAYS])
+            _, live = self._read_days(days[start : start + ROLLUP_DAYS], summed=False)
             pending = [(d, found, uses) for d, (found, uses) in live.items() if uses]
             for day_, found, uses in pending:
                 self._roll_up(day_, found, uses)
@@ -766,7 +768,9 @@ class Store(Statistics):
             raise StatsError(f"cannot read {self.path}: {exc}") from None
         return [counter.Use(t, ibi, kind, user, bool(robot)) for t, ibi, kind, user, robot in found]
 
-    def _read_days(self, days: list[str]) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
+    def _read_days(
+        self, days: list[str], summed: bool = True
+    ) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
         try:
             if not self.path.exists():
                 return [], {}
@@ -777,7 +781,7 @@ class Store(Statistics):
                 kept = conn.execute(
                     "SELECT 1 FROM sqlite_master WHERE name = 'uses_days_done'"
                 ).fetchone()
-                rolled, live = _days_from(conn, days, SQLITE_DAYS, bool(kept))
+                rolled, live = _days_from(conn, days, SQLITE_DAYS, bool(kept), summed)
                 conn.execute("COMMIT")
             finally:
                 conn.close()
@@ -970,11 +974,13 @@ class PostgresStore(Statistics):
             raise StatsError(f"cannot read {self.where()}: {exc}") from None
         return [counter.Use(t, ibi, kind, user, robot) for t, ibi, kind, user, robot in found]
 
-    def _read_days(self, days: list[str]) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
+    def _read_days(
+        self, days: list[str], summed: bool = True
+    ) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
         try:
             with self._postgres.transaction(self.url) as conn:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                rolled, live = _days_from(conn, days, POSTGRES_DAYS)
+                rolled, live = _days_from(conn, days, POSTGRES_DAYS, True, summed)
         except self.storage_errors as exc:
             raise StatsError(f"cannot read {self.where()}: {exc}") from None
         return rolled, live
