@@ -6,8 +6,12 @@ SQLite store holding `--uses` uses of one month (default 1,000,000: the issue's 
 
 The uses are written straight into the `uses` table (how they got there is the service's
 cost, not the report's): spread over January 2026, 5 % robots, a tenth of them double-clicks.
-The report reads a snapshot (its own read-only connection), so it holds no write lock:
-`--while-writing` times acknowledgments written meanwhile from another thread.
+The first round finds no day rolled up (as on a store no worker of this version has rolled up
+yet): it computes each day and keeps the finished ones; the later rounds add up the kept days,
+as every report does once the workers have rolled up the days before (web/stats.py
+`roll_up`). The report reads a snapshot (its own read-only connection) and writes a day's
+figures in a short transaction of its own: `--while-writing` times batches of uses written
+meanwhile from another thread.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ JAN = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 
 
 def fill(store: stats.Store, uses: int, items: int, users: int) -> None:
-    store.record_use(stats.Seen("warm/up", counter.REQUEST, "192.0.2.1", "x"))  # the schema
+    store.record_use(stats.Seen("warm/up", counter.REQUEST, "192.0.2.1", "x"))
+    store.flush()  # the schema
     rng = random.Random(20)
     rows = []
     for _ in range(uses):
@@ -46,7 +51,9 @@ def fill(store: stats.Store, uses: int, items: int, users: int) -> None:
         )
     with sqlite3.connect(store.path) as conn:
         conn.execute("DELETE FROM uses")
-        conn.executemany("INSERT INTO uses VALUES (?, ?, ?, ?, ?)", rows)
+        conn.executemany(
+            "INSERT INTO uses (t, ibi, kind, user, robot) VALUES (?, ?, ?, ?, ?)", rows
+        )
     conn.close()
 
 
@@ -70,7 +77,10 @@ def main() -> int:
             other = stats.Store(tmp)
             while not stop.is_set():
                 began = time.perf_counter()
-                other.record_use(stats.Seen("w/x", counter.REQUEST, "192.0.2.9", "y"))
+                # One batch as a worker's flusher writes it (its hashing aside).
+                other._insert_uses(
+                    [(time.time(), "w/x", counter.REQUEST, "u", False, counter.OPEN)]
+                )
                 writes.append(time.perf_counter() - began)
                 time.sleep(0.01)
 
@@ -91,7 +101,8 @@ def main() -> int:
             for a in i["Attribute_Performance"]
         )
         print(
-            f"IR of {args.uses:,} uses: median {statistics.median(times):.2f} s "
+            f"IR of {args.uses:,} uses: first (no day kept) {times[0]:.2f} s, then median "
+            f"{statistics.median(times[1:] or times):.2f} s "
             f"(rounds {', '.join(f'{t:.2f}' for t in times)}), {rows:,} rows"
         )
         if writes:

@@ -21,10 +21,12 @@ JANUARY = {"customer_id": "anyone", "begin_date": "2026-01", "end_date": "2026-0
 
 
 def performance(report: dict) -> dict:
-    """{(item, metric type): {YYYY-MM: n}} of a COUNTER_SUSHI Item Report."""
+    """{(item, metric type): {YYYY-MM: n}} of a COUNTER_SUSHI R5.1 Item Report (items
+    without a parent sit in the `Items` of one Report_Item)."""
     return {
         (item["Item"], metric): by_month
-        for item in report["Report_Items"]
+        for group in report["Report_Items"]
+        for item in group["Items"]
         for attributes in item["Attribute_Performance"]
         for metric, by_month in attributes["Performance"].items()
     }

@@ -45,6 +45,7 @@ def test_pages_files_and_acknowledgments_are_recorded_without_the_address(settin
     client.get(METADATA, headers={"User-Agent": BROWSER})
     client.get(METADATA + "?format=oai_dc", headers={"User-Agent": BROWSER})
     acknowledge(client, got)
+    client.app.extensions["stats"].flush()  # uses are written in batches (test_counter_batches)
     store = stats.Store(settings["state_dir"])
     relatorio = "sid.inpe.br/mtc-m19/2013/09.04.12.27.57"
     assert recorded(store) == sorted(
@@ -71,6 +72,7 @@ def test_acknowledgments_of_files_served_elsewhere_are_uses(settings):
     assert got["url"].startswith("http://files.example.org/c/")
     acknowledge(client, got)
     acknowledge(client, got)  # a replay: no use
+    client.app.extensions["stats"].flush()
     store = stats.Store(settings["state_dir"])
     found = store.uses(0, 2**40)
     assert [(u.ibi, u.kind, u.robot) for u in found] == [
@@ -109,6 +111,7 @@ def test_the_shared_database_records_the_same(database_url):
     store.record_use(stats.Seen("a/b", counter.REQUEST, USER_IP, BROWSER))
     other.record_use(stats.Seen("a/b", counter.INVESTIGATION, USER_IP, BROWSER))
     other.record_use(stats.Seen("a/b", counter.REQUEST, USER_IP, ROBOT))
+    other.flush()  # its uses, written by its process
     found = sorted(store.uses(0, 2**40), key=lambda u: (u.kind, u.robot))
     assert [(u.kind, u.robot) for u in found] == [
         (counter.INVESTIGATION, False),

@@ -284,7 +284,7 @@ def test_a_flood_of_refused_variants_leaves_the_store_small_and_the_log_quiet(tm
     )
     got = stats.Store(tmp_path).report()
     assert (got["total"], got["rejected"]) == (1, FLOOD)
-    assert main <= 8 * 4096, "refusals are aggregated, not stored one row each"
+    assert main <= 10 * 4096, "refusals are aggregated, not stored one row each"  # a page a table
     assert during <= 8 * 2**20
     refusal_lines = [r for r in caplog.records if r.levelno >= logging.INFO]
     assert len(refusal_lines) <= 3, "refusals are summed up in the log, not one line each"
@@ -325,7 +325,7 @@ def test_genuine_acknowledgments_cost_a_few_bytes_each_and_expire(tmp_path):
     assert remembered == 1, "keys past their lifetime are forgotten, uses past the retention"
     after, _ = _sizes(tmp_path)
     print(f"after the purge: {after} bytes")
-    assert after <= 8 * 4096, "and the file gives their pages back"
+    assert after <= 10 * 4096, "and the file gives their pages back"
     assert stats.Store(tmp_path).report()["total"] == FLOOD + 1
 
 

@@ -39,6 +39,14 @@ SCHEMA: dict[str, list[str]] = {
         "kind text NOT NULL, user_hash text NOT NULL, robot boolean NOT NULL); "
         "CREATE INDEX stats_uses_t ON stats_uses (t); "
         "CREATE TABLE stats_salts (day text PRIMARY KEY, salt bytea NOT NULL)",
+        # A finished day's COUNTER figures per item, computed once (web/stats.py roll_up).
+        # and the Access_Type of each use (Open, Controlled: a licensed item).
+        "ALTER TABLE stats_uses ADD COLUMN access text NOT NULL DEFAULT 'Open'; "
+        "CREATE TABLE stats_uses_days (day text NOT NULL, ibi text NOT NULL, "
+        "access text NOT NULL, investigations bigint NOT NULL, "
+        "unique_investigations bigint NOT NULL, requests bigint NOT NULL, "
+        "unique_requests bigint NOT NULL, PRIMARY KEY (day, ibi, access)); "
+        "CREATE TABLE stats_uses_days_done (day text PRIMARY KEY, uses bigint NOT NULL)",
     ],
     # protocol/urlkeys.py: the one secret every node signs and checks urlkeys with.
     "urlkeys": [

@@ -67,6 +67,7 @@ class ArchiveServer(BaseApplication):
         self.cfg.set("limit_request_fields", limits.MAX_HEADER_FIELDS)
         self.cfg.set("pre_fork", _before_fork)
         self.cfg.set("post_worker_init", _follow_collection)
+        self.cfg.set("worker_exit", _flush_uses)
 
     @property
     def client_timeout(self) -> float:
@@ -130,6 +131,15 @@ def _follow_collection(worker) -> None:
     live = getattr(worker.wsgi, "extensions", {}).get("archive_index")
     if live is not None:  # None: the app failed to load, and gunicorn serves its error page
         live.follow(lambda: worker.alive)  # a stopping worker starts no indexer
+
+
+def _flush_uses(arbiter, worker) -> None:
+    """A worker that stops writes the COUNTER uses it buffered (web/stats.py). gunicorn also
+    calls this in the master for a worker it reaped, which buffered nothing there, and for a
+    worker stopped before it loaded the app (no `wsgi` yet)."""
+    store = getattr(getattr(worker, "wsgi", None), "extensions", {}).get("stats")
+    if store is not None:
+        store.flush()
 
 
 def run(config: settings.Config, reload_config: Callable[[], settings.Config] | None = None) -> int:

@@ -414,6 +414,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             contenttype=contenttype,
             state=item.state if item else "",
             ibi=item.name.text if item else None,
+            access=counter.access_type(item.networks) if item else counter.OPEN,
             # The user first, then proxies (SPEC: IP *(SP IP)); checked by monta_resposta.
             client=query["clientinformation.ipaddress"].split()[0],
             served_here=_served_here(query["url"], site),
@@ -425,7 +426,8 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
         if request.method == "GET":
             address = client_address(request.environ, trusted)
             agent = request.environ.get("HTTP_USER_AGENT", "")
-            store.record_use(stats.Seen(item.name.text, kind, str(address or ""), agent))
+            access = counter.access_type(item.networks)
+            store.record_use(stats.Seen(item.name.text, kind, str(address or ""), agent, access))
 
     @app.before_request
     def start_request() -> Response | None:

@@ -4,13 +4,15 @@ What is recorded (web/stats.py `Statistics.record_use`) is one row per use: its 
 whether it was an investigation or a request, the content type, a `user` (a hash of client
 address and User-Agent under a salt that lives one UTC day, never the address itself) and
 whether the User-Agent is on the COUNTER robots list. This module holds the Code's rules over
-those rows, as one SQL query each store runs per month (`month_query`), and the report's
+those rows, as one SQL query each store runs per UTC day (`month_query`; a month adds up
+its days, web/stats.py), and the report's
 forms (no connection, no Flask); docs/counter.md says how uses map to metric types and what
 the Archive cannot see.
 
 - Robots: a use whose User-Agent the COUNTER list names (`counter-robots`) is left out.
 - Double-click: uses of one item of the same kind by the same user less than 30 s apart
   count once (the last of a chain is kept, as the Code says).
+  Within a UTC day: the user is a hash under that day's salt.
 - Sessions: user + UTC date + hour (R5.1 §7.3 without cookies); a Unique_Item_* metric counts
   an item once per session.
 - Every request is also an investigation (Total_Item_Investigations counts both).
@@ -26,6 +28,12 @@ from typing import Any
 
 DOUBLE_CLICK = 30  # seconds: two uses this close or closer count once
 REQUEST, INVESTIGATION = "request", "investigation"
+# Access_Type (R5.1 §3.3.7), as the item was at the time of the use: an item behind access
+# rules (its sidecar's `access: networks`, a licensed item) is Controlled, any other Open.
+OPEN, CONTROLLED = "Open", "Controlled"
+# Of an IR's optional columns, those this report shows (listed in Report_Attributes).
+ATTRIBUTES_TO_SHOW = ("YOP", "Access_Type", "Access_Method")
+WORLD = "0000000000000000"  # the Institution_ID of a report to "The World" (R5.1 §3.2.1)
 METRIC_TYPES = (
     "Total_Item_Investigations",
     "Unique_Item_Investigations",
@@ -81,6 +89,12 @@ class Use:
     robot: bool
 
 
+def access_type(networks: tuple) -> str:
+    """The Access_Type of a use of an item whose files are served only inside `networks`
+    (empty: to anyone)."""
+    return CONTROLLED if networks else OPEN
+
+
 def months(begin: date, end: date) -> list[str]:
     """The months from `begin` to `end` (first days), as YYYY-MM."""
     out, y, m = [], begin.year, begin.month
@@ -101,83 +115,98 @@ def month_query(table: str, user: str, hour: str, param: str) -> str:
     second), as one query for either store (their SQL differs in `user`'s column, the hour's
     arithmetic and the parameter mark): robots out; of the uses of one item and kind by one
     user, one followed by another within DOUBLE_CLICK seconds out (the later kept); then per
-    item the four metric types, a request also an investigation, unique per session (user
-    and hour). In the database: a month of a million uses is not a million Python objects."""
+    item and Access_Type the four metric types, a request also an investigation, unique per
+    session (user and hour). In the database: a month of a million uses is not a million
+    Python objects."""
     return f"""
 WITH w AS (
-    SELECT ibi, kind, {user} AS u, t,
+    SELECT ibi, kind, access, {user} AS u, t,
         LEAD(t) OVER (PARTITION BY {user}, ibi, kind ORDER BY t) AS next
     FROM {table} WHERE t >= {param} AND t < {param} AND NOT robot
 ), kept AS (
-    SELECT ibi, kind, u || ':' || {hour} AS session FROM w
+    SELECT ibi, kind, access, u || ':' || {hour} AS session FROM w
     WHERE next IS NULL OR next - t > {DOUBLE_CLICK}
 )
-SELECT ibi, count(*), count(DISTINCT session),
+SELECT ibi, access, count(*), count(DISTINCT session),
     sum(CASE WHEN kind = '{REQUEST}' THEN 1 ELSE 0 END),
     count(DISTINCT CASE WHEN kind = '{REQUEST}' THEN session END)
-FROM kept GROUP BY ibi
+FROM kept GROUP BY ibi, access
 """
 
 
-def figures(months_rows: dict[str, Iterable[tuple]]) -> dict[str, dict[str, dict[str, int]]]:
-    """{ibi: {metric type: {YYYY-MM: n}}} from each month's rows of `month_query`."""
-    out: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: {m: {} for m in METRIC_TYPES})
+def figures(
+    months_rows: dict[str, Iterable[tuple]],
+) -> dict[str, dict[str, dict[str, dict[str, int]]]]:
+    """{ibi: {Access_Type: {metric type: {YYYY-MM: n}}}} from each month's rows of
+    `month_query` (ibi, Access_Type, the four counts)."""
+    out: dict[str, dict[str, dict[str, dict[str, int]]]] = defaultdict(
+        lambda: defaultdict(lambda: {m: {} for m in METRIC_TYPES})
+    )
     for month, found in months_rows.items():
-        for ibi, *counts in found:
+        for ibi, access, *counts in found:
             for metric, n in zip(METRIC_TYPES, counts, strict=True):
                 if n:
-                    out[ibi][metric][month] = int(n)
+                    out[ibi][access][metric][month] = int(n)
     return out
 
 
 def item_report(
-    counted: dict[str, dict[str, dict[str, int]]],
+    counted: dict[str, dict[str, dict[str, dict[str, int]]]],
     begin: date,
     end: date,
     platform: str,
     created: datetime,
 ) -> dict[str, Any]:
-    """The IR of the `figures` counted for the months `begin`..`end` (first days of months),
-    in the shape of COUNTER_SUSHI's JSON (Report_Header, Report_Items)."""
+    """The IR of the `figures` counted for the months `begin`..`end` (first days of months):
+    COUNTER_SUSHI's Report_Header, and Report_Items one per item (`sushi` nests them as the
+    API does), each with an Attribute_Performance per Access_Type it was used under."""
     last = month_end(end)
     header = {
         "Report_Name": "Item Report",
         "Report_ID": "IR",
         "Release": "5.1",
         "Institution_Name": "The World",
-        "Institution_ID": {},
+        # A global report: the platform as namespace, sixteen zeros (R5.1 §3.2.1).
+        "Institution_ID": {platform: [WORLD]},
         "Report_Filters": {
             "Begin_Date": begin.isoformat(),
             "End_Date": last.isoformat(),
             "Access_Method": ["Regular"],
             "Metric_Type": list(METRIC_TYPES),
         },
-        "Report_Attributes": {},
+        "Report_Attributes": {"Attributes_To_Show": list(ATTRIBUTES_TO_SHOW)},
         "Exceptions": [],
         "Created": created.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "Created_By": platform,
         "Registry_Record": "",
     }
     items = []
-    for ibi, metrics in sorted(counted.items()):
-        performance = {m: dict(sorted(metrics[m].items())) for m in METRIC_TYPES if metrics[m]}
-        items.append(
-            {
-                "Item": ibi,
-                "Item_ID": {"Proprietary": f"{platform}:{ibi}"},
-                "Platform": platform,
-                "Publisher": "",
-                "Attribute_Performance": [
+    for ibi, by_access in sorted(counted.items()):
+        attributes = []
+        for access, metrics in sorted(by_access.items()):
+            performance = {m: dict(sorted(metrics[m].items())) for m in METRIC_TYPES if metrics[m]}
+            if performance:
+                attributes.append(
                     {
-                        "Data_Type": "Other",
+                        # Nothing says what kind of work an item is: not Other, which the
+                        # Code keeps for a known type it has no name for.
+                        "Data_Type": "Unspecified",
                         "YOP": "0001",  # unknown, as the Code spells it
-                        "Access_Type": "Open",
+                        "Access_Type": access,
                         "Access_Method": "Regular",
                         "Performance": performance,
                     }
-                ],
-            }
-        )
+                )
+        if attributes:
+            items.append(
+                {
+                    "Item": ibi,
+                    "Item_ID": {"Proprietary": f"{platform}:{ibi}"},
+                    "Platform": platform,
+                    "Publisher": "",
+                    "Attribute_Performance": attributes,
+                }
+            )
     return {"Report_Header": header, "Report_Items": items, "months": months(begin, end)}
 
 
@@ -195,11 +224,21 @@ def tsv_rows(report: dict[str, Any]) -> list[list[str]]:
         "Report_ID": head["Report_ID"],
         "Release": head["Release"],
         "Institution_Name": head["Institution_Name"],
-        "Institution_ID": "",
+        "Institution_ID": "; ".join(
+            f"{namespace}:{value}"
+            for namespace, values in head["Institution_ID"].items()
+            for value in values[:1]  # one value per namespace in the tabular form
+        ),
         "Metric_Types": "; ".join(filters["Metric_Type"]),
         "Report_Filters": "Access_Method=" + "|".join(filters["Access_Method"]),
-        "Report_Attributes": "",
-        "Exceptions": "",
+        "Report_Attributes": "; ".join(
+            f"{name}={'|'.join(value) if isinstance(value, list) else value}"
+            for name, value in head["Report_Attributes"].items()
+        ),
+        "Exceptions": "; ".join(
+            f"{e['Code']}: {e['Message']}" + (f" ({e['Data']})" if e.get("Data") else "")
+            for e in head["Exceptions"]
+        ),
         "Reporting_Period": f"Begin_Date={filters['Begin_Date']}; End_Date={filters['End_Date']}",
         "Created": head["Created"],
         "Created_By": head["Created_By"],
@@ -241,5 +280,8 @@ def tsv_rows(report: dict[str, Any]) -> list[list[str]]:
 
 
 def sushi(report: dict[str, Any]) -> dict[str, Any]:
-    """The IR as COUNTER_SUSHI's JSON (without the month list the tabular form needs)."""
-    return {"Report_Header": report["Report_Header"], "Report_Items": report["Report_Items"]}
+    """The IR as COUNTER_SUSHI R5.1's JSON: an item without a parent sits in the `Items` of
+    one Report_Item with no parent details; no empty Exceptions, no month list."""
+    header = {k: v for k, v in report["Report_Header"].items() if v != []}
+    items = report["Report_Items"]
+    return {"Report_Header": header, "Report_Items": [{"Items": items}] if items else []}

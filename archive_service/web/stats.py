@@ -33,11 +33,16 @@ For COUNTER (web/counter.py, docs/counter.md) the same stores keep `uses`: one r
 (`record_use`: a /col/ file, file list or metadata page served, or an acknowledgment counted)
 with its time, item, kind, robot flag and a user that is a hash of client address and
 User-Agent under a salt of the UTC day (`salts`, one row, the earlier days' deleted with it):
-never the address. Rows older than `stats_retention_days` are deleted.
+never the address. Rows older than `stats_retention_days` are deleted. Uses are buffered per
+process and written in batches by a thread of the process (`flush`): a download pays an
+append, not a transaction; acknowledgments stay one transaction each (a replay is refused
+only because the first is written).
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import hashlib
 import logging
 import os
@@ -46,6 +51,7 @@ import re
 import sqlite3
 import threading
 import time
+import weakref
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,9 +88,15 @@ CREATE TABLE IF NOT EXISTS rejected (
     PRIMARY KEY (day, reason)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS uses (
     t REAL NOT NULL, ibi TEXT NOT NULL, kind TEXT NOT NULL, user TEXT NOT NULL,
-    robot INTEGER NOT NULL);
+    robot INTEGER NOT NULL, access TEXT NOT NULL DEFAULT 'Open');
 CREATE INDEX IF NOT EXISTS uses_t ON uses (t);
 CREATE TABLE IF NOT EXISTS salts (day TEXT PRIMARY KEY, salt BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS uses_days (
+    day TEXT NOT NULL, ibi TEXT NOT NULL, access TEXT NOT NULL, investigations INTEGER NOT NULL,
+    unique_investigations INTEGER NOT NULL, requests INTEGER NOT NULL,
+    unique_requests INTEGER NOT NULL, PRIMARY KEY (day, ibi, access)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS uses_days_done (
+    day TEXT PRIMARY KEY, uses INTEGER NOT NULL) WITHOUT ROWID;
 """
 
 
@@ -104,9 +116,109 @@ def _robots() -> re.Pattern:
 
 ROBOTS = _robots()  # the COUNTER robots list: a User-Agent it matches is a robot's
 
+
+@functools.lru_cache(maxsize=4096)
+def is_robot(agent: str) -> bool:
+    """The COUNTER robots list matches `agent` (a few User-Agents make most of the uses)."""
+    return ROBOTS.search(agent) is not None
+
+
+# Uses are buffered per process and written in batches by one thread per process, started by
+# the process's first use: after gunicorn forks its workers, never in the master before.
+FLUSH_EVERY = 1.0  # seconds between two batches at most
+FLUSH_ROWS = 500  # a buffer this long is written at once
+BUFFER_MAX = 100_000  # uses a process keeps unwritten at most (about 30 MB); more are dropped
+# A finished UTC day's figures are computed once (`uses_days`) and the reports add them up:
+# sessions and double-clicks never cross midnight (the user is a hash under the day's salt).
+ROLLUP_AFTER = 300  # seconds after a day ends before it is rolled up (late batches still come)
+ROLLUP_DAYS = 7  # days a process rolls up at most per PURGE_EVERY (a first backfill spreads)
+_buffers_lock = threading.Lock()
+_buffered: weakref.WeakSet[Statistics] = weakref.WeakSet()  # stores with uses in this process
+_wake = threading.Event()
+_flusher_pid = 0
+
+
+def _start_flusher() -> None:
+    # Called with _buffers_lock held.
+    global _flusher_pid
+    if _flusher_pid == os.getpid():
+        return
+    _flusher_pid = os.getpid()
+    threading.Thread(target=_flush_forever, name="counter-uses", daemon=True).start()
+
+
+def _flush_forever() -> None:
+    while True:
+        _wake.wait(FLUSH_EVERY)
+        _wake.clear()
+        flush_all()
+
+
+def flush_all() -> None:
+    """Write every store's buffered uses of this process (the flusher; at exit)."""
+    with _buffers_lock:
+        stores = list(_buffered)
+    for store in stores:
+        try:
+            store.flush()
+        except Exception:  # a bug in one store must not stop the thread or the exit
+            log.exception("cannot write the COUNTER uses of %s", store.where())
+
+
+def _after_fork_in_child() -> None:
+    # A fork copies the parent's buffers and maybe a held lock, never its flusher thread: the
+    # parent writes its uses, the child starts afresh with its own first use.
+    global _buffers_lock, _flusher_pid
+    _buffers_lock = threading.Lock()
+    _flusher_pid = 0
+    _wake.clear()
+    for store in list(_buffered):
+        store._buffer, store._buffer_pid = [], 0
+        store._flushing = threading.Lock()
+    _buffered.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(flush_all)  # a graceful stop writes what is buffered (gunicorn: worker_exit too)
+
 # t is seconds since the epoch, positive: truncation is the hour's floor in SQLite.
 MONTH_SQLITE = counter.month_query("uses", "user", "CAST(t / 3600 AS INTEGER)", "?")
 MONTH_POSTGRES = counter.month_query("stats_uses", "user_hash", "floor(t / 3600)::bigint", "%s")
+COUNT_SQLITE = "SELECT count(*) FROM uses WHERE t >= ? AND t < ?"
+COUNT_POSTGRES = "SELECT count(*) FROM stats_uses WHERE t >= %s AND t < %s"
+ROLLED = """
+SELECT substr(day, 1, 7), ibi, access, sum(investigations), sum(unique_investigations),
+    sum(requests), sum(unique_requests)
+FROM {table} WHERE day >= {param} AND day <= {param} GROUP BY substr(day, 1, 7), ibi, access
+"""
+DONE = "SELECT day FROM {table}_done WHERE day >= {param} AND day <= {param}"
+SQLITE_DAYS = {
+    "done": DONE.format(table="uses_days", param="?"),
+    "rolled": ROLLED.format(table="uses_days", param="?"),
+    "count": COUNT_SQLITE,
+    "month": MONTH_SQLITE,
+}
+POSTGRES_DAYS = {
+    "done": DONE.format(table="stats_uses_days", param="%s"),
+    "rolled": ROLLED.format(table="stats_uses_days", param="%s"),
+    "count": COUNT_POSTGRES,
+    "month": MONTH_POSTGRES,
+}
+
+
+def _days_from(conn, days: list[str], sql: dict[str, str], kept: bool, summed: bool):
+    """`Statistics._read_days` from `conn`'s snapshot, in a store's dialect (`sql`);
+    `kept` False: the store has no table of kept days yet."""
+    first_last = (days[0], days[-1])
+    done = {d for (d,) in conn.execute(sql["done"], first_last)} if kept else set()
+    rolled = conn.execute(sql["rolled"], first_last).fetchall() if kept and summed else []
+    live = {}
+    for day in days:
+        if day not in done:
+            span = _day_span(day)
+            (uses,) = conn.execute(sql["count"], span).fetchone()
+            live[day] = (conn.execute(sql["month"], span).fetchall() if uses else [], uses)
+    return rolled, live
 
 
 @dataclass(frozen=True)
@@ -124,6 +236,7 @@ class Acknowledgment:
     # The URL is one this Archive serves (/col/, its pages): the use is seen when it is
     # served, with its User-Agent; counting the acknowledgment too would count it twice.
     served_here: bool = False
+    access: str = counter.OPEN  # the item's Access_Type (counter.access_type)
 
 
 @dataclass(frozen=True)
@@ -136,6 +249,7 @@ class Seen:
     kind: str  # counter.REQUEST or counter.INVESTIGATION
     client: str
     agent: str | None
+    access: str = counter.OPEN  # the item's Access_Type then (counter.access_type)
 
 
 class StatsError(RuntimeError):
@@ -144,6 +258,12 @@ class StatsError(RuntimeError):
 
 def _day(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).date().isoformat()
+
+
+def _day_span(day: str) -> tuple[float, float]:
+    """The UTC day `day` (YYYY-MM-DD) from its first second to before the next day's."""
+    start = datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp()
+    return start, start + 86400
 
 
 class Statistics:
@@ -156,8 +276,13 @@ class Statistics:
     def __init__(self, clock: Callable[[], float] = time.time, retention_days: int = 0):
         self._clock = clock
         self.retention_days = retention_days  # 0: uses are kept for ever
-        self._salt_of: tuple[str, bytes] = ("", b"")
+        self._salts: dict[str, bytes] = {}  # the UTC days' salts (the flusher's)
         self._uses_purged = 0.0
+        self._buffer: list[tuple[float, Seen]] = []  # uses not written yet, this process's
+        self._buffer_pid = 0
+        self._flushing = threading.Lock()  # one batch written at a time
+        self.uses_dropped = 0  # uses lost: the buffer full (the store down or too slow)
+        self._uses_error_logged = 0.0
         self._lock = threading.Lock()
         self._purged = 0.0
         self._error_logged = 0.0
@@ -196,13 +321,14 @@ class Statistics:
         raise NotImplementedError
 
     def close(self) -> None:
-        pass
+        self.flush()
 
     def _day_salt(self, day: str, fresh: bytes) -> bytes:
         """The salt of UTC `day` (`fresh` if it has none yet); forgets earlier days' salts."""
         raise NotImplementedError
 
-    def _insert_use(self, t: float, ibi: str, kind: str, user: str, robot: bool) -> None:
+    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool, str]]) -> None:
+        """Write rows (t, ibi, kind, user, robot, access) in one transaction."""
         raise NotImplementedError
 
     def _purge_uses(self, before: float) -> None:
@@ -212,49 +338,169 @@ class Statistics:
         """The uses recorded from `begin` to before `end` (seconds since the epoch)."""
         raise NotImplementedError
 
-    def _month_rows(self, start: float, stop: float) -> list[tuple]:
-        """counter.month_query's rows for the uses from `start` to before `stop`."""
+    def _read_days(
+        self, days: list[str], summed: bool = True
+    ) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
+        """From one snapshot: the rolled-up figures of `days` (UTC days, in order) summed per
+        month, item and Access_Type, (YYYY-MM, ibi, access, four counts); and for each day
+        not rolled up, its `counter.month_query` rows and how many uses it holds (robots
+        included). `summed` False: the days not kept only (what `roll_up` needs)."""
         raise NotImplementedError
+
+    def _roll_up(self, day: str, found: list[tuple], uses: int) -> None:
+        """Keep `found`, the figures of the finished `day`, unless its uses are no longer the
+        `uses` they were computed from (a late batch, a purge): one transaction."""
+        raise NotImplementedError
+
+    def _first_use(self) -> float | None:
+        raise NotImplementedError
+
+    def _day_figures(self, days: list[str]) -> dict[str, dict[tuple[str, str], list[int]]]:
+        """{YYYY-MM: {(ibi, Access_Type): the four counts}} of `days`: the rolled-up ones as
+        kept, the others computed, and kept when finished (if this process can write)."""
+        rolled, live = self._read_days(days)
+        months: dict[str, dict[tuple[str, str], list[int]]] = defaultdict(dict)
+        for month, ibi, access, *counts in rolled:
+            months[month][ibi, access] = [int(n) for n in counts]
+        finished = _day(self._clock() - 86400 - ROLLUP_AFTER)
+        for day, (found, uses) in live.items():
+            month = months[day[:7]]
+            for ibi, access, *counts in found:
+                old = month.setdefault((ibi, access), [0, 0, 0, 0])
+                for k, n in enumerate(counts):
+                    old[k] += int(n)
+            if uses and day <= finished:
+                try:
+                    self._roll_up(day, found, uses)
+                except (*self.storage_errors, StatsError):
+                    pass  # a reader that cannot write (another user): the next one will
+        return months
+
+    def roll_up(self) -> None:
+        """Keep the figures of finished days not kept yet (ROLLUP_DAYS at most, the oldest
+        first): what makes a month's report a sum of days. The flusher calls it."""
+        first = self._first_use()
+        if first is None:
+            return
+        last = datetime.fromisoformat(_day(self._clock() - 86400 - ROLLUP_AFTER)).date()
+        day = datetime.fromtimestamp(first, tz=UTC).date()
+        days = []
+        while day <= last:
+            days.append(day.isoformat())
+            day = date.fromordinal(day.toordinal() + 1)
+        for start in range(0, len(days), ROLLUP_DAYS):
+            _, live = self._read_days(days[start : start + ROLLUP_DAYS], summed=False)
+            pending = [(d, found, uses) for d, (found, uses) in live.items() if uses]
+            for day_, found, uses in pending:
+                self._roll_up(day_, found, uses)
+            if pending:
+                return
 
     def item_report(
         self, begin: date, end: date, platform: str, created: datetime | None = None
     ) -> dict[str, Any]:
         """The COUNTER Item Report of the months `begin` to `end` (any day of each)."""
+        self.flush()  # this process's own uses too
         first, last = begin.replace(day=1), end.replace(day=1)
-        rows = {}
-        for month in counter.months(first, last):
-            year, number = map(int, month.split("-"))
-            after = counter.month_end(date(year, number, 1)).toordinal() + 1
-            start = datetime(year, number, 1, tzinfo=UTC).timestamp()
-            stop = datetime.combine(date.fromordinal(after), datetime.min.time(), UTC).timestamp()
-            rows[month] = self._month_rows(start, stop)
+        days = [
+            date.fromordinal(n).isoformat()
+            for n in range(first.toordinal(), counter.month_end(last).toordinal() + 1)
+        ]
+        months = self._day_figures(days)
+        rows = {
+            month: [(*key, *counts) for key, counts in months.get(month, {}).items()]
+            for month in counter.months(first, last)
+        }
         created = created or datetime.now(UTC)
         return counter.item_report(counter.figures(rows), first, last, platform, created)
 
     def record_use(self, seen: Seen) -> None:
-        """Record one use for the COUNTER reports. Never the client's address: a hash of it
-        and the User-Agent under a salt that every worker and node shares for one UTC day
-        and that is deleted after it. Never raises for a storage problem."""
+        """Record one use for the COUNTER reports, later: it joins this process's buffer,
+        which a thread of the process writes in batches (`flush`), so a download costs an
+        append, not a write. Never blocks, never raises: a full buffer (the store down or
+        not keeping up) drops the use and counts it (`uses_dropped`)."""
         now = self._clock()
-        robot = seen.agent is not None and ROBOTS.search(seen.agent) is not None
-        day = _day(now)
-        try:
-            if self._salt_of[0] != day:
-                self._salt_of = (day, self._day_salt(day, os.urandom(16)))
+        with _buffers_lock:
+            if self._buffer_pid != os.getpid():  # the first use of this process
+                self._buffer_pid = os.getpid()
+                _buffered.add(self)
+                _start_flusher()
+            if len(self._buffer) >= BUFFER_MAX:
+                self.uses_dropped += 1
+                return
+            self._buffer.append((now, seen))
+            if len(self._buffer) == FLUSH_ROWS:
+                _wake.set()
+
+    def flush(self) -> None:
+        """Write this process's buffered uses now (the flusher thread, a worker's exit, a
+        reader of this store). Never raises for a storage problem: what could not be written
+        stays buffered for the next try, up to BUFFER_MAX."""
+        with self._flushing:
+            with _buffers_lock:
+                if self._buffer_pid != os.getpid() or not self._buffer:
+                    return
+                batch, self._buffer = self._buffer, []
+            try:
+                self._write_uses(batch)
+            except self.storage_errors as exc:
+                with _buffers_lock:
+                    kept = batch + self._buffer
+                    self.uses_dropped += max(0, len(kept) - BUFFER_MAX)
+                    self._buffer = kept[-BUFFER_MAX:] if len(kept) > BUFFER_MAX else kept
+                self._uses_failed(exc)
+                return
+            with self._lock:
+                self._recovered()
+            self._maintain()
+
+    def _write_uses(self, batch: list[tuple[float, Seen]]) -> None:
+        """The buffered uses as rows: the user a hash of address and User-Agent under the
+        salt of the use's UTC day, shared by every worker and node and deleted after it."""
+        rows = []
+        for t, seen in batch:
+            day = _day(t)
+            salt = self._salts.get(day)
+            if salt is None:
+                salt = self._salts[day] = self._day_salt(day, os.urandom(16))
+                for old in sorted(self._salts)[:-2]:  # a batch may straddle midnight
+                    del self._salts[old]
             user = hashlib.blake2b(
                 f"{seen.client}\0{seen.agent or ''}".encode(errors="replace"),
-                key=self._salt_of[1],
+                key=salt,
                 digest_size=12,
             ).hexdigest()
-            self._insert_use(now, seen.ibi, seen.kind, user, robot)
-            if self.retention_days and now - self._uses_purged > PURGE_EVERY:
-                self._purge_uses(now - self.retention_days * 86400)
-                self._uses_purged = now
-        except self.storage_errors as exc:
-            self._failed(exc)
+            robot = seen.agent is not None and is_robot(seen.agent)
+            rows.append((t, seen.ibi, seen.kind, user, robot, seen.access))
+        self._insert_uses(rows)
+
+    def _maintain(self) -> None:
+        """Every PURGE_EVERY, after a batch: uses past the retention out, finished days
+        rolled up."""
+        now = self._clock()
+        if now - self._uses_purged <= PURGE_EVERY:
             return
-        with self._lock:
-            self._recovered()
+        self._uses_purged = now
+        try:
+            if self.retention_days:
+                self._purge_uses(now - self.retention_days * 86400)
+            self.roll_up()
+        except (*self.storage_errors, StatsError) as exc:
+            log.warning("COUNTER uses: cannot purge or roll up days in %s: %s", self.where(), exc)
+
+    def _uses_failed(self, exc: Exception) -> None:
+        now = time.monotonic()
+        if now - self._uses_error_logged < ERROR_LOG_EVERY:
+            return
+        self._uses_error_logged = now
+        log.error(
+            "cannot record COUNTER uses in %s: %s; %d uses wait in this process, %d dropped "
+            "so far (logged again at most once a minute)",
+            self.where(),
+            exc,
+            len(self._buffer),
+            self.uses_dropped,
+        )
 
     def acknowledge(self, ack: Acknowledgment, keys: UrlKeys) -> str:
         """Count `ack` or refuse it; returns 'counted', a refusal reason, or 'unrecorded'
@@ -273,7 +519,7 @@ class Statistics:
             # The acknowledgment says a user was sent to the URL: a request when it is the
             # item's data, an investigation when it is its metadata (docs/counter.md).
             kind = counter.REQUEST if ack.contenttype == "Data" else counter.INVESTIGATION
-            self.record_use(Seen(str(ack.ibi), kind, ack.client, None))
+            self.record_use(Seen(str(ack.ibi), kind, ack.client, None, ack.access))
         return outcome
 
     def _note_refusal(self, reason: str, url: str) -> None:
@@ -349,11 +595,16 @@ class Statistics:
         """{ibi: {metric type: n}} of the uses of the UTC `day`, by the Code's rules
         (counter.month_query). A day's users are its own (the day's salt): no double-click or
         session spans two days, so the days of a month add up to the month."""
-        start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
-        counted = counter.figures({"day": self._month_rows(start, start + 86400)})
+        self.flush()  # this process's own uses too
+        counted = self._day_figures([day.isoformat()]).get(day.strftime("%Y-%m"), {})
+        summed: dict[str, list[int]] = {}
+        for (ibi, _access), counts in counted.items():  # an item's uses under any Access_Type
+            total = summed.setdefault(ibi, [0] * len(counter.METRIC_TYPES))
+            for i, n in enumerate(counts):
+                total[i] += n
         return {
-            ibi: {metric: n["day"] for metric, n in metrics.items() if n}
-            for ibi, metrics in counted.items()
+            ibi: {metric: n for metric, n in zip(counter.METRIC_TYPES, counts) if n}
+            for ibi, counts in summed.items()
         }
 
 
@@ -394,6 +645,9 @@ class Store(Statistics):
                 conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 db.use_wal(conn)
                 conn.executescript(SCHEMA)
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(uses)")}
+                if "access" not in columns:  # a store from before Access_Type was recorded
+                    conn.execute("ALTER TABLE uses ADD COLUMN access TEXT NOT NULL DEFAULT 'Open'")
             except BaseException:
                 conn.close()
                 raise
@@ -471,22 +725,50 @@ class Store(Statistics):
                 (salt,) = conn.execute("SELECT salt FROM salts WHERE day = ?", (day,)).fetchone()
         return bytes(salt)
 
-    def _insert_use(self, t: float, ibi: str, kind: str, user: str, robot: bool) -> None:
-        with self._lock:
-            self._connection().execute(
-                "INSERT INTO uses VALUES (?, ?, ?, ?, ?)", (t, ibi, kind, user, int(robot))
-            )
+    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool, str]]) -> None:
+        for attempt in range(BUSY_RETRIES + 1):
+            try:
+                with self._lock:
+                    conn = self._connection()
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        conn.executemany(
+                            "INSERT INTO uses (t, ibi, kind, user, robot, access) "
+                            "VALUES (?, ?, ?, ?, ?, ?)",
+                            rows,
+                        )
+                        # A day rolled up is one no use comes to any more; one that does
+                        # (a batch across midnight, one kept while the store was down) is
+                        # computed again.
+                        conn.executemany(
+                            "DELETE FROM uses_days_done WHERE day = ?",
+                            [(d,) for d in {_day(r[0]) for r in rows}],
+                        )
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc) and attempt < BUSY_RETRIES:  # as in _write
+                    time.sleep(0.01 * (attempt + 1) + random.random() * 0.01)
+                    continue
+                raise
 
     def _purge_uses(self, before: float) -> None:
         with self._lock:
             conn = self._connection()
             conn.execute("DELETE FROM uses WHERE t < ?", (before,))
+            conn.execute("DELETE FROM uses_days WHERE day <= ?", (_day(before),))
+            conn.execute("DELETE FROM uses_days_done WHERE day <= ?", (_day(before),))
             try:
                 conn.executescript("PRAGMA incremental_vacuum;")  # the pages back, as above
             except sqlite3.Error:
                 pass
 
     def uses(self, begin: float, end: float) -> list[counter.Use]:
+        self.flush()
         try:
             if not self.path.exists():
                 return []
@@ -502,19 +784,52 @@ class Store(Statistics):
             raise StatsError(f"cannot read {self.path}: {exc}") from None
         return [counter.Use(t, ibi, kind, user, bool(robot)) for t, ibi, kind, user, robot in found]
 
-    def _month_rows(self, start: float, stop: float) -> list[tuple]:
+    def _read_days(
+        self, days: list[str], summed: bool = True
+    ) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
         try:
             if not self.path.exists():
-                return []
+                return [], {}
             conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
             try:
-                return conn.execute(MONTH_SQLITE, (start, stop)).fetchall()
+                conn.execute("BEGIN")  # one snapshot: a writer goes on meanwhile (WAL)
+                # A store no process of this version wrote yet has no days kept.
+                kept = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name = 'uses_days_done'"
+                ).fetchone()
+                rolled, live = _days_from(conn, days, SQLITE_DAYS, bool(kept), summed)
+                conn.execute("COMMIT")
             finally:
                 conn.close()
         except (sqlite3.Error, OSError) as exc:
             raise StatsError(f"cannot read {self.path}: {exc}") from None
+        return rolled, live
+
+    def _roll_up(self, day: str, found: list[tuple], uses: int) -> None:
+        start, stop = _day_span(day)
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if conn.execute(COUNT_SQLITE, (start, stop)).fetchone()[0] == uses:
+                    conn.execute("DELETE FROM uses_days WHERE day = ?", (day,))
+                    conn.executemany(
+                        "INSERT INTO uses_days VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [(day, *row) for row in found],
+                    )
+                    conn.execute("INSERT OR REPLACE INTO uses_days_done VALUES (?, ?)", (day, uses))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _first_use(self) -> float | None:
+        with self._lock:
+            return self._connection().execute("SELECT min(t) FROM uses").fetchone()[0]
 
     def close(self) -> None:
+        self.flush()
         if self._conn is not None and self._pid == os.getpid():
             self._conn.close()
         self._conn = None
@@ -644,17 +959,26 @@ class PostgresStore(Statistics):
             (salt,) = conn.execute("SELECT salt FROM stats_salts WHERE day = %s", (day,)).fetchone()
         return bytes(salt)
 
-    def _insert_use(self, t: float, ibi: str, kind: str, user: str, robot: bool) -> None:
-        with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
-            conn.execute(
-                "INSERT INTO stats_uses VALUES (%s, %s, %s, %s, %s)", (t, ibi, kind, user, robot)
+    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool, str]]) -> None:
+        with self._postgres.transaction(self.url, timeout=ACK_WAIT) as conn:
+            with conn.cursor().copy(
+                "COPY stats_uses (t, ibi, kind, user_hash, robot, access) FROM STDIN"
+            ) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            conn.execute(  # as in Store._insert_uses
+                "DELETE FROM stats_uses_days_done WHERE day = ANY(%s)",
+                (sorted({_day(r[0]) for r in rows}),),
             )
 
     def _purge_uses(self, before: float) -> None:
         with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
             conn.execute("DELETE FROM stats_uses WHERE t < %s", (before,))
+            conn.execute("DELETE FROM stats_uses_days WHERE day <= %s", (_day(before),))
+            conn.execute("DELETE FROM stats_uses_days_done WHERE day <= %s", (_day(before),))
 
     def uses(self, begin: float, end: float) -> list[counter.Use]:
+        self.flush()
         try:
             with self._postgres.transaction(self.url) as conn:
                 found = conn.execute(
@@ -666,12 +990,38 @@ class PostgresStore(Statistics):
             raise StatsError(f"cannot read {self.where()}: {exc}") from None
         return [counter.Use(t, ibi, kind, user, robot) for t, ibi, kind, user, robot in found]
 
-    def _month_rows(self, start: float, stop: float) -> list[tuple]:
+    def _read_days(
+        self, days: list[str], summed: bool = True
+    ) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
         try:
             with self._postgres.transaction(self.url) as conn:
-                return conn.execute(MONTH_POSTGRES, (start, stop)).fetchall()
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                rolled, live = _days_from(conn, days, POSTGRES_DAYS, True, summed)
         except self.storage_errors as exc:
             raise StatsError(f"cannot read {self.where()}: {exc}") from None
+        return rolled, live
+
+    def _roll_up(self, day: str, found: list[tuple], uses: int) -> None:
+        start, stop = _day_span(day)
+        with self._postgres.transaction(self.url, timeout=ACK_WAIT) as conn:
+            # Against the flushes of every node: one that adds a use to this day deletes its
+            # mark after its rows commit, so it waits for this lock or its rows are counted.
+            conn.execute("LOCK TABLE stats_uses_days_done IN EXCLUSIVE MODE")
+            if conn.execute(COUNT_POSTGRES, (start, stop)).fetchone()[0] != uses:
+                return
+            conn.execute("DELETE FROM stats_uses_days WHERE day = %s", (day,))
+            with conn.cursor().copy("COPY stats_uses_days FROM STDIN") as copy:
+                for row in found:
+                    copy.write_row((day, *row))
+            conn.execute(
+                "INSERT INTO stats_uses_days_done VALUES (%s, %s) "
+                "ON CONFLICT (day) DO UPDATE SET uses = excluded.uses",
+                (day, uses),
+            )
+
+    def _first_use(self) -> float | None:
+        with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
+            return conn.execute("SELECT min(t) FROM stats_uses").fetchone()[0]
 
     def report(self, since: date | None = None, top: int | None = None) -> dict[str, Any]:
         first = since.isoformat() if since else ""
