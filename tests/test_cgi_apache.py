@@ -2,19 +2,22 @@
 daemon, on a collection of 100,000 items (issue 23): each request answers from the index the
 indexer left, in a fraction of a second, and acknowledgments are counted.
 
-The collection is bench/gen.py's (generated once, 12 s, into $ARCHIVE_SERVICE_BENCH_CACHE or
-gen.py's default cache if it is not there yet); ARCHIVE_SERVICE_TEST_COLLECTION names another
-one of its collections (e.g. 1,000,000 items, with ARCHIVE_SERVICE_TEST_STATE_DIR: a state_dir
-owned by www-data whose index of it is built)."""
+The collection is bench/gen.py's, generated for the module (12 s) into a directory www-data
+can read, or taken from $ARCHIVE_SERVICE_BENCH_CACHE (generated there if not there yet);
+ARCHIVE_SERVICE_TEST_COLLECTION names another of its collections (e.g. 1,000,000 items, with
+ARCHIVE_SERVICE_TEST_STATE_DIR: a state_dir owned by www-data whose index of it is built)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,14 +48,25 @@ def bench_gen():
 
 
 @pytest.fixture(scope="module")
-def big() -> tuple[Path, dict]:
-    """bench/gen.py's collection and its manifest, readable by www-data."""
+def big() -> Iterator[tuple[Path, dict]]:
+    """bench/gen.py's collection and its manifest, readable by www-data: generated into a
+    directory of its own (gen.py's default cache is under root's home, which www-data cannot
+    enter) unless the environment names one."""
     named = os.environ.get("ARCHIVE_SERVICE_TEST_COLLECTION")
     if named:
-        return Path(named), json.loads((Path(named) / "bench-manifest.json").read_text())
+        yield Path(named), json.loads((Path(named) / "bench-manifest.json").read_text())
+        return
     gen = bench_gen()
-    cache = os.environ.get("ARCHIVE_SERVICE_BENCH_CACHE") or gen.default_cache()
-    return gen.ensure(ITEMS, Path(cache))
+    cache = os.environ.get("ARCHIVE_SERVICE_BENCH_CACHE")
+    if cache:
+        yield gen.ensure(ITEMS, Path(cache))
+        return
+    top = Path(tempfile.mkdtemp(prefix="archive-service-cgi-"))
+    try:
+        top.chmod(0o755)
+        yield gen.ensure(ITEMS, top)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def indexed(public: Path, collection: Path) -> tuple[str, Path, int, Path]:
