@@ -114,6 +114,18 @@ class ClientTimeoutWorker(ThreadWorker):
         super().init_signals()
         unblock_stop_signals()  # blocked since the fork (STOP_SIGNALS): delivered now
 
+    def handle_quit(self, sig, frame) -> None:
+        # Ctrl-C reaches a worker twice, from the terminal's process group and as the master's
+        # SIGQUIT: a second quit re-entered this handler during the first one's exit (a
+        # RecursionError, or SystemExit raised inside the interpreter's atexit hooks), each
+        # printing a traceback. The first quit is the only one needed. (Setting SIG_IGN
+        # instead loses to a signal already pending: Python raises "Signal 3 ignored due to
+        # race condition" wherever the worker happens to be.)
+        if getattr(self, "_quitting", False):
+            return
+        self._quitting = True
+        super().handle_quit(sig, frame)
+
     def handle(self, conn):
         if not isinstance(conn.sock, _ClientSocket):
             conn.sock = _ClientSocket.adopt(conn.sock, self.app.client_timeout)
