@@ -168,7 +168,7 @@ def test_a_worker_told_to_quit_again_as_it_exits_prints_no_traceback(tmp_path):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(worker, signal.SIGINT)
                 time.sleep(0.002)
-            wait_until(lambda: serve.log().count("Booting worker") >= 2, 30, "a new worker")
+            wait_until(lambda s=serve: s.log().count("Booting worker") >= 2, 30, "a new worker")
             assert "Traceback" not in serve.log(), serve.log()
         finally:
             serve.kill()
