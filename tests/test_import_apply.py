@@ -279,3 +279,15 @@ def test_a_relation_to_a_row_removed_in_the_same_run_is_refused(config, tree):
     with pytest.raises(ImportRefused) as caught:
         run(config, path)
     assert caught.value.problems == [f"{path}:2: edition_of 'a': no record has this id"]
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry run", "run"])
+def test_an_archive_that_cannot_mint_is_refused_before_anything(config, tree, dry_run):
+    """No archiveaddress nor archiveip: the dry run said "4 would be minted" and the run then
+    stopped at its first record; both now refuse at once, saying what is missing."""
+    unable = {k: v for k, v in config.items() if k not in ("archiveaddress", "archiveip")}
+    with pytest.raises(ImportRefused) as refused:
+        run(unable, write(tree, ROWS), dry_run=dry_run)
+    assert "no IBI can be minted" in str(refused.value)
+    assert "archiveaddress" in str(refused.value) and "archiveip" in str(refused.value)
+    assert not any(Path(config["collection"]).iterdir())

@@ -342,6 +342,11 @@ def apply(
                     del mapped[source_id]
             languages: dict[str, str] = {}
             problems = [*problems, *_problems(records, mapped, languages, complete)]
+            if any(not r.deleted and r.source_id not in mapped for r in records):
+                try:  # before anything is minted, and in a dry run too
+                    depositmod.subsystem(config).form  # noqa: B018 (raises when none)
+                except depositmod.DepositError as exc:
+                    problems.append(f"{config['collection']}: {exc}")
             if problems:
                 raise ImportRefused(sorted(problems, key=_place))
             batches = _Batches(config)
