@@ -24,9 +24,9 @@ import select
 import socket
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import lru_cache
 from urllib.parse import quote, urlsplit
@@ -314,6 +314,8 @@ class ArchiveClient:
         return self._pool
 
     def _own(self) -> None:
+        if self._pid == os.getpid():  # asked on every request: the lock only after a fork
+            return
         with self._lock:
             if self._pid != os.getpid():
                 self._pool = ThreadPoolExecutor(self.pool_size, thread_name_prefix="archive")
@@ -498,38 +500,59 @@ class ArchiveClient:
             except ArchiveError as exc:
                 log.warning("Archive %s: %s", archive, exc)
                 return [Answer(archive, {}, 0, error=str(exc))]
-        pool = self._executor()
-        arrived: queue.SimpleQueue[Future] = queue.SimpleQueue()
-        futures: dict[Future, ArchiveRef] = {}
-        for archive in archives:
-            future = pool.submit(self.get, archive, params, via, start + self.timeout + 0.5)
-            futures[future] = archive
-            future.add_done_callback(arrived.put)
-        answers: list[Answer] = []
-        waiting = len(futures)
+        # A few tasks of the shared pool each take the next Archive to ask until none is
+        # left or the round is over: a Future per Archive, and a pool thread woken for each,
+        # made three quarters of a thousand-Archive round's CPU.
         deadline, settle = start + self.timeout + 0.5, None
-        while waiting:
-            limit = deadline if settle is None else min(deadline, settle)
-            try:
-                future = arrived.get(timeout=max(0.0, limit - time.monotonic()))
-            except queue.Empty:
-                break
-            waiting -= 1
-            archive = futures.pop(future)
-            try:
-                answers.append(Answer.of(archive, future.result(), len(answers)))
-            except ArchiveError as exc:
-                log.warning("Archive %s: %s", archive, exc)
-                answers.append(Answer(archive, {}, len(answers), error=str(exc)))
-            if settle is None and enough and answers[-1].pairs and enough(answers):
-                now = time.monotonic()
-                settle = now + min(max(SETTLE, now - start), self.timeout)
-        for future, archive in futures.items():
-            future.cancel()
-            if settle is None:
-                log.warning("Archive %s: no answer within %.1f s", archive, self.timeout)
+        todo = deque(enumerate(archives))
+        arrived: queue.SimpleQueue[tuple[int, list | ArchiveError]] = queue.SimpleQueue()
+        over = threading.Event()
+
+        def work() -> None:
+            while not over.is_set():
+                try:
+                    i, archive = todo.popleft()
+                except IndexError:
+                    return
+                try:
+                    arrived.put((i, self.get(archive, params, via, deadline)))
+                except ArchiveError as exc:
+                    arrived.put((i, exc))
+                except Exception as exc:  # one Archive's surprise must not end the round
+                    log.exception("asking Archive %s failed", archive)
+                    arrived.put((i, ArchiveError(f"no answer ({exc})")))
+
+        pool = self._executor()
+        for _ in range(min(len(archives), self.pool_size)):
+            pool.submit(work)
+        answers: list[Answer] = []
+        unheard = set(range(len(archives)))
+        try:
+            while unheard:
+                limit = deadline if settle is None else min(deadline, settle)
+                try:
+                    i, result = arrived.get(timeout=max(0.0, limit - time.monotonic()))
+                except queue.Empty:
+                    break
+                unheard.discard(i)
+                archive = archives[i]
+                if isinstance(result, ArchiveError):
+                    log.warning("Archive %s: %s", archive, result)
+                    answers.append(Answer(archive, {}, len(answers), error=str(result)))
+                else:
+                    answers.append(Answer.of(archive, result, len(answers)))
+                if settle is None and enough and answers[-1].pairs and enough(answers):
+                    now = time.monotonic()
+                    settle = now + min(max(SETTLE, now - start), self.timeout)
+        finally:
+            over.set()  # the Archives not yet asked are not
+        if settle is None:
+            for i in sorted(unheard):
+                log.warning("Archive %s: no answer within %.1f s", archives[i], self.timeout)
                 answers.append(
-                    Answer(archive, {}, len(answers), error=f"no answer within {self.timeout:g} s")
+                    Answer(
+                        archives[i], {}, len(answers), error=f"no answer within {self.timeout:g} s"
+                    )
                 )
         return answers
 
