@@ -285,9 +285,9 @@ class ArchiveClient:
     request (a new TCP connection per request cost more than the Archive's answer).
 
     Each answer is read by httptools (llhttp, Node.js's HTTP parser, as uvicorn uses it),
-    the idle connections are kept here, a few per Archive, most recently used first. urllib3's
-    pools did the same at eight times the CPU per request (h11 at three times): at a
-    resolution's two requests (urlRequest, acknowledgment) urllib3 was about a
+    the idle connections are kept here, a few per Archive, most recently used first. CPU per
+    request (bench/archive_client.py): 36 us, against 207 us through urllib3's pools and 67 us
+    with h11; at a resolution's two requests (urlRequest, acknowledgment) urllib3 was about a
     third of the resolver's CPU. The pools and the thread pool are made on first use in each
     process, so a gunicorn master that builds the app before forking owns neither sockets
     nor threads its workers would share or lose."""
