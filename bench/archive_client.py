@@ -26,19 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
-from resolver_scale import (  # noqa: E402
-    KEY_A,
-    RESOLVER_IBI,
-    SERVICE_A,
-    build_collections,
-    start_archive,
-    start_resolver,
-)
+from resolver_scale import SERVICE_A, start_bed  # noqa: E402
 
 from archive_service.resolver.archives import ArchiveClient  # noqa: E402
-from archive_service.resolver.registry import Registry  # noqa: E402
 from archive_service.resolver.resolve import ArchiveRef  # noqa: E402
-from serve_process import wait_until  # noqa: E402
 
 PARAMS = {
     "servicesubject": "urlRequest",
@@ -60,16 +51,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp)
-        state = base / "resolver-state"
-        Registry(state).register(SERVICE_A, KEY_A)
-        collection, _ = build_collections(base)
-        resolver, url = start_resolver(state, base, "resolver")
-        running = [resolver]
+        running: list = []
         try:
-            archive, address = start_archive(base, collection, f"{url}/{RESOLVER_IBI}")
-            running.append(archive)
-            wait_until(lambda: any(r.included for r in Registry(state).records()), what="A in")
+            _, _, address = start_bed(Path(tmp), running)
             host, port = address.rsplit(":", 1)
             path = (
                 f"/{SERVICE_A}?servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1"
