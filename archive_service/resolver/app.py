@@ -215,7 +215,9 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         target = outcome.url
         if purl.passthrough:  # the item's own query pairs (a web service's parameters)
             target += ("&" if "?" in target else "?") + purl.passthrough
-        # The access log has the request and where it went (Location); this adds the Archive.
+        # The access log shows where the user went (Location) and the Archive (server.py):
+        # a second line per resolution cost 6 % of the resolver's CPU.
+        request.environ["archive_service.archive"] = chosen.serviceibi
         log.debug("%s -> %s from %s after %d round(s)", persistent_url, target, chosen, rounds)
         response = redirect(target, 302)
         if request.method != "HEAD":  # a link checker's HEAD is no access to thank for

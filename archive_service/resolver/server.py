@@ -16,7 +16,12 @@ log = logging.getLogger(__name__)
 _KEY_IN_QUERY = re.compile(r"(registrationkey=)[^&\s\"]*", re.IGNORECASE)
 
 
-ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" "%({location}o)s"'
+# gunicorn's default, then where a resolution sent the user and the Archive that said so
+# (resolver/app.py puts its service IBI in the request environ as archive_service.archive).
+ACCESS_LOG_FORMAT = (
+    '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" "%({location}o)s" '
+    "%({archive_service.archive}e)s"
+)
 
 
 def redact(text: str) -> str:
@@ -52,7 +57,6 @@ class ResolverServer(BaseApplication):
         self.cfg.set("preload_app", True)
         self.cfg.set("proc_name", "archive-service-resolver")
         self.cfg.set("accesslog", "-")
-        # gunicorn's default format and where a resolution sent the user.
         self.cfg.set("access_log_format", ACCESS_LOG_FORMAT)
         self.cfg.set("errorlog", "-")
         self.cfg.set("logger_class", RedactingLogger)
