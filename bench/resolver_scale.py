@@ -167,6 +167,21 @@ def start_archive(base: Path, collection: Path, service_url: str) -> tuple[Proce
     return archive, address
 
 
+def start_bed(base: Path, running: list[Process]) -> tuple[Path, str, str]:
+    """Archive A included in a resolver of its own, on loopback: the resolver's state
+    directory, its URL and A's address. Each process goes into `running` as it starts, for
+    the caller to stop."""
+    state = base / "resolver-state"
+    Registry(state).register(SERVICE_A, KEY_A)
+    collection, _ = build_collections(base)
+    resolver, url = start_resolver(state, base, "resolver")
+    running.append(resolver)
+    archive, address = start_archive(base, collection, f"{url}/{RESOLVER_IBI}")
+    running.append(archive)
+    wait_until(lambda: any(r.included for r in Registry(state).records()), what="A included")
+    return state, url, address
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=200)
@@ -177,18 +192,10 @@ def main() -> int:
     results: dict = {"cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        state = base / "resolver-state"
-        Registry(state).register(SERVICE_A, KEY_A)
-        registry = state / REGISTRY_FILE
-        a_collection, _ = build_collections(base)
-        resolver, url = start_resolver(state, base, "resolver")
-        running = [resolver]
+        running: list[Process] = []
         try:
-            archive, address = start_archive(base, a_collection, f"{url}/{RESOLVER_IBI}")
-            running.append(archive)
-            wait_until(
-                lambda: any(r.included for r in Registry(state).records()), what="A included"
-            )
+            state, url, address = start_bed(base, running)
+            registry = state / REGISTRY_FILE
             floor = (
                 f"http://{address}/{SERVICE_A}?servicesubject=urlRequest&"
                 "clientinformation.ipaddress=127.0.0.1&parsedibiurl.ibi=8JMKD3MGP8W/35MMLL8"

@@ -308,6 +308,14 @@ def test_examples_6_1_to_6_7_redirect_and_acknowledge(
     assert ack["clientinformation.ipaddress"] == f"{user} 127.0.0.1"
     assert URLKEY.fullmatch(ack["urlkey"])
     assert other.acks_from(user) == []
+    # The resolver's access log says where the user went, and from which Archive.
+    assert wait_until(
+        lambda: any(
+            f"GET {path} " in line and line.endswith(f'"{location}" {archive.service}')
+            for line in bed.resolver.text().splitlines()
+        ),
+        what="the resolution's access log line",
+    )
     # And the URL really serves the item.
     status, _, body = http_get(location)
     assert status == 200

@@ -22,7 +22,6 @@ from flask.logging import default_handler
 from .. import settings
 from ..common import pages
 from ..common.http import TEXT, answer_unexpected_errors, error_response
-from ..protocol import ibi as ibimod
 from ..protocol import pairs
 from ..protocol.answers import RequestError
 from . import config as rconfig
@@ -185,14 +184,11 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         via = request.headers.get("Via", "")
 
         def ask(question: resolvemod.Question, only=None, skip=(), enough=None):
-            archives = registry.included()
-            if only is not None or skip:
-                archives = [
-                    a
-                    for a in archives
-                    if (only is None or ibimod.key(a.serviceibi) in only)
-                    and ibimod.key(a.serviceibi) not in skip
-                ]
+            keyed = registry.included_keyed()
+            if only is not None:  # the few remembered: not a pass over every Archive
+                archives = [keyed[k] for k in sorted(only) if k in keyed and k not in skip]
+            else:
+                archives = [a for k, a in keyed.items() if k not in skip]
             params = question.params(ips, purl.filepath)
             return client.ask_all(archives, params, via, enough)
 
@@ -216,15 +212,20 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
                 silent=outcome.silent,
             )
         chosen = outcome.reading.answer.archive
-        if request.method != "HEAD":  # a link checker's HEAD is no access to thank for
-            acknowledgments.put(
-                chosen, resolvemod.acknowledgment(outcome.reading, ips, persistent_url), via
-            )
         target = outcome.url
         if purl.passthrough:  # the item's own query pairs (a web service's parameters)
             target += ("&" if "?" in target else "?") + purl.passthrough
-        log.info("%s -> %s from %s after %d round(s)", persistent_url, target, chosen, rounds)
-        return redirect(target, 302)
+        # The access log shows where the user went (Location) and the Archive (server.py):
+        # a second line per resolution cost 6 % of the resolver's CPU.
+        request.environ["archive_service.archive"] = chosen.serviceibi
+        log.debug("%s -> %s from %s after %d round(s)", persistent_url, target, chosen, rounds)
+        response = redirect(target, 302)
+        if request.method != "HEAD":  # a link checker's HEAD is no access to thank for
+            thanks = resolvemod.acknowledgment(outcome.reading, ips, persistent_url)
+            # Queued once the redirect has been written: a sender woken earlier would hold
+            # the interpreter while this thread still answers the user.
+            response.call_on_close(lambda: acknowledgments.put(chosen, thanks, via))
+        return response
 
     answer_unexpected_errors(app, log)
 

@@ -170,6 +170,15 @@ def _hash(key: str, salt: bytes) -> bytes:
     return hashlib.scrypt(key.encode("ascii"), salt=salt, maxmem=64 << 20, **_SCRYPT)
 
 
+@dataclass(frozen=True)
+class _Included:
+    """One thread's copy of the included Archives (`Registry._included`)."""
+
+    version: tuple
+    refs: list[ArchiveRef]
+    keyed: dict[str, ArchiveRef]
+
+
 class _SQLite:
     """The registry as one SQLite file; a connection per call, so threads and gunicorn
     workers share it safely."""
@@ -251,7 +260,7 @@ class Registry:
 
     def __init__(self, state_dir: str | os.PathLike | None, database: str = ""):
         self.throttle = KeyThrottle()
-        self._kept = threading.local()  # per thread: (version, included Archives)
+        self._kept = threading.local()  # per thread: an `_Included`
         if database:
             self._store: _SQLite | _Postgres = _Postgres(database)
         else:
@@ -309,15 +318,24 @@ class Registry:
         return [Record(**{**row, "included": bool(row["included"])}) for row in rows]
 
     def included(self) -> list[ArchiveRef]:
-        """The included Archives, read again only when the store's `version` changed (in
-        SQLite every write goes through a connection of its own, so it bumps it)."""
+        """The included Archives, in the order they were registered."""
+        return self._included().refs
+
+    def included_keyed(self) -> Mapping[str, ArchiveRef]:
+        """The included Archives by the key of their service IBI (`ibi.key`), in the same
+        order: a resolution picks the few it remembers without going through them all."""
+        return self._included().keyed
+
+    def _included(self) -> _Included:
+        """This thread's copy, read again only when the store's `version` changed (in SQLite
+        every write goes through a connection of its own, so it bumps it)."""
         version = self._store.version()
-        kept = getattr(self._kept, "included", None)
-        if kept is not None and kept[0] == version:
-            return kept[1]
-        refs = [r.ref for r in self.records(included_only=True)]
-        self._kept.included = (version, refs)
-        return refs
+        kept: _Included | None = getattr(self._kept, "included", None)
+        if kept is None or kept.version != version:
+            refs = [r.ref for r in self.records(included_only=True)]
+            kept = _Included(version, refs, {ibimod.key(r.serviceibi): r for r in refs})
+            self._kept.included = kept
+        return kept
 
     # -- §5.2 messages ------------------------------------------------------------------
 
