@@ -5,13 +5,16 @@ and records that cannot be applied are refused before anything changes."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 import webtest
 
 from archive_service.collection import items as index
+from archive_service.common import postgres
 from archive_service.imports import manifest
 from archive_service.imports.apply import ImportRefused, apply
 from archive_service.imports.mapping import FILE as MAPPING_FILE
@@ -242,6 +245,34 @@ def test_with_a_shared_database_every_node_knows_what_was_imported(
     assert not (tmp_path / "a" / MAPPING_FILE).exists()
     again = run({**config, "database": database_url, "state_dir": str(tmp_path / "b")}, path)
     assert again.minted == 0 and again.unchanged == 4 and again.ibis == first.ibis
+
+
+def test_two_nodes_importing_one_source_at_once_mint_each_record_once(
+    config, tree, tmp_path, database_url, caplog
+):
+    """Another node's import of the same source holds the source's lock in the shared
+    database: this node's import waits for it, says so, then finds what it mapped. (Each node
+    had only a lock file of its own state directory: both minted the unmapped records.)"""
+    path = write(tree, ROWS)
+    source = manifest.source_name(path)
+    other = postgres.session(database_url, "the other node")
+    other.execute("SELECT pg_advisory_lock(%s)", (postgres.advisory_key(f"import {source}"),))
+    done: list = []
+    node = {**config, "database": database_url, "state_dir": str(tmp_path / "a")}
+    importing = threading.Thread(target=lambda: done.append(run(node, path)))
+    try:
+        with caplog.at_level(logging.WARNING, logger="archive_service.imports.apply"):
+            importing.start()
+            importing.join(1.5)
+            assert importing.is_alive() and not done  # waits: mints nothing meanwhile
+            assert not held(config)
+            assert f"waiting for another node's import of {source}" in caplog.text
+    finally:
+        other.close()  # the other node's import ends (or dies): the lock goes with it
+    importing.join(30)
+    assert done and done[0].minted == 4
+    again = run({**config, "database": database_url, "state_dir": str(tmp_path / "b")}, path)
+    assert again.minted == 0 and again.ibis == done[0].ibis
 
 
 def test_a_relation_no_row_says_any_longer_is_taken_out(config, tree):

@@ -12,6 +12,7 @@ psycopg nor libpq.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -231,6 +232,12 @@ def close_all() -> None:
 # node's side, so a holder cut off from the server learns it within that time too.
 KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 5, 2, 3
 KEEPALIVE_BOUND = KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_COUNT
+
+
+def advisory_key(text: str) -> int:
+    """The 64-bit key of a PostgreSQL advisory lock named by `text` (the same on every node)."""
+    digest = hashlib.sha256(f"archive-service {text}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def session(url: str, application_name: str):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
@@ -41,6 +41,8 @@ from ..collection import sidecar as sidecarmod
 from ..collection import sidecar_update
 from .mapping import Mapped, open_mapping
 from .records import EDITION_OF, METADATA_OF, RELATIONS, TRANSLATION_OF, Record
+
+log = logging.getLogger(__name__)
 
 LOCK_FILE = "import.lock"
 # The sidecar keys an import writes from a record's own content; a revision replaces them
@@ -117,13 +119,30 @@ class Summary:
 
 
 @contextmanager
-def _import_lock(state_dir: str | os.PathLike[str]) -> Iterator[None]:
-    """One import at a time per state directory: two runs of one source would both mint an
-    unmapped record. Not the deposit lock: deposits (and the service) go on meanwhile."""
-    Path(state_dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(state_dir) / LOCK_FILE, "a") as lock:
+def _import_lock(config: Mapping[str, Any], source: str) -> Iterator[None]:
+    """One import at a time per state directory, and with `database` one import of `source`
+    at a time on every node: two runs of one source would both mint an unmapped record. Not
+    the deposit lock: deposits (and the service) go on meanwhile."""
+    state_dir = Path(config["state_dir"])
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with open(state_dir / LOCK_FILE, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+        if not config.get("database"):
+            yield
+            return
+        from ..common import postgres
+
+        # A session lock on a connection of its own: the server drops it with the
+        # connection, so an import killed midway holds no other node up.
+        key = postgres.advisory_key(f"import {source}")
+        conn = postgres.session(config["database"], f"archive-service import {source}")
+        try:
+            if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+                log.warning("waiting for another node's import of %s to end", source)
+                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            yield
+        finally:
+            conn.close()
 
 
 def _file_digest(path: Path) -> str:
@@ -332,7 +351,7 @@ def apply(
     mapped, and a re-run goes on from there."""
     summary = Summary(dry_run=dry_run)
     records = list(records)
-    with _import_lock(config["state_dir"]):
+    with _import_lock(config, source):
         mapping = open_mapping(config)
         try:
             mapped = mapping.load(source)

@@ -19,7 +19,6 @@ No Flask here, and psycopg only when `database` is set.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
 import time
@@ -40,8 +39,7 @@ _SAME_LOCK = (
 
 def lock_key(purpose: str, serviceibi: str) -> int:
     """A 64-bit advisory lock key of this Archive (case-insensitive IBI) for `purpose`."""
-    digest = hashlib.sha256(f"archive-service {purpose} {ibimod.key(serviceibi)}".encode())
-    return int.from_bytes(digest.digest()[:8], "big", signed=True)
+    return postgres.advisory_key(f"{purpose} {ibimod.key(serviceibi)}")
 
 
 def _halves(key: int) -> tuple[int, int]:
