@@ -209,3 +209,41 @@ def test_requests_carry_host_user_agent_and_via(scripted, clients):
     assert f"Host: {server.address}" in lines
     assert "Via: 1.1 proxy, 1.1 archive-service-resolver-test" in lines
     assert any(line.startswith("User-Agent: archive-service-resolver/") for line in lines)
+
+
+@pytest.mark.parametrize("stream", ["continues", "trickle"])
+def test_an_answer_that_never_ends_is_given_up_even_outside_a_round(clients, stream):
+    """An acknowledgment or an inclusion's confirmation is asked outside a round: an Archive
+    that answers `100 Continue` for ever, or trickles its headers a byte at a time, each piece
+    within the timeout, held the asking thread for ever (an acknowledgment sender, or a
+    request thread of the resolver answering an inclusion)."""
+    if stream == "continues":
+        piece, first = b"HTTP/1.1 100 Continue\r\n\r\n", b""
+    else:
+        piece, first = b"a", b"HTTP/1.1 200 OK\r\nX-Slow: "
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def endless() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(first)
+            while not stop.wait(0.1):
+                try:
+                    conn.sendall(piece)
+                except OSError:
+                    return
+
+    threading.Thread(target=endless, daemon=True).start()
+    client = clients()
+    client.timeout = 0.5
+    archive = ArchiveRef(f"127.0.0.1:{listener.getsockname()[1]}", SERVICE_A)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ArchiveError, match="not complete within"):
+            client.acknowledge(archive, ASK)
+    finally:
+        stop.set()
+        listener.close()
+    assert time.monotonic() - started < 0.5 + 0.5 + 0.5

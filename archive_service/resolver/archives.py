@@ -366,9 +366,13 @@ class ArchiveClient:
 
         `via`: the Via header of the request being resolved, which this one continues.
         `deadline` (time.monotonic()): past it, an answer still arriving is given up at its
-        next piece (each piece waits `timeout` at most). No redirect is followed (the service
-        answers where the Archive said it does)."""
+        next piece (each piece waits `timeout` at most); `timeout` + 0.5 s from now when not
+        given, so that an Archive sending pieces for ever (a trickle, endless 1xx answers)
+        holds no thread for ever. No redirect is followed (the service answers where the
+        Archive said it does)."""
         self._own()
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout + 0.5
         via = ", ".join(filter(None, (via.strip(), f"1.1 {self.pseudonym}")))
         if _CONTROL.search(f"{archive.serviceibi}{archive.address}{via}"):
             # From the registry, and a header gunicorn parsed; a line break in one would
@@ -392,7 +396,7 @@ class ArchiveClient:
         except (UnicodeDecodeError, pairsmod.PairsError) as exc:
             raise ArchiveError(f"answer is not a list of pairs ({exc})") from None
 
-    def _exchange(self, address: str, request: bytes, deadline: float | None) -> tuple[int, bytes]:
+    def _exchange(self, address: str, request: bytes, deadline: float) -> tuple[int, bytes]:
         """Send `request` on a kept connection, or a new one; its status and body.
 
         A kept connection the Archive closed just as it was taken (its keep-alive ended)
@@ -411,7 +415,7 @@ class ArchiveClient:
             raise ConnectionResetError("the Archive closed the connection") from None
 
     def _on(
-        self, address: str, connection: _Kept, request: bytes, deadline: float | None
+        self, address: str, connection: _Kept, request: bytes, deadline: float
     ) -> tuple[int, bytes]:
         sock, answer = connection.sock, _Answer()
         heard = False
@@ -422,7 +426,7 @@ class ArchiveClient:
             except (BrokenPipeError, ConnectionResetError):
                 raise _Stale() from None
             while not answer.complete:
-                if deadline is not None and time.monotonic() > deadline:
+                if time.monotonic() > deadline:
                     raise ArchiveError(f"answer not complete within {self.timeout:g} s")
                 try:
                     data = sock.recv(RECV)
