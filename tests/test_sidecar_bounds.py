@@ -13,6 +13,7 @@ import resource
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -55,37 +56,57 @@ def put(collection: Path, text: str, directory: str = BAD) -> Path:
     return path
 
 
+# A child's ru_maxrss starts at its parent's RSS (fork copies the page tables, and exec keeps
+# the larger of the old and the new image's peak): forked from a test run grown to 200 MB it
+# reads 200 MB whatever it did. So a small Python forks the command and reports its peak.
+_LAUNCHER = """
+import os, resource, sys
+report, args = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    os.execv(sys.executable, [sys.executable, "-m", "archive_service.cli", *args])
+_, status, usage = os.wait4(pid, 0)
+with open(report, "w") as f:
+    f.write(f"{os.waitstatus_to_exitcode(status)} {usage.ru_maxrss}")
+"""
+
+
 def run_limited(args: list[str], timeout: float = 120) -> tuple[int, str, int, float]:
     """Run `python -m archive_service.cli ARGS` with at most 1 GiB of address space: exit
     status (negative: the signal), output, peak RSS in MB, seconds."""
+    with tempfile.TemporaryDirectory() as scratch:
+        report = Path(scratch) / "report"
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCHER, str(report), *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
+        timer.start()
+        try:
+            out = proc.stdout.read()
+            proc.wait()
+        finally:
+            timer.cancel()
+            proc.stdout.close()
+        seconds = time.monotonic() - started
+        assert proc.returncode == 0, f"the launcher ended with {proc.returncode}: {out!r}"
+        code, kib = report.read_text().split()
+    return int(code), out.decode(errors="replace"), int(kib) // 1024, seconds
 
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "archive_service.cli", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        preexec_fn=limit,
-    )
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
-    try:
-        out = proc.stdout.read()
-        # wait4: this child's own peak RSS, not the largest of every child of the test run.
-        _, status, usage = os.wait4(proc.pid, 0)
-    finally:
-        timer.cancel()
-        proc.stdout.close()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return (
-        proc.returncode,
-        out.decode(errors="replace"),
-        usage.ru_maxrss // 1024,
-        time.monotonic() - started,
-    )
+def test_the_peak_memory_measured_is_the_commands_own():
+    # The measure, not the bound: a test run that holds 300 MB must not lend them to its child.
+    held = bytearray(300 << 20)
+    held[:: resource.getpagesize()] = b"x" * len(held[:: resource.getpagesize()])
+    code, out, rss, _ = run_limited(["--version"])
+    assert code == 0, out
+    assert rss < 100, f"{rss} MB for `archive-service --version`"
+    del held
 
 
 def test_a_1kb_nested_sidecar_is_a_problem_of_its_item(collection: Path, tmp_path, capsys):

@@ -379,7 +379,7 @@ def bounds_problem(text: bytes) -> str | None:
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    return f"nested deeper than {MAX_DEPTH} levels (the most a sidecar may nest)"
+                    return _TOO_DEEP
                 open_nodes.append([event.anchor, 1])
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
@@ -403,9 +403,16 @@ def bounds_problem(text: bytes) -> str | None:
                     )
             if nodes and open_nodes:
                 open_nodes[-1][1] += nodes
-    except yaml.YAMLError:
-        pass  # the loader reports it, with its place (everything before it was within bounds)
+    except yaml.YAMLError as exc:
+        # libyaml 0.2.6 (PyYAML 6.0.4's wheels) refuses flow nesting past 1,000 levels while
+        # its scanner looks ahead, before the parser hands over the event past MAX_DEPTH.
+        if "maximum nesting depth" in str(getattr(exc, "problem", "")):
+            return _TOO_DEEP
+        # Otherwise the loader reports it, with its place (all before it was within bounds).
     return None
+
+
+_TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels (the most a sidecar may nest)"
 
 
 def read(path: str | os.PathLike) -> Sidecar:
