@@ -39,7 +39,7 @@ from typing import Any
 from ..collection import deposit as depositmod
 from ..collection import sidecar as sidecarmod
 from ..collection import sidecar_update
-from .mapping import Mapped, open_mapping
+from .mapping import Mapped, PostgresMapping, SqliteMapping, open_mapping
 from .records import EDITION_OF, METADATA_OF, RELATIONS, TRANSLATION_OF, Record
 
 log = logging.getLogger(__name__)
@@ -374,14 +374,14 @@ def apply(
                     config,
                     source,
                     records,
-                    mapped,
-                    languages,
-                    mapping,
-                    summary,
-                    complete,
-                    progress,
-                    granularity,
-                    batches,
+                    mapped=mapped,
+                    languages=languages,
+                    mapping=mapping,
+                    summary=summary,
+                    complete=complete,
+                    progress=progress,
+                    granularity=granularity,
+                    batches=batches,
                 )
             finally:
                 batches.close()
@@ -391,18 +391,21 @@ def apply(
 
 
 def _run(
-    config,
-    source,
-    records,
-    mapped,
-    languages,
-    mapping,
-    summary,
-    complete,
-    progress,
-    granularity,
+    config: Mapping[str, Any],
+    source: str,
+    records: list[Record],
+    *,
+    mapped: dict[str, Mapped],
+    languages: Mapping[str, str],
+    mapping: SqliteMapping | PostgresMapping,
+    summary: Summary,
+    complete: bool,
+    progress: Callable[[int, int], object] | None,
+    granularity: Decimal | int | float | str,
     batches: _Batches,
 ) -> None:
+    """The changes of an import `apply` has found acceptable, in four passes (by keyword
+    past the first three: two booleans and two maps in a row are easily swapped)."""
     dry = summary.dry_run
     live = [r for r in records if not r.deleted]
     gone = {r.source_id for r in records if r.deleted}
