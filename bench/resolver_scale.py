@@ -35,16 +35,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import yaml  # noqa: E402
-
 from archive_service.resolver.config import REGISTRY_FILE  # noqa: E402
 from archive_service.resolver.registry import Registry  # noqa: E402
 from resolver_support import (  # noqa: E402
     KEY_A,
-    PLATFORM,
     RESOLVER_IBI,
     SERVICE_A,
     build_collections,
+    included_archive_config,
 )
 from serve_process import Process, free_port, http_get, wait_until  # noqa: E402
 
@@ -140,25 +138,15 @@ def start_resolver(state: Path, base: Path, name: str, *extra: str) -> tuple[Pro
 def start_archive(base: Path, collection: Path, service_url: str) -> tuple[Process, str]:
     port = free_port()
     address = f"127.0.0.1:{port}"
-    config = base / "A.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "collection": str(collection),
-                "archiveaddress": address,
-                "archiveserviceibi": SERVICE_A,
-                "platformsoftware": PLATFORM,
-                "archiveip": "127.0.0.1",
-                "archiveadmemailaddress": "admin@archive.example",
-                "registrationkey": KEY_A,
-                "bind": address,
-                "workers": 1,
-                "state_dir": str(base / "state-A"),
-                "resolver": service_url,
-            }
-        )
+    config = included_archive_config(
+        base / "A.yaml",
+        collection=collection,
+        address=address,
+        service=SERVICE_A,
+        key=KEY_A,
+        resolver=service_url,
+        state=base / "state-A",
     )
-    config.chmod(0o600)
     archive = Process(["serve", "--config", str(config)], base / "A.log")
     archive.start()
     archive.wait_answering(

@@ -98,6 +98,39 @@ def archive_app(collection: Path, port: int, service: str, state: Path):
     )
 
 
+def included_archive_config(
+    path: Path,
+    *,
+    collection: Path,
+    address: str,
+    service: str,
+    key: str,
+    resolver: str,
+    state: Path,
+) -> Path:
+    """Write the config file of an Archive `serve` at `address` (one worker, on loopback) that
+    announces itself to `resolver` with `key`, mode 0600 as its key requires; its path."""
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "collection": str(collection),
+                "archiveaddress": address,
+                "archiveserviceibi": service,
+                "platformsoftware": PLATFORM,
+                "archiveip": "127.0.0.1",
+                "archiveadmemailaddress": "admin@archive.example",
+                "registrationkey": key,
+                "bind": address,
+                "workers": 1,
+                "state_dir": str(state),
+                "resolver": resolver,
+            }
+        )
+    )
+    path.chmod(0o600)
+    return path
+
+
 class ThreadedServer:
     """A WSGI app of this project on a real loopback socket, served from a thread."""
 

@@ -16,7 +16,7 @@ import yaml
 
 from archive_service.cli import main
 from oai_provider import Answer, fixture_record, record_xml
-from resolver_support import KEY_A, PLATFORM, RESOLVER_IBI, ROOT, SERVICE_A
+from resolver_support import KEY_A, RESOLVER_IBI, ROOT, SERVICE_A, included_archive_config
 from serve_process import Process, free_port, http_get, wait_until
 
 pytestmark = pytest.mark.process
@@ -167,25 +167,15 @@ def test_resolver_redirects_an_imported_item_to_its_landing_page(
     resolver_port, archive_port = free_port(), free_port()
     resolver_url = f"http://127.0.0.1:{resolver_port}"
     address = f"127.0.0.1:{archive_port}"
-    config = tmp_path / "archive.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "collection": str(collection),
-                "archiveaddress": address,
-                "archiveserviceibi": SERVICE_A,
-                "platformsoftware": PLATFORM,
-                "archiveip": "127.0.0.1",
-                "archiveadmemailaddress": "admin@archive.example",
-                "registrationkey": KEY_A,
-                "bind": address,
-                "workers": 1,
-                "state_dir": str(state),
-                "resolver": f"{resolver_url}/{RESOLVER_IBI}",
-            }
-        )
+    config = included_archive_config(
+        tmp_path / "archive.yaml",
+        collection=collection,
+        address=address,
+        service=SERVICE_A,
+        key=KEY_A,
+        resolver=f"{resolver_url}/{RESOLVER_IBI}",
+        state=state,
     )
-    config.chmod(0o600)
     resolver = Process(
         ["resolver", "serve", "--state-dir", str(resolver_state), "--bind"]
         + [f"127.0.0.1:{resolver_port}", "--timeout", "3"],

@@ -20,7 +20,6 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-import yaml
 
 from archive_service.resolver.registry import Registry
 from resolver_support import (
@@ -34,12 +33,12 @@ from resolver_support import (
     LL8,
     NEXT_EDITION,
     NEXT_METADATA,
-    PLATFORM,
     RESOLVER_IBI,
     ROOT,
     SERVICE_A,
     SERVICE_B,
     build_collections,
+    included_archive_config,
     received,
 )
 from serve_process import Process, free_port, http_get, wait_until
@@ -66,24 +65,15 @@ class Archive:
     def start(self) -> None:
         port = free_port()  # a new port on every start: the address may change (§5.2)
         self.address = f"127.0.0.1:{port}"
-        self.config.write_text(
-            yaml.safe_dump(
-                {
-                    "collection": str(self.collection),
-                    "archiveaddress": self.address,
-                    "archiveserviceibi": self.service,
-                    "platformsoftware": PLATFORM,
-                    "archiveip": "127.0.0.1",
-                    "archiveadmemailaddress": "admin@archive.example",
-                    "registrationkey": self.key,
-                    "bind": self.address,
-                    "workers": 1,
-                    "state_dir": str(self.bed.base / f"state-{self.name}"),
-                    "resolver": self.bed.service,
-                }
-            )
+        included_archive_config(
+            self.config,
+            collection=self.collection,
+            address=self.address,
+            service=self.service,
+            key=self.key,
+            resolver=self.bed.service,
+            state=self.bed.base / f"state-{self.name}",
         )
-        self.config.chmod(0o600)
         self.log_start = self.log.stat().st_size if self.log.exists() else 0
         self.process = Process(["serve", "--config", str(self.config)], self.log)
         self.process.start()
