@@ -247,3 +247,15 @@ def test_an_answer_that_never_ends_is_given_up_even_outside_a_round(clients, str
         stop.set()
         listener.close()
     assert time.monotonic() - started < 0.5 + 0.5 + 0.5
+
+
+def test_a_switch_of_protocols_is_an_archive_error(scripted, clients):
+    """httptools reports an upgrade (101 with Upgrade) by HttpParserUpgrade, which is not an
+    HttpParserError: it left `get` as is, so a round of one Archive (the one remembered for
+    the IBI) ended the user's request in a 500, and an inclusion's confirmation too."""
+    reply = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+    _, archive = scripted(lambda conn, n: (reply, True))
+    client = clients()
+    (answered,) = client.ask_all([archive], ASK)
+    assert answered.error
+    assert client.confirm(archive) is False

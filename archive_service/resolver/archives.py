@@ -278,6 +278,8 @@ class _Answer:
             raise
         except httptools.HttpParserError as exc:
             raise ArchiveError(f"answer is not HTTP ({exc})") from None
+        except httptools.HttpParserUpgrade:  # not an HttpParserError: it escaped `get`
+            raise ArchiveError("answer switches protocols (101 Upgrade)") from None
 
 
 class ArchiveClient:
