@@ -259,3 +259,18 @@ def test_a_switch_of_protocols_is_an_archive_error(scripted, clients):
     (answered,) = client.ask_all([archive], ASK)
     assert answered.error
     assert client.confirm(archive) is False
+
+
+@pytest.mark.parametrize(
+    "stray",
+    [b"GARBAGE", b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n"],
+    ids=["not HTTP", "an upgrade"],
+)
+def test_bytes_after_a_complete_answer_do_not_lose_it(scripted, clients, stray):
+    """What follows a complete answer only ends the connection (as a second answer does):
+    the parser's complaint about it threw the answer away."""
+    server, archive = scripted(lambda conn, n: (answer() + stray, False))
+    client = clients()
+    assert client.get(archive, ASK)[0] == ("url", "http://x.example/a.pdf")
+    assert client.get(archive, ASK)[0] == ("url", "http://x.example/a.pdf")
+    assert server.connections == 2

@@ -272,14 +272,15 @@ class _Answer:
     def feed(self, data: bytes) -> None:
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserCallbackError as exc:
-            if isinstance(exc.__context__, ArchiveError):
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            if self.complete:  # what follows the answer only ends the connection
+                self.extra = True
+            elif isinstance(exc.__context__, ArchiveError):  # a callback's
                 raise exc.__context__ from None
-            raise
-        except httptools.HttpParserError as exc:
-            raise ArchiveError(f"answer is not HTTP ({exc})") from None
-        except httptools.HttpParserUpgrade:  # not an HttpParserError: it escaped `get`
-            raise ArchiveError("answer switches protocols (101 Upgrade)") from None
+            elif isinstance(exc, httptools.HttpParserUpgrade):  # not an HttpParserError
+                raise ArchiveError("answer switches protocols (101 Upgrade)") from None
+            else:
+                raise ArchiveError(f"answer is not HTTP ({exc})") from None
 
 
 class ArchiveClient:
