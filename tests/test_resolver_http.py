@@ -274,3 +274,52 @@ def test_bytes_after_a_complete_answer_do_not_lose_it(scripted, clients, stray):
     assert client.get(archive, ASK)[0] == ("url", "http://x.example/a.pdf")
     assert client.get(archive, ASK)[0] == ("url", "http://x.example/a.pdf")
     assert server.connections == 2
+
+
+def flood(first: bytes) -> tuple[socket.socket, ArchiveRef]:
+    """An Archive that answers `first`, then `a` as fast as it is read, for ever."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            try:
+                conn.sendall(first)
+                while True:
+                    conn.sendall(b"a" * 65536)
+            except OSError:
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, ArchiveRef(f"127.0.0.1:{listener.getsockname()[1]}", SERVICE_A)
+
+
+@pytest.mark.parametrize(
+    "first, refused",
+    [
+        (b"HTTP/1.1 200 OK\r\nX-Long: ", "headers longer than"),
+        (b"HTTP/1.1 200 ", "headers longer than"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;x=", "answer longer than"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\nX: "
+            % (len(PAIRS), PAIRS),
+            "answer longer than",
+        ),
+    ],
+    ids=["a header's value", "the status line", "a chunk's extension", "a trailer"],
+)
+def test_an_endless_line_is_refused_at_a_bound(clients, first, refused):
+    """httptools hands over a header only once it has all of it, gathered in one growing
+    bytes object (copied at every piece): the bound on headers counted complete ones only,
+    so a single endless header (or trailer) took memory and CPU until the deadline, tens of
+    MB per Archive asked; a status line or a chunk's extension, CPU."""
+    listener, archive = flood(first)
+    client = clients()
+    started = time.monotonic()
+    try:
+        with pytest.raises(ArchiveError, match=refused):
+            client.get(archive, ASK)
+    finally:
+        listener.close()
+    assert time.monotonic() - started < 1

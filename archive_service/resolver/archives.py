@@ -220,6 +220,7 @@ class _Answer:
     __slots__ = (
         "parser",
         "head",
+        "fed",
         "body",
         "framed",
         "headers_done",
@@ -231,7 +232,7 @@ class _Answer:
 
     def __init__(self):
         self.parser = httptools.HttpResponseParser(self)
-        self.head, self.body = 0, bytearray()
+        self.head, self.fed, self.body = 0, 0, bytearray()
         self.framed = self.headers_done = self.complete = self.extra = False
         self.status, self.keep_alive = 0, False
 
@@ -270,6 +271,7 @@ class _Answer:
         self.complete = True
 
     def feed(self, data: bytes) -> None:
+        self.fed += len(data)
         try:
             self.parser.feed_data(data)
         except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
@@ -281,6 +283,14 @@ class _Answer:
                 raise ArchiveError("answer switches protocols (101 Upgrade)") from None
             else:
                 raise ArchiveError(f"answer is not HTTP ({exc})") from None
+        # httptools hands a header (or trailer) over only once it has all of it, gathered in
+        # one growing bytes object: the callbacks' counts never see an endless one. Nor a
+        # status line or a chunk's extension, which are not kept but cost CPU till the end.
+        if not self.complete:
+            if not self.headers_done and self.fed > MAX_HEAD:  # all of it is head so far
+                raise ArchiveError(f"answer's headers longer than {MAX_HEAD} bytes")
+            if self.fed > MAX_HEAD + 2 * MAX_ANSWER:
+                raise ArchiveError(f"answer longer than {MAX_HEAD + 2 * MAX_ANSWER} bytes")
 
 
 class ArchiveClient:
