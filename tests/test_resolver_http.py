@@ -5,6 +5,8 @@ it is reused, framing by chunks or by closing, a 1xx first, too much, or not HTT
 
 from __future__ import annotations
 
+import fcntl
+import resource
 import socket
 import threading
 import time
@@ -323,3 +325,25 @@ def test_an_endless_line_is_refused_at_a_bound(clients, first, refused):
     finally:
         listener.close()
     assert time.monotonic() - started < 1
+
+
+def test_a_kept_connection_above_fd_1024_is_reused(scripted, clients, monkeypatch):
+    """select() takes no file descriptor from FD_SETSIZE (1024) on: asking it whether a kept
+    connection was dropped raised, which read as dropped, so in a worker with a thousand
+    files and sockets open no connection was ever reused (a new TCP connection each time)."""
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1200:
+        pytest.skip("the file descriptor limit is below 1200")
+    connect = archives._connect
+
+    def high(address: str, timeout: float) -> socket.socket:
+        sock = connect(address, timeout)
+        fd = fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD, 1100)
+        sock.close()
+        return socket.socket(fileno=fd)
+
+    monkeypatch.setattr(archives, "_connect", high)
+    server, archive = scripted(lambda conn, n: (answer(), False))
+    client = clients()
+    for _ in range(3):
+        assert client.get(archive, ASK)[0] == ("url", "http://x.example/a.pdf")
+    assert server.connections == 1

@@ -208,8 +208,12 @@ class _Kept:
     def dropped(self) -> bool:
         """Whether the Archive has closed this idle connection (or sent what it should
         not): a kept connection that can be read from before it was written to."""
+        # poll, not select: select refuses descriptors from 1024 on, which read as dropped,
+        # so a worker with that many files open reused no connection at all.
+        poller = select.poll()
         try:
-            return bool(select.select([self.sock], [], [], 0)[0])
+            poller.register(self.sock, select.POLLIN)
+            return bool(poller.poll(0))
         except (OSError, ValueError):
             return True
 
