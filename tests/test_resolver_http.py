@@ -335,8 +335,8 @@ def test_a_kept_connection_above_fd_1024_is_reused(scripted, clients, monkeypatc
         pytest.skip("the file descriptor limit is below 1200")
     connect = archives._connect
 
-    def high(address: str, timeout: float) -> socket.socket:
-        sock = connect(address, timeout)
+    def high(*args) -> socket.socket:
+        sock = connect(*args)
         fd = fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD, 1100)
         sock.close()
         return socket.socket(fileno=fd)
@@ -347,3 +347,55 @@ def test_a_kept_connection_above_fd_1024_is_reused(scripted, clients, monkeypatc
     for _ in range(3):
         assert client.get(archive, ASK)[0] == ("url", "http://x.example/a.pdf")
     assert server.connections == 1
+
+
+@pytest.mark.parametrize("stall", ["trickle", "blackholed addresses"])
+def test_the_deadline_is_a_total_one(clients, monkeypatch, stall):
+    """An answer's deadline (timeout + 0.5 s) held a thread up to `timeout` longer when a
+    piece was waited for just before it, and not at all while connecting: each of the
+    addresses a name has was tried for the full timeout (an Archive's name with sixteen
+    unreachable ones held a thread of the shared pool for sixteen timeouts, long after the
+    round had reported it silent)."""
+    client = clients()
+    client.timeout = 0.5
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+    if stall == "trickle":  # a piece every 0.45 s: each within the timeout
+
+        def trickle() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                while not stop.wait(0.45):
+                    try:
+                        conn.sendall(b"a")
+                    except OSError:
+                        return
+
+        threading.Thread(target=trickle, daemon=True).start()
+        archive = ArchiveRef(f"127.0.0.1:{port}", SERVICE_A)
+    else:  # a listener whose queue is full answers no SYN: a host that does not answer
+        filler = socket.create_connection(("127.0.0.1", port))
+        resolve = socket.getaddrinfo
+        monkeypatch.setattr(
+            socket,
+            "getaddrinfo",
+            lambda host, *a, **kw: (
+                resolve("127.0.0.1", *a, **kw) * 4
+                if host == "blackholed.test"
+                else resolve(host, *a, **kw)
+            ),
+        )
+        archive = ArchiveRef(f"blackholed.test:{port}", SERVICE_A)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ArchiveError):
+            client.acknowledge(archive, ASK)
+    finally:
+        stop.set()
+        listener.close()
+        if stall != "trickle":
+            filler.close()
+    assert time.monotonic() - started < 0.5 + 0.5 + 0.2

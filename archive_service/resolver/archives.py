@@ -174,11 +174,28 @@ def _host_port(address: str) -> tuple[str, int]:
     return parts.hostname, parts.port or 80
 
 
-def _connect(address: str, timeout: float) -> socket.socket:
-    sock = socket.create_connection(_host_port(address), timeout=timeout)
-    # A request goes in one write; without this, the kernel may hold an answer's ACK back.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
+def _connect(address: str, timeout: float, deadline: float) -> socket.socket:
+    # socket.create_connection's, but no address is tried past the deadline: it gave each of
+    # a name's addresses the full timeout, so a name with many unreachable ones held the
+    # thread for as many timeouts.
+    host, port = _host_port(address)
+    error: Exception = ArchiveError("no time left before the deadline to connect")
+    for family, kind, proto, _, where in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        left = min(timeout, deadline - time.monotonic())
+        if left <= 0:
+            break
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(left)
+            sock.connect(where)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        # A request goes in one write; without this, the kernel may hold an answer's ACK back.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+    raise error
 
 
 def _why(exc: BaseException) -> str:
@@ -425,7 +442,7 @@ class ArchiveClient:
                 return self._on(address, connection, request, deadline)
             except _Stale:
                 pass
-        connection = _Kept(_connect(address, self.timeout))
+        connection = _Kept(_connect(address, self.timeout, deadline))
         try:
             return self._on(address, connection, request, deadline)
         except _Stale:
@@ -443,10 +460,19 @@ class ArchiveClient:
             except (BrokenPipeError, ConnectionResetError):
                 raise _Stale() from None
             while not answer.complete:
-                if time.monotonic() > deadline:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     raise ArchiveError(f"answer not complete within {self.timeout:g} s")
+                if left < self.timeout:  # no piece is waited for past the deadline
+                    sock.settimeout(left)
                 try:
                     data = sock.recv(RECV)
+                except TimeoutError:
+                    if time.monotonic() >= deadline:
+                        raise ArchiveError(
+                            f"answer not complete within {self.timeout:g} s"
+                        ) from None
+                    raise
                 except ConnectionResetError:
                     if heard:
                         raise
