@@ -5,6 +5,8 @@ it is reused, framing by chunks or by closing, a 1xx first, too much, or not HTT
 
 from __future__ import annotations
 
+import os
+import resource
 import socket
 import threading
 import time
@@ -247,3 +249,152 @@ def test_an_answer_that_never_ends_is_given_up_even_outside_a_round(clients, str
         stop.set()
         listener.close()
     assert time.monotonic() - started < 0.5 + 0.5 + 0.5
+
+
+def test_a_switch_of_protocols_is_an_archive_error(scripted, clients):
+    """httptools reports an upgrade (101 with Upgrade) by HttpParserUpgrade, which is not an
+    HttpParserError: it left `get` as is, so a round of one Archive (the one remembered for
+    the IBI) ended the user's request in a 500, and an inclusion's confirmation too."""
+    reply = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+    _, archive = scripted(lambda conn, n: (reply, True))
+    client = clients()
+    (answered,) = client.ask_all([archive], ASK)
+    assert answered.error
+    assert client.confirm(archive) is False
+
+
+@pytest.mark.parametrize(
+    "stray",
+    [b"GARBAGE", b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n"],
+    ids=["not HTTP", "an upgrade"],
+)
+def test_bytes_after_a_complete_answer_do_not_lose_it(scripted, clients, stray):
+    """What follows a complete answer only ends the connection (as a second answer does):
+    the parser's complaint about it threw the answer away."""
+    server, archive = scripted(lambda conn, n: (answer() + stray, False))
+    client = clients()
+    assert client.get(archive, ASK)[0] == ("url", "http://x.example/a.pdf")
+    assert client.get(archive, ASK)[0] == ("url", "http://x.example/a.pdf")
+    assert server.connections == 2
+
+
+def flood(first: bytes) -> tuple[socket.socket, ArchiveRef]:
+    """An Archive that answers `first`, then `a` as fast as it is read, for ever."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            try:
+                conn.sendall(first)
+                while True:
+                    conn.sendall(b"a" * 65536)
+            except OSError:
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, ArchiveRef(f"127.0.0.1:{listener.getsockname()[1]}", SERVICE_A)
+
+
+@pytest.mark.parametrize(
+    "first, refused",
+    [
+        (b"HTTP/1.1 200 OK\r\nX-Long: ", "headers longer than"),
+        (b"HTTP/1.1 200 ", "headers longer than"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;x=", "answer longer than"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\nX: "
+            % (len(PAIRS), PAIRS),
+            "answer longer than",
+        ),
+    ],
+    ids=["a header's value", "the status line", "a chunk's extension", "a trailer"],
+)
+def test_an_endless_line_is_refused_at_a_bound(clients, first, refused):
+    """httptools hands over a header only once it has all of it, gathered in one growing
+    bytes object (copied at every piece): the bound on headers counted complete ones only,
+    so a single endless header (or trailer) took memory and CPU until the deadline, tens of
+    MB per Archive asked; a status line or a chunk's extension, CPU."""
+    listener, archive = flood(first)
+    client = clients()
+    started = time.monotonic()
+    try:
+        with pytest.raises(ArchiveError, match=refused):
+            client.get(archive, ASK)
+    finally:
+        listener.close()
+    assert time.monotonic() - started < 1
+
+
+def test_a_kept_connection_above_fd_1024_is_reused(scripted, clients):
+    """select() takes no file descriptor from FD_SETSIZE (1024) on: asking it whether a kept
+    connection was dropped raised, which read as dropped, so in a worker with a thousand
+    files and sockets open no connection was ever reused (a new TCP connection each time)."""
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1300:
+        pytest.skip("the file descriptor limit is below 1300")
+    server, archive = scripted(lambda conn, n: (answer(), False))
+    # The lowest free descriptors taken, as a busy worker's files and sockets would.
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        client = clients()
+        for _ in range(3):
+            assert client.get(archive, ASK)[0] == ("url", "http://x.example/a.pdf")
+        assert min(kept.sock.fileno() for kept in client._idle[archive.address]) > 1024
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert server.connections == 1
+
+
+@pytest.mark.parametrize("stall", ["trickle", "blackholed addresses"])
+def test_the_deadline_is_a_total_one(clients, monkeypatch, stall):
+    """An answer's deadline (timeout + 0.5 s) held a thread up to `timeout` longer when a
+    piece was waited for just before it, and not at all while connecting: each of the
+    addresses a name has was tried for the full timeout (an Archive's name with sixteen
+    unreachable ones held a thread of the shared pool for sixteen timeouts, long after the
+    round had reported it silent)."""
+    client = clients()
+    client.timeout = 1.0  # the deadline at 1.5 s
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+    if stall == "trickle":  # a piece every 0.95 s: each within the timeout, the 2nd at 1.9 s
+
+        def trickle() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                while not stop.wait(0.95):
+                    try:
+                        conn.sendall(b"a")
+                    except OSError:
+                        return
+
+        threading.Thread(target=trickle, daemon=True).start()
+        archive = ArchiveRef(f"127.0.0.1:{port}", SERVICE_A)
+    else:  # a listener whose queue is full answers no SYN: a host that does not answer
+        filler = socket.create_connection(("127.0.0.1", port))
+        resolve = socket.getaddrinfo
+        monkeypatch.setattr(
+            socket,
+            "getaddrinfo",
+            lambda host, *a, **kw: (
+                resolve("127.0.0.1", *a, **kw) * 4
+                if host == "blackholed.test"
+                else resolve(host, *a, **kw)
+            ),
+        )
+        archive = ArchiveRef(f"blackholed.test:{port}", SERVICE_A)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ArchiveError):
+            client.acknowledge(archive, ASK)
+    finally:
+        stop.set()
+        listener.close()
+        if stall != "trickle":
+            filler.close()
+    # Before: 1.9 s (the trickle's second piece), 4 s (four addresses, 1 s each).
+    assert time.monotonic() - started < 1.5 + 0.3

@@ -174,11 +174,28 @@ def _host_port(address: str) -> tuple[str, int]:
     return parts.hostname, parts.port or 80
 
 
-def _connect(address: str, timeout: float) -> socket.socket:
-    sock = socket.create_connection(_host_port(address), timeout=timeout)
-    # A request goes in one write; without this, the kernel may hold an answer's ACK back.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
+def _connect(address: str, timeout: float, deadline: float) -> socket.socket:
+    # socket.create_connection's, but no address is tried past the deadline: it gave each of
+    # a name's addresses the full timeout, so a name with many unreachable ones held the
+    # thread for as many timeouts.
+    host, port = _host_port(address)
+    error: Exception = ArchiveError("no time left before the deadline to connect")
+    for family, kind, proto, _, where in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        left = min(timeout, deadline - time.monotonic())
+        if left <= 0:
+            break
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(left)
+            sock.connect(where)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        # A request goes in one write; without this, the kernel may hold an answer's ACK back.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+    raise error
 
 
 def _why(exc: BaseException) -> str:
@@ -208,8 +225,12 @@ class _Kept:
     def dropped(self) -> bool:
         """Whether the Archive has closed this idle connection (or sent what it should
         not): a kept connection that can be read from before it was written to."""
+        # poll, not select: select refuses descriptors from 1024 on, which read as dropped,
+        # so a worker with that many files open reused no connection at all.
+        poller = select.poll()
         try:
-            return bool(select.select([self.sock], [], [], 0)[0])
+            poller.register(self.sock, select.POLLIN)
+            return bool(poller.poll(0))
         except (OSError, ValueError):
             return True
 
@@ -220,6 +241,7 @@ class _Answer:
     __slots__ = (
         "parser",
         "head",
+        "fed",
         "body",
         "framed",
         "headers_done",
@@ -231,7 +253,7 @@ class _Answer:
 
     def __init__(self):
         self.parser = httptools.HttpResponseParser(self)
-        self.head, self.body = 0, bytearray()
+        self.head, self.fed, self.body = 0, 0, bytearray()
         self.framed = self.headers_done = self.complete = self.extra = False
         self.status, self.keep_alive = 0, False
 
@@ -270,14 +292,26 @@ class _Answer:
         self.complete = True
 
     def feed(self, data: bytes) -> None:
+        self.fed += len(data)
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserCallbackError as exc:
-            if isinstance(exc.__context__, ArchiveError):
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            if self.complete:  # what follows the answer only ends the connection
+                self.extra = True
+            elif isinstance(exc.__context__, ArchiveError):  # a callback's
                 raise exc.__context__ from None
-            raise
-        except httptools.HttpParserError as exc:
-            raise ArchiveError(f"answer is not HTTP ({exc})") from None
+            elif isinstance(exc, httptools.HttpParserUpgrade):  # not an HttpParserError
+                raise ArchiveError("answer switches protocols (101 Upgrade)") from None
+            else:
+                raise ArchiveError(f"answer is not HTTP ({exc})") from None
+        # httptools hands a header (or trailer) over only once it has all of it, gathered in
+        # one growing bytes object: the callbacks' counts never see an endless one. Nor a
+        # status line or a chunk's extension, which are not kept but cost CPU till the end.
+        if not self.complete:
+            if not self.headers_done and self.fed > MAX_HEAD:  # all of it is head so far
+                raise ArchiveError(f"answer's headers longer than {MAX_HEAD} bytes")
+            if self.fed > MAX_HEAD + 2 * MAX_ANSWER:
+                raise ArchiveError(f"answer longer than {MAX_HEAD + 2 * MAX_ANSWER} bytes")
 
 
 class ArchiveClient:
@@ -408,7 +442,7 @@ class ArchiveClient:
                 return self._on(address, connection, request, deadline)
             except _Stale:
                 pass
-        connection = _Kept(_connect(address, self.timeout))
+        connection = _Kept(_connect(address, self.timeout, deadline))
         try:
             return self._on(address, connection, request, deadline)
         except _Stale:
@@ -426,10 +460,19 @@ class ArchiveClient:
             except (BrokenPipeError, ConnectionResetError):
                 raise _Stale() from None
             while not answer.complete:
-                if time.monotonic() > deadline:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     raise ArchiveError(f"answer not complete within {self.timeout:g} s")
+                if left < self.timeout:  # no piece is waited for past the deadline
+                    sock.settimeout(left)
                 try:
                     data = sock.recv(RECV)
+                except TimeoutError:
+                    if time.monotonic() >= deadline:
+                        raise ArchiveError(
+                            f"answer not complete within {self.timeout:g} s"
+                        ) from None
+                    raise
                 except ConnectionResetError:
                     if heard:
                         raise
