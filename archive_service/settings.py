@@ -55,12 +55,25 @@ class ConfigWarning(UserWarning):
 
 
 def hostport(value: str) -> str:
-    parts = urlsplit("//" + value)
+    # The address goes into URLs handed to users and into Host headers: an '@', '#', '?',
+    # space or non-ASCII letter there names another host, or none, to some reader of it.
+    if not value.isascii():
+        raise ValueError("must be ASCII (an internationalized name in its xn-- form)")
+    if not value.isprintable() or any(c in value for c in " @#?/\\"):
+        raise ValueError("must be host[:port] with no scheme or path, e.g. archive.example.org")
+    try:
+        parts = urlsplit("//" + value)
+    except ValueError:  # an unclosed '['
+        raise ValueError(
+            "must be host[:port], e.g. archive.example.org or [2001:db8::1]:8080"
+        ) from None
     try:
         port = parts.port
     except ValueError:
-        raise ValueError("the port must be a number from 0 to 65535") from None
-    if not parts.hostname or parts.path or parts.query or parts.username or "/" in value:
+        port = 0
+    if port == 0:  # port 0 is no port to connect to (the client would take 80)
+        raise ValueError("the port must be a number from 1 to 65535")
+    if not parts.hostname:
         raise ValueError("must be host[:port] with no scheme or path, e.g. archive.example.org")
     return value if port is None or port != 80 else value.rsplit(":", 1)[0]
 

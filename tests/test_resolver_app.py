@@ -190,6 +190,14 @@ def test_wrong_or_unregistered_keys_are_refused_and_logged_without_the_key(
         ({"archiveip": None}, "needs archiveip"),
         ({"archiveprotocol": "USP"}, "archiveprotocol must be HTTP"),
         ({"archiveaddress": "http://x/"}, "archiveaddress must be host"),
+        # Each was taken before: port 0 was asked at 80, the others named another host (or
+        # none) to a reader of the URLs built from them.
+        ({"archiveaddress": "127.0.0.1:0"}, "archiveaddress the port must be a number from 1"),
+        ({"archiveaddress": "@evil.example"}, "archiveaddress must be host"),
+        ({"archiveaddress": "a.example#b.example"}, "archiveaddress must be host"),
+        ({"archiveaddress": "a.example b.example"}, "archiveaddress must be host"),
+        ({"archiveaddress": "\u00e1.example"}, "archiveaddress must be ASCII"),
+        ({"archiveaddress": "[::1"}, "archiveaddress must be host"),
         ({"archiveserviceibi": "not-an-ibi"}, "archiveserviceibi IBI"),
         ({"archiveadmemailaddress": "banon"}, "archiveadmemailaddress must be an e-mail"),
         ({"registrationkey": "12345"}, "registrationkey breaks Table 5.1"),
