@@ -8,6 +8,7 @@ import re
 import signal
 import socket
 import time
+from urllib.parse import unquote_plus
 
 from gunicorn import glogging
 from gunicorn.workers.gthread import ThreadWorker
@@ -31,12 +32,29 @@ class Logger(glogging.Logger):
         found = super().atoms(resp, req, environ, request_time)
         for atom in ("r", "q", "{raw_uri}e", "{query_string}e"):
             if isinstance(found.get(atom), str):
-                found[atom] = SECRET_PARAMETER.sub(r"\1<secret>", found[atom])
+                found[atom] = redact(found[atom])
         return found
 
 
-# api_key=VALUE in a query string, its name however percent-encoded (Werkzeug decodes it).
-SECRET_PARAMETER = re.compile(r"((?:^|[?&;])api(?:_|%5f)key=)[^&;\s]*", re.IGNORECASE)
+# NAME=VALUE in a query string (or a request line). The name is compared decoded: Werkzeug
+# decodes every escape of a name, so `%61pi_key=KEY` is the api_key too, and a pattern of
+# the name's spellings (`api_key`, `api%5fkey`) left that key in the log.
+_PARAMETER = re.compile(r"((?:^|[?&;])([^=&;?\s]*)=)[^&;\s]*")
+SECRET_NAMES = frozenset(("api_key",))
+
+
+def redact(text: str) -> str:
+    """`text` with the value of each secret parameter (api_key) as `<secret>`."""
+    if "=" not in text:
+        return text
+    return _PARAMETER.sub(
+        lambda m: (
+            m.group(1) + "<secret>"
+            if unquote_plus(m.group(2)).lower() in SECRET_NAMES
+            else m.group(0)
+        ),
+        text,
+    )
 
 
 class _ClientSocket(socket.socket):
