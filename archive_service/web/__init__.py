@@ -498,12 +498,17 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
                     )
                     if real is None:
                         break
-                    used(item, counter.REQUEST)
                     if config.file_offload != "none":
                         offloaded = _offload(config.file_offload, real, real_root)
                         if offloaded is not None:
+                            used(item, counter.REQUEST)
                             return offloaded
-                    return _send(real)
+                    # A use once the file is served: a range not satisfiable (416, raised) or
+                    # a failed If-Match (412) serves none and is no use (docs/counter.md).
+                    response = _send(real)
+                    if response.status_code < 400:
+                        used(item, counter.REQUEST)
+                    return response
         abort(404)
 
     def overview() -> Response:
