@@ -27,10 +27,10 @@ class Logger(glogging.Logger):
         super().setup(cfg)
 
     def atoms(self, resp, req, environ, request_time) -> dict:
-        # The COUNTER API's key comes in the query string (COUNTER_SUSHI's api_key): the
-        # access log keeps the request without it.
+        # Keys come in query strings (COUNTER_SUSHI's api_key to the Archive, an Archive's
+        # registrationkey to the resolver): the access log keeps each request without them.
         found = super().atoms(resp, req, environ, request_time)
-        for atom in ("r", "q", "{raw_uri}e", "{query_string}e"):
+        for atom in ("r", "q", "f", "{raw_uri}e", "{query_string}e"):
             if isinstance(found.get(atom), str):
                 found[atom] = redact(found[atom])
         return found
@@ -40,12 +40,12 @@ class Logger(glogging.Logger):
 # decodes every escape of a name, so `%61pi_key=KEY` is the api_key too, and a pattern of
 # the name's spellings (`api_key`, `api%5fkey`) left that key in the log.
 _PARAMETER = re.compile(r"((?:^|[?&;])([^=&;?\s]*)=)[^&;\s]*")
-SECRET_NAMES = frozenset(("api_key",))
+SECRET_NAMES = frozenset(("api_key", "registrationkey"))
 
 
 def redact(text: str) -> str:
-    """`text` with the value of each secret parameter (api_key) as `<secret>`."""
-    if "=" not in text:
+    """`text` with the value of each secret parameter (SECRET_NAMES) as `<secret>`."""
+    if "=" not in text:  # a resolution's request line, hundreds a second: nothing to search
         return text
     return _PARAMETER.sub(
         lambda m: (
