@@ -129,6 +129,28 @@ def test_what_the_report_differs_in_is_in_its_header(client):
     assert codes(client.get(IR, params=dict(JANUARY, platform=SERVICE)).json) == []
 
 
+def test_a_report_from_1970_asks_no_day_without_uses_one_by_one(client, monkeypatch):
+    # A GET of the public API from 1970-01 asked the store about each of 20,000 days (1.5 s
+    # of PostgreSQL); the days outside the first and last use's are not asked one by one.
+    import sqlite3
+
+    counted = []
+    connect = sqlite3.connect
+
+    def traced(*args, **kwargs):
+        conn = connect(*args, **kwargs)
+        conn.set_trace_callback(counted.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    since_1970 = client.get(IR, params=dict(JANUARY, begin_date="1970-01")).json
+    days_asked = [sql for sql in counted if "FROM uses WHERE t >=" in sql]
+    assert 0 < len(days_asked) <= 2 * 37, len(days_asked)  # Dec 15 to Jan 20 at most
+    winter = client.get(IR, params=dict(JANUARY, begin_date="2025-12")).json
+    assert performance(since_1970) == performance(winter)
+    assert performance(winter)[(ITEM_A, "Total_Item_Requests")] == {"2025-12": 2, "2026-01": 2}
+
+
 def test_months_before_the_retention_are_said_to_be_gone(settings):
     client = app_with_uses(settings, stats_retention_days=30)
     report = client.get(IR, params=JANUARY).json

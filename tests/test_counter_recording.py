@@ -66,6 +66,20 @@ def test_pages_files_and_acknowledgments_are_recorded_without_the_address(settin
     assert (report["total"], report["rejected"]) == (1, 0), "`total` still counts acknowledgments"
 
 
+def test_a_range_not_satisfiable_or_a_failed_precondition_is_no_use(settings):
+    # No file is served (416, 412): docs/counter.md counts "a /col/ file served".
+    client = Client(create_app(settings), "")
+    got = dict(pairs.parse(client.url_request(RELATORIO).text))
+    path = got["url"][len(f"http://{ADDRESS}") :]
+    browser = {"User-Agent": BROWSER}
+    client.test.get(path, headers={**browser, "Range": "bytes=99999999-"}, status=416)
+    client.test.get(path, headers={**browser, "If-Match": '"another"'}, status=412)
+    client.test.get(path, headers={**browser, "Range": "bytes=0-9"}, status=206)
+    client.app.extensions["stats"].flush()
+    relatorio = "sid.inpe.br/mtc-m19/2013/09.04.12.27.57"
+    assert recorded(stats.Store(settings["state_dir"])) == [(relatorio, counter.REQUEST, False)]
+
+
 def test_acknowledgments_of_files_served_elsewhere_are_uses(settings):
     client = Client(create_app({**settings, "url_base": "http://files.example.org/c"}), "")
     got = dict(pairs.parse(client.url_request(RELATORIO).text))

@@ -14,10 +14,10 @@ from urllib.parse import parse_qsl
 import pytest
 import webtest
 
+from archive_service.common.worker import redact
 from archive_service.protocol import pairs
 from archive_service.resolver.app import client_ips, create_resolver_app
 from archive_service.resolver.registry import Registry
-from archive_service.resolver.server import redact
 from archive_service.web import create_app
 from resolver_support import (
     DOUBLE,
@@ -362,10 +362,13 @@ def test_client_ips(forwarded, remote, expected):
     assert client_ips(environ) == expected
 
 
-def test_access_log_redaction():
-    line = "GET /J8LNKB5R7W/3FUQHC5?servicesubject=x&registrationkey=1234567890&a=b HTTP/1.1"
+@pytest.mark.parametrize("name", ["registrationkey", "RegistrationKey", "%72egistrationkey"])
+def test_access_log_redaction(name):
+    # The registry takes a name however percent-encoded (pairs.parse_query decodes it): a
+    # pattern of the plain name left `%72egistrationkey=KEY` in the log.
+    line = f"GET /J8LNKB5R7W/3FUQHC5?servicesubject=x&{name}=1234567890&a=b HTTP/1.1"
     assert redact(line) == (
-        "GET /J8LNKB5R7W/3FUQHC5?servicesubject=x&registrationkey=<secret>&a=b HTTP/1.1"
+        f"GET /J8LNKB5R7W/3FUQHC5?servicesubject=x&{name}=<secret>&a=b HTTP/1.1"
     )
 
 

@@ -241,6 +241,26 @@ def test_files_have_type_conditional_get_and_range(client: Client):
 
 
 @pytest.mark.parametrize(
+    "header, status",
+    [
+        ("items=0-3", 200),  # a unit not understood: ignored (RFC 9110 14.2, a MUST)
+        ("bytes=0-0,2-3", 200),  # several ranges (no multipart here): the whole file
+        ("bytes=0-3,", 200),  # not a range set: ignored
+        ("bytes=3-0", 200),
+        ("bytes=0-3", 206),
+        ("bytes=-4", 206),
+        ("bytes=99999999-", 416),  # one range past the end: not satisfiable
+    ],
+)
+def test_a_range_header_that_is_not_one_bytes_range_is_ignored(client: Client, header, status):
+    got = answer(client.url_request("8JMKD3MGP8W/35MMLL8"))
+    whole = client.get_url(got["url"]).body
+    served = client.get_url(got["url"], headers={"Range": header}, status=status)
+    if status == 200:
+        assert served.body == whole
+
+
+@pytest.mark.parametrize(
     "path",
     [
         "/col/iconet.com.br/banon/2009/09.09.22.01/item.yaml",

@@ -8,6 +8,7 @@ import re
 import signal
 import socket
 import time
+from urllib.parse import unquote_plus
 
 from gunicorn import glogging
 from gunicorn.workers.gthread import ThreadWorker
@@ -26,17 +27,34 @@ class Logger(glogging.Logger):
         super().setup(cfg)
 
     def atoms(self, resp, req, environ, request_time) -> dict:
-        # The COUNTER API's key comes in the query string (COUNTER_SUSHI's api_key): the
-        # access log keeps the request without it.
+        # Keys come in query strings (COUNTER_SUSHI's api_key to the Archive, an Archive's
+        # registrationkey to the resolver): the access log keeps each request without them.
         found = super().atoms(resp, req, environ, request_time)
-        for atom in ("r", "q", "{raw_uri}e", "{query_string}e"):
+        for atom in ("r", "q", "f", "{raw_uri}e", "{query_string}e"):
             if isinstance(found.get(atom), str):
-                found[atom] = SECRET_PARAMETER.sub(r"\1<secret>", found[atom])
+                found[atom] = redact(found[atom])
         return found
 
 
-# api_key=VALUE in a query string, its name however percent-encoded (Werkzeug decodes it).
-SECRET_PARAMETER = re.compile(r"((?:^|[?&;])api(?:_|%5f)key=)[^&;\s]*", re.IGNORECASE)
+# NAME=VALUE in a query string (or a request line). The name is compared decoded: Werkzeug
+# decodes every escape of a name, so `%61pi_key=KEY` is the api_key too, and a pattern of
+# the name's spellings (`api_key`, `api%5fkey`) left that key in the log.
+_PARAMETER = re.compile(r"((?:^|[?&;])([^=&;?\s]*)=)[^&;\s]*")
+SECRET_NAMES = frozenset(("api_key", "registrationkey"))
+
+
+def redact(text: str) -> str:
+    """`text` with the value of each secret parameter (SECRET_NAMES) as `<secret>`."""
+    if "=" not in text:  # a resolution's request line, hundreds a second: nothing to search
+        return text
+    return _PARAMETER.sub(
+        lambda m: (
+            m.group(1) + "<secret>"
+            if unquote_plus(m.group(2)).lower() in SECRET_NAMES
+            else m.group(0)
+        ),
+        text,
+    )
 
 
 class _ClientSocket(socket.socket):

@@ -4,7 +4,6 @@ Archives, so threads (not processes) carry the concurrency."""
 from __future__ import annotations
 
 import logging
-import re
 
 from gunicorn.app.base import BaseApplication
 
@@ -13,32 +12,12 @@ from ..common.worker import ClientTimeoutWorker, Logger
 
 log = logging.getLogger(__name__)
 
-_KEY_IN_QUERY = re.compile(r"(registrationkey=)[^&\s\"]*", re.IGNORECASE)
-
-
 # gunicorn's default, then where a resolution sent the user and the Archive that said so
 # (resolver/app.py puts its service IBI in the request environ as archive_service.archive).
 ACCESS_LOG_FORMAT = (
     '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" "%({location}o)s" '
     "%({archive_service.archive}e)s"
 )
-
-
-def redact(text: str) -> str:
-    return _KEY_IN_QUERY.sub(r"\1<secret>", text)
-
-
-class RedactingLogger(Logger):
-    """gunicorn's access log with registration keys (in inclusion and exclusion URLs) hidden."""
-
-    def atoms(self, resp, req, environ, request_time):
-        atoms = super().atoms(resp, req, environ, request_time)
-        # Only inclusion and exclusion carry a key: every other request's atoms (a resolution's,
-        # hundreds a second) are not each searched.
-        sources = (environ.get(k, "") for k in ("QUERY_STRING", "RAW_URI", "HTTP_REFERER"))
-        if not any(_KEY_IN_QUERY.search(text) for text in sources):
-            return atoms
-        return {k: redact(v) if isinstance(v, str) else v for k, v in atoms.items()}
 
 
 class ResolverServer(BaseApplication):
@@ -59,7 +38,8 @@ class ResolverServer(BaseApplication):
         self.cfg.set("accesslog", "-")
         self.cfg.set("access_log_format", ACCESS_LOG_FORMAT)
         self.cfg.set("errorlog", "-")
-        self.cfg.set("logger_class", RedactingLogger)
+        # Its access log hides registration keys (in inclusion and exclusion URLs).
+        self.cfg.set("logger_class", Logger)
         self.cfg.set("control_socket_disable", True)
         # A resolution may take `rounds` x `timeout` seconds; the worker must outlive it.
         self.cfg.set("timeout", max(30, int(self.config.rounds * (self.config.timeout + 1)) + 5))

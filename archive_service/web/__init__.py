@@ -28,6 +28,7 @@ from urllib.parse import quote, urlsplit
 
 from flask import Flask, Response, abort, render_template, request, url_for
 from flask.logging import default_handler
+from werkzeug.http import parse_range_header
 from werkzeug.wsgi import wrap_file
 
 from .. import __version__, settings
@@ -112,9 +113,14 @@ def _send(path: Path) -> Response:
         response.headers.set("Content-Disposition", "inline", **_filename_options(name))
         # Werkzeug's own ETag encodes the path as UTF-8; file names here may be any bytes.
         response.set_etag(f"{st.st_mtime_ns:x}-{st.st_size:x}-{zlib.adler32(os.fsencode(path)):x}")
-        return response.make_conditional(
-            request.environ, accept_ranges=True, complete_length=st.st_size
-        )
+        environ = request.environ
+        ranges = parse_range_header(environ.get("HTTP_RANGE"))
+        one = ranges is not None and ranges.units.lower() == "bytes" and len(ranges.ranges) == 1
+        if "HTTP_RANGE" in environ and not one:
+            # Werkzeug answers 416 to a Range that is not one bytes range (another unit,
+            # several ranges, bad syntax), where RFC 9110 (14.2) has it ignored: the file.
+            environ = {k: v for k, v in environ.items() if k != "HTTP_RANGE"}
+        return response.make_conditional(environ, accept_ranges=True, complete_length=st.st_size)
     except BaseException:
         stream.close()
         raise
@@ -498,12 +504,17 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
                     )
                     if real is None:
                         break
-                    used(item, counter.REQUEST)
                     if config.file_offload != "none":
                         offloaded = _offload(config.file_offload, real, real_root)
                         if offloaded is not None:
+                            used(item, counter.REQUEST)
                             return offloaded
-                    return _send(real)
+                    # A use once the file is served: a range not satisfiable (416, raised) or
+                    # a failed If-Match (412) serves none and is no use (docs/counter.md).
+                    response = _send(real)
+                    if response.status_code < 400:
+                        used(item, counter.REQUEST)
+                    return response
         abort(404)
 
     def overview() -> Response:

@@ -186,6 +186,8 @@ MONTH_SQLITE = counter.month_query("uses", "user", "CAST(t / 3600 AS INTEGER)", 
 MONTH_POSTGRES = counter.month_query("stats_uses", "user_hash", "floor(t / 3600)::bigint", "%s")
 COUNT_SQLITE = "SELECT count(*) FROM uses WHERE t >= ? AND t < ?"
 COUNT_POSTGRES = "SELECT count(*) FROM stats_uses WHERE t >= %s AND t < %s"
+# Two subqueries, not min(t), max(t): each then reads one end of the index on t.
+BOUNDS = "SELECT (SELECT min(t) FROM {table}), (SELECT max(t) FROM {table})"
 ROLLED = """
 SELECT substr(day, 1, 7), ibi, access, sum(investigations), sum(unique_investigations),
     sum(requests), sum(unique_requests)
@@ -197,12 +199,14 @@ SQLITE_DAYS = {
     "rolled": ROLLED.format(table="uses_days", param="?"),
     "count": COUNT_SQLITE,
     "month": MONTH_SQLITE,
+    "bounds": BOUNDS.format(table="uses"),
 }
 POSTGRES_DAYS = {
     "done": DONE.format(table="stats_uses_days", param="%s"),
     "rolled": ROLLED.format(table="stats_uses_days", param="%s"),
     "count": COUNT_POSTGRES,
     "month": MONTH_POSTGRES,
+    "bounds": BOUNDS.format(table="stats_uses"),
 }
 
 
@@ -212,12 +216,20 @@ def _days_from(conn, days: list[str], sql: dict[str, str], kept: bool, summed: b
     first_last = (days[0], days[-1])
     done = {d for (d,) in conn.execute(sql["done"], first_last)} if kept else set()
     rolled = conn.execute(sql["rolled"], first_last).fetchall() if kept and summed else []
+    # No use outside the days of the first and last one kept: those days are not asked one
+    # by one (an Item Report from 1970-01 was 20,000 queries, 1.5 s of PostgreSQL, a GET).
+    first, last = conn.execute(sql["bounds"]).fetchone()
+    used = (_day(first), _day(last)) if first is not None else ("~", "")
     live = {}
     for day in days:
-        if day not in done:
-            span = _day_span(day)
-            (uses,) = conn.execute(sql["count"], span).fetchone()
-            live[day] = (conn.execute(sql["month"], span).fetchall() if uses else [], uses)
+        if day in done:
+            continue
+        if not used[0] <= day <= used[1]:
+            live[day] = ([], 0)
+            continue
+        span = _day_span(day)
+        (uses,) = conn.execute(sql["count"], span).fetchone()
+        live[day] = (conn.execute(sql["month"], span).fetchall() if uses else [], uses)
     return rolled, live
 
 
