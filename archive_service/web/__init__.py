@@ -120,6 +120,10 @@ def _send(path: Path) -> Response:
             # Werkzeug answers 416 to a Range that is not one bytes range (another unit,
             # several ranges, bad syntax), where RFC 9110 (14.2) has it ignored: the file.
             environ = {k: v for k, v in environ.items() if k != "HTTP_RANGE"}
+        elif one and ranges.ranges[0][1] is None and -ranges.ranges[0][0] > st.st_size > 0:
+            # A suffix longer than the file selects all of it (RFC 9110 14.1.2); Werkzeug
+            # answered 416, so `bytes=-1000000` (a reader's "the last MB") got nothing.
+            environ = {**environ, "HTTP_RANGE": "bytes=0-"}
         return response.make_conditional(environ, accept_ranges=True, complete_length=st.st_size)
     except BaseException:
         stream.close()
