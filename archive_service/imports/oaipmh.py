@@ -9,9 +9,10 @@ entity expansion, no DTD, no network, libxml2's own depth and size limits), cut 
 Retry-After (seconds or an HTTP date, capped); a resumption token sent twice is a loop.
 
 A record becomes a `Record`: source id = the OAI identifier, location = its first http(s)
-`dc:identifier` (its landing page), its Dublin Core kept whole as the item's inline `dc`; a
-deleted header becomes `deleted=True`. A record that cannot be an item (no landing page, no
-`oai_dc`) is skipped and reported in `Harvest.skipped`, the rest go on.
+`dc:identifier` (its landing page), its Dublin Core (the fifteen elements; the sidecar has
+no place for others) as the item's inline `dc`; a deleted header becomes `deleted=True`. A
+record that cannot be an item (no landing page, no `oai_dc`, a `dc` too large for a sidecar)
+is skipped and reported in `Harvest.skipped`, the rest go on.
 
 No web framework here.
 """
@@ -35,6 +36,7 @@ from oaipmh_scythe.iterator import OAIItemIterator
 from .. import __version__
 from ..collection import sidecar
 from ..common import files
+from ..common.yamlsafe import dump_sidecar
 from .records import Record
 
 OAI = "{http://www.openarchives.org/OAI/2.0/}"
@@ -283,13 +285,20 @@ class Harvest:
         values: dict[str, list[str]] = {}
         size = 0
         for child in dc:
-            if not isinstance(child.tag, str) or not child.tag.startswith(DC):
+            # Only the fifteen elements: the sidecar schema refuses any other (`dc:audience`,
+            # `dc:identifier.uri`), and the import would stop at this record on every run.
+            tag = child.tag if isinstance(child.tag, str) else ""
+            name = tag[len(DC) :] if tag.startswith(DC) else ""
+            if name not in sidecar.DC_ELEMENTS:
                 continue
             text = "".join(child.itertext()).strip()
             if text:
-                values.setdefault(child.tag[len(DC) :], []).append(text)
+                values.setdefault(name, []).append(text)
                 size += len(text.encode()) + len(child.tag)
-        if size > MAX_DC_BYTES:
+        # Its length as text first (no YAML made of megabytes), then as the sidecar's YAML:
+        # a value's line breaks and escapes can make that three times longer (32 KiB of
+        # "a\n" were a 114 KB sidecar, which the index and every revision then refuse).
+        if size > MAX_DC_BYTES or _yaml_size(values) > MAX_DC_BYTES:
             self.skipped.append(f"{where}: its oai_dc is larger than {MAX_DC_BYTES} bytes")
             return None
         location = next((url for url in values.get("identifier", ()) if _location(url)), None)
@@ -307,6 +316,12 @@ class Harvest:
             dc=dc_tuples,
             where=where,
         )
+
+
+def _yaml_size(values: Mapping[str, list[str]]) -> int:
+    """The bytes of `values` as a sidecar's dc (imports/apply.py: one value is a scalar)."""
+    dc = {name: texts[0] if len(texts) == 1 else texts for name, texts in values.items()}
+    return len(dump_sidecar({"dc": dc}).encode())
 
 
 def _location(text: str) -> bool:
