@@ -245,3 +245,15 @@ def test_unreachable_provider_is_a_clear_error() -> None:
     url = f"http://127.0.0.1:{free_port()}/oai"
     with pytest.raises(HarvestError, match=f"{url} \\(Identify\\): ConnectError"):
         list(Harvest(url, limits=FAST))
+
+
+def test_retry_after_of_no_ascii_number_is_the_default_wait(oai_provider) -> None:
+    """`Retry-After: ²` (latin-1 0xB2): str.isdigit says yes, float says no; it was a
+    ValueError out of the harvest, a traceback of the command."""
+    fill(oai_provider, 1)
+    oai_provider.answers.extend([unavailable("\u00b2"), unavailable("1\u00b2")])
+    waits: list[float] = []
+    limits = Limits(timeout=5, default_wait=2)
+    run = Harvest(oai_provider.url, limits=limits, sleep=waits.append)
+    assert len(list(run)) == 1
+    assert waits == [2, 2]

@@ -79,7 +79,8 @@ def _retry_after(value: str | None, default: float) -> float:
     if value is None or not value.strip():
         return default
     value = value.strip()
-    if value.isdigit():
+    # ASCII digits only: "²" (latin-1 0xB2 in a header) is a digit to isdigit, not to float.
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         moment = email.utils.parsedate_to_datetime(value)
