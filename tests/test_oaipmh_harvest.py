@@ -257,3 +257,40 @@ def test_retry_after_of_no_ascii_number_is_the_default_wait(oai_provider) -> Non
     run = Harvest(oai_provider.url, limits=limits, sleep=waits.append)
     assert len(list(run)) == 1
     assert waits == [2, 2]
+
+
+def test_headers_a_byte_at_a_time_are_cut_at_the_deadline() -> None:
+    """Each byte of the headers within the read timeout, the whole never: httpx's timeouts
+    are per read, and the deadline of a response began only with its body (100 KB of headers
+    at a byte a minute: 70 days)."""
+    import socket
+    import threading
+
+    stop = threading.Event()
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def trickle() -> None:
+        connection, _ = server.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nX-Slow: ")
+            for _ in range(30):  # 9 s, then it gives up: the test ends before the fix too
+                if stop.wait(0.3):
+                    return
+                try:
+                    connection.sendall(b"a")
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/oai"
+    started = time.monotonic()
+    try:
+        with pytest.raises(HarvestError, match=r"\(Identify\): no answer within 1 s"):
+            list(Harvest(url, limits=Limits(timeout=1)))
+        assert time.monotonic() - started < 4
+    finally:
+        stop.set()
+        server.close()
+        thread.join(5)

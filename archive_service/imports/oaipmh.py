@@ -5,8 +5,9 @@ OAI error classes). What it leaves loose for a command an admin runs against som
 server is tightened here, in `_Scythe.harvest`: each response is streamed into a strict lxml
 parser (no recovery: a page that is not XML is an error, not an early end of the list; no
 entity expansion, no DTD, no network, libxml2's own depth and size limits), cut off past
-`Limits.max_bytes` or `Limits.timeout` for the whole body; a 503 or 429 is retried after its
-Retry-After (seconds or an HTTP date, capped); a resumption token sent twice is a loop.
+`Limits.max_bytes` or `Limits.timeout` for the whole response (its headers included); a 503
+or 429 is retried after its Retry-After (seconds or an HTTP date, capped); a resumption token
+sent twice is a loop.
 
 A record becomes a `Record`: source id = the OAI identifier, location = its first http(s)
 `dc:identifier` (its landing page), its Dublin Core (the fifteen elements; the sidecar has
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -151,7 +153,35 @@ class _Scythe(oaipmh_scythe.Scythe):
         return response
 
     def _fetch(self, query: dict[str, str]) -> tuple[int, Any, Any]:
-        """(status, headers, root element or None for an error status without XML)."""
+        """(status, headers, root element or None for an error status without XML).
+
+        Asked in a thread of its own and waited for at most `Limits.timeout` (and a second
+        for the request's own timeouts to say it first): httpx's timeouts are per read, and
+        a provider that sent its headers a byte at a time, each within the read timeout,
+        held the harvest for as long as it liked (the body's deadline began after them)."""
+        outcome: list = []
+
+        def ask() -> None:
+            try:
+                outcome.append((self._read(query), None))
+            except BaseException as exc:  # noqa: BLE001 (raised again below, in the caller)
+                outcome.append((None, exc))
+
+        worker = threading.Thread(target=ask, name="oai-pmh request", daemon=True)
+        worker.start()
+        worker.join(self.limits.timeout + 1)
+        if not outcome:
+            self.client.close()  # the worker's next read fails; it ends within a read timeout
+            raise HarvestError(
+                f"{self.endpoint} ({_verb(query)}): no answer within "
+                f"{self.limits.timeout:g} s (timed out)"
+            )
+        result, error = outcome[0]
+        if error is not None:
+            raise error
+        return result
+
+    def _read(self, query: dict[str, str]) -> tuple[int, Any, Any]:
         what = f"{self.endpoint} ({_verb(query)})"
         deadline = time.monotonic() + self.limits.timeout
         parser = etree.XMLParser(
