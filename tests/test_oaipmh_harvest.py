@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from archive_service.imports.oaipmh import DAYS, Harvest, HarvestError, Limits, since
-from oai_provider import OAI, Answer, endless, fixture_record, unavailable
+from oai_provider import OAI, Answer, endless, fixture_record, record_xml, unavailable
 
 pytestmark = pytest.mark.process
 
@@ -294,3 +294,19 @@ def test_headers_a_byte_at_a_time_are_cut_at_the_deadline() -> None:
         stop.set()
         server.close()
         thread.join(5)
+
+
+def test_new_tokens_for_ever_without_new_records_are_stopped(oai_provider) -> None:
+    """A new token with every page, and never a record not listed before (a provider whose
+    cursor does not move, or that lists nothing for ever): no token comes twice, so the
+    loop check never saw it, and the harvest went on as long as the provider liked."""
+    fill(oai_provider, 1)
+    (same,) = [record_xml(r) for r in oai_provider.records.values()]
+    oai_provider.answers.append(Answer(body=oai_provider.envelope("<Identify/>").encode()))
+    oai_provider.answers.extend(
+        page(oai_provider, same if n % 2 else "", f"token-{n}") for n in range(200)
+    )
+    limits = Limits(timeout=5, max_stale_pages=20)
+    with pytest.raises(HarvestError, match=r"20 pages in a row .* no record not listed before"):
+        list(Harvest(oai_provider.url, limits=limits))
+    assert len(oai_provider.requests) == 1 + 22  # the second page listed the record first

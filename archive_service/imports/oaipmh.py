@@ -63,6 +63,9 @@ class Limits:
     retries: int = 5  # of one request answered 503 or 429
     max_wait: float = 600.0  # the longest Retry-After waited for (else the harvest stops)
     default_wait: float = 10.0  # a 503 that names no Retry-After
+    # ListRecords pages in a row with no record not listed before in the harvest (a few empty
+    # pages are usual: DSpace leaves out withdrawn items after paging): a list going round.
+    max_stale_pages: int = 100
 
 
 def since(text: str) -> str:
@@ -115,6 +118,8 @@ class _Scythe(oaipmh_scythe.Scythe):
         self.limits, self.sleep = limits, sleep
         self.tokens: set[str] = set()
         self.response_dates: list[str] = []
+        self.identifiers: set[str] = set()
+        self.stale_pages = 0
 
     def harvest(self, query: dict[str, str]) -> oaipmh_scythe.OAIResponse:
         token = query.get("resumptionToken")
@@ -150,7 +155,23 @@ class _Scythe(oaipmh_scythe.Scythe):
         response.raise_for_oaipmh_error()
         if status != 200:
             raise HarvestError(f"{self.endpoint}: HTTP {status} to {_verb(query)}")
+        if _verb(query) == "ListRecords":
+            self._count_new(root)
         return response
+
+    def _count_new(self, root) -> None:
+        """A new token with each page but never a new record (a cursor that does not move,
+        an empty list for ever) is a loop no repeated token shows: stop it."""
+        page = root.find(OAI + "ListRecords")
+        listed = () if page is None else page.iterfind(f"{OAI}record/{OAI}header/{OAI}identifier")
+        new = {(e.text or "").strip() for e in listed} - self.identifiers
+        self.identifiers |= new
+        self.stale_pages = 0 if new else self.stale_pages + 1
+        if self.stale_pages >= self.limits.max_stale_pages:
+            raise HarvestError(
+                f"{self.endpoint}: {self.stale_pages} pages in a row of ListRecords with a "
+                "new resumptionToken each and no record not listed before (a loop)"
+            )
 
     def _fetch(self, query: dict[str, str]) -> tuple[int, Any, Any]:
         """(status, headers, root element or None for an error status without XML).
