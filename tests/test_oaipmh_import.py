@@ -249,3 +249,20 @@ def test_dc_whose_sidecar_would_pass_the_bound_is_skipped(oai_provider, tmp_path
     assert "skipped: oai record oai:repo.example:2: its oai_dc is larger than" in err
     for path in collection.rglob("item.yaml"):
         sidecar.read(path)  # within every bound
+
+
+def test_response_date_not_of_oai_pmh_is_not_the_next_from(oai_provider, tmp_path, capsys) -> None:
+    """A provider's responseDate with a fraction and an offset: kept, it was the next run's
+    `from`, which the provider refuses (badArgument) on every run until --from is given."""
+    collection, state = three_records(oai_provider, tmp_path)
+    oai_provider.answers.append(Answer(body=oai_provider.envelope("<Identify/>").encode()))
+    listed = "".join(record_xml(r) for r in oai_provider.records.values())
+    body = oai_provider.envelope(f"<ListRecords>{listed}</ListRecords>")
+    body = re.sub(r"<responseDate>[^<]*", "<responseDate>2024-05-01T12:00:00.5+02:00", body)
+    oai_provider.answers.append(Answer(body=body.encode()))
+    status, out, err = run(capsys, oai_provider.url, collection, state)
+    assert status == 0, err
+    assert counts(out)["minted"] == 3
+    status, out, err = run(capsys, oai_provider.url, collection, state)
+    assert status == 0, err
+    assert counts(out) == {"minted": 0, "updated": 0, "deleted": 0, "unchanged": 3}

@@ -150,7 +150,12 @@ class _Scythe(oaipmh_scythe.Scythe):
             )
         date = root.findtext(OAI + "responseDate")
         if date:
-            self.response_dates.append(date.strip())
+            # Only a date the next run can send as `from`: another (a fraction, an offset)
+            # would be refused by the provider on every run until --from was given.
+            try:
+                self.response_dates.append(since(date))
+            except ValueError:
+                self.response_dates.append("")
         response = _Parsed(http_response=None, params=query, root=root)
         response.raise_for_oaipmh_error()
         if status != 200:
@@ -312,7 +317,7 @@ class Harvest:
         except oaipmh_scythe.NoRecordsMatch:
             items = iter(())  # nothing changed since `from`: not an error
         if len(scythe.response_dates) > first:
-            self.response_date = scythe.response_dates[first]
+            self.response_date = scythe.response_dates[first] or None
         for element in items:
             record = self.record(element)
             if record is not None:
