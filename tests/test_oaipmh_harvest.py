@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from archive_service.imports.oaipmh import DAYS, Harvest, HarvestError, Limits, since
-from oai_provider import OAI, Answer, endless, fixture_record, unavailable
+from oai_provider import OAI, Answer, endless, fixture_record, record_xml, unavailable
 
 pytestmark = pytest.mark.process
 
@@ -245,3 +245,68 @@ def test_unreachable_provider_is_a_clear_error() -> None:
     url = f"http://127.0.0.1:{free_port()}/oai"
     with pytest.raises(HarvestError, match=f"{url} \\(Identify\\): ConnectError"):
         list(Harvest(url, limits=FAST))
+
+
+def test_retry_after_of_no_ascii_number_is_the_default_wait(oai_provider) -> None:
+    """`Retry-After: ²` (latin-1 0xB2): str.isdigit says yes, float says no; it was a
+    ValueError out of the harvest, a traceback of the command."""
+    fill(oai_provider, 1)
+    oai_provider.answers.extend([unavailable("\u00b2"), unavailable("1\u00b2")])
+    waits: list[float] = []
+    limits = Limits(timeout=5, default_wait=2)
+    run = Harvest(oai_provider.url, limits=limits, sleep=waits.append)
+    assert len(list(run)) == 1
+    assert waits == [2, 2]
+
+
+def test_headers_a_byte_at_a_time_are_cut_at_the_deadline() -> None:
+    """Each byte of the headers within the read timeout, the whole never: httpx's timeouts
+    are per read, and the deadline of a response began only with its body (100 KB of headers
+    at a byte a minute: 70 days)."""
+    import socket
+    import threading
+
+    stop = threading.Event()
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def trickle() -> None:
+        connection, _ = server.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/xml\r\nX-Slow: ")
+            for _ in range(30):  # 9 s, then it gives up: the test ends before the fix too
+                if stop.wait(0.3):
+                    return
+                try:
+                    connection.sendall(b"a")
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/oai"
+    started = time.monotonic()
+    try:
+        with pytest.raises(HarvestError, match=r"\(Identify\): no answer within 1 s"):
+            list(Harvest(url, limits=Limits(timeout=1)))
+        assert time.monotonic() - started < 4
+    finally:
+        stop.set()
+        server.close()
+        thread.join(5)
+
+
+def test_new_tokens_for_ever_without_new_records_are_stopped(oai_provider) -> None:
+    """A new token with every page, and never a record not listed before (a provider whose
+    cursor does not move, or that lists nothing for ever): no token comes twice, so the
+    loop check never saw it, and the harvest went on as long as the provider liked."""
+    fill(oai_provider, 1)
+    (same,) = [record_xml(r) for r in oai_provider.records.values()]
+    oai_provider.answers.append(Answer(body=oai_provider.envelope("<Identify/>").encode()))
+    oai_provider.answers.extend(
+        page(oai_provider, same if n % 2 else "", f"token-{n}") for n in range(200)
+    )
+    limits = Limits(timeout=5, max_stale_pages=20)
+    with pytest.raises(HarvestError, match=r"20 pages in a row .* no record not listed before"):
+        list(Harvest(oai_provider.url, limits=limits))
+    assert len(oai_provider.requests) == 1 + 22  # the second page listed the record first

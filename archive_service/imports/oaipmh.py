@@ -5,13 +5,15 @@ OAI error classes). What it leaves loose for a command an admin runs against som
 server is tightened here, in `_Scythe.harvest`: each response is streamed into a strict lxml
 parser (no recovery: a page that is not XML is an error, not an early end of the list; no
 entity expansion, no DTD, no network, libxml2's own depth and size limits), cut off past
-`Limits.max_bytes` or `Limits.timeout` for the whole body; a 503 or 429 is retried after its
-Retry-After (seconds or an HTTP date, capped); a resumption token sent twice is a loop.
+`Limits.max_bytes` or `Limits.timeout` for the whole response (its headers included); a 503
+or 429 is retried after its Retry-After (seconds or an HTTP date, capped); a resumption token
+sent twice is a loop.
 
 A record becomes a `Record`: source id = the OAI identifier, location = its first http(s)
-`dc:identifier` (its landing page), its Dublin Core kept whole as the item's inline `dc`; a
-deleted header becomes `deleted=True`. A record that cannot be an item (no landing page, no
-`oai_dc`) is skipped and reported in `Harvest.skipped`, the rest go on.
+`dc:identifier` (its landing page), its Dublin Core (the fifteen elements; the sidecar has
+no place for others) as the item's inline `dc`; a deleted header becomes `deleted=True`. A
+record that cannot be an item (no landing page, no `oai_dc`, a `dc` too large for a sidecar)
+is skipped and reported in `Harvest.skipped`, the rest go on.
 
 No web framework here.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +38,7 @@ from oaipmh_scythe.iterator import OAIItemIterator
 from .. import __version__
 from ..collection import sidecar
 from ..common import files
+from ..common.yamlsafe import dump_sidecar
 from .records import Record
 
 OAI = "{http://www.openarchives.org/OAI/2.0/}"
@@ -59,6 +63,9 @@ class Limits:
     retries: int = 5  # of one request answered 503 or 429
     max_wait: float = 600.0  # the longest Retry-After waited for (else the harvest stops)
     default_wait: float = 10.0  # a 503 that names no Retry-After
+    # ListRecords pages in a row with no record not listed before in the harvest (a few empty
+    # pages are usual: DSpace leaves out withdrawn items after paging): a list going round.
+    max_stale_pages: int = 100
 
 
 def since(text: str) -> str:
@@ -77,7 +84,8 @@ def _retry_after(value: str | None, default: float) -> float:
     if value is None or not value.strip():
         return default
     value = value.strip()
-    if value.isdigit():
+    # ASCII digits only: "²" (latin-1 0xB2 in a header) is a digit to isdigit, not to float.
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         moment = email.utils.parsedate_to_datetime(value)
@@ -110,6 +118,8 @@ class _Scythe(oaipmh_scythe.Scythe):
         self.limits, self.sleep = limits, sleep
         self.tokens: set[str] = set()
         self.response_dates: list[str] = []
+        self.identifiers: set[str] = set()
+        self.stale_pages = 0
 
     def harvest(self, query: dict[str, str]) -> oaipmh_scythe.OAIResponse:
         token = query.get("resumptionToken")
@@ -140,15 +150,64 @@ class _Scythe(oaipmh_scythe.Scythe):
             )
         date = root.findtext(OAI + "responseDate")
         if date:
-            self.response_dates.append(date.strip())
+            # Only a date the next run can send as `from`: another (a fraction, an offset)
+            # would be refused by the provider on every run until --from was given.
+            try:
+                self.response_dates.append(since(date))
+            except ValueError:
+                self.response_dates.append("")
         response = _Parsed(http_response=None, params=query, root=root)
         response.raise_for_oaipmh_error()
         if status != 200:
             raise HarvestError(f"{self.endpoint}: HTTP {status} to {_verb(query)}")
+        if _verb(query) == "ListRecords":
+            self._count_new(root)
         return response
 
+    def _count_new(self, root) -> None:
+        """A new token with each page but never a new record (a cursor that does not move,
+        an empty list for ever) is a loop no repeated token shows: stop it."""
+        page = root.find(OAI + "ListRecords")
+        listed = () if page is None else page.iterfind(f"{OAI}record/{OAI}header/{OAI}identifier")
+        new = {(e.text or "").strip() for e in listed} - self.identifiers
+        self.identifiers |= new
+        self.stale_pages = 0 if new else self.stale_pages + 1
+        if self.stale_pages >= self.limits.max_stale_pages:
+            raise HarvestError(
+                f"{self.endpoint}: {self.stale_pages} pages in a row of ListRecords with a "
+                "new resumptionToken each and no record not listed before (a loop)"
+            )
+
     def _fetch(self, query: dict[str, str]) -> tuple[int, Any, Any]:
-        """(status, headers, root element or None for an error status without XML)."""
+        """(status, headers, root element or None for an error status without XML).
+
+        Asked in a thread of its own and waited for at most `Limits.timeout` (and a second
+        for the request's own timeouts to say it first): httpx's timeouts are per read, and
+        a provider that sent its headers a byte at a time, each within the read timeout,
+        held the harvest for as long as it liked (the body's deadline began after them)."""
+        outcome: list = []
+
+        def ask() -> None:
+            try:
+                outcome.append((self._read(query), None))
+            except BaseException as exc:  # noqa: BLE001 (raised again below, in the caller)
+                outcome.append((None, exc))
+
+        worker = threading.Thread(target=ask, name="oai-pmh request", daemon=True)
+        worker.start()
+        worker.join(self.limits.timeout + 1)
+        if not outcome:
+            self.client.close()  # the worker's next read fails; it ends within a read timeout
+            raise HarvestError(
+                f"{self.endpoint} ({_verb(query)}): no answer within "
+                f"{self.limits.timeout:g} s (timed out)"
+            )
+        result, error = outcome[0]
+        if error is not None:
+            raise error
+        return result
+
+    def _read(self, query: dict[str, str]) -> tuple[int, Any, Any]:
         what = f"{self.endpoint} ({_verb(query)})"
         deadline = time.monotonic() + self.limits.timeout
         parser = etree.XMLParser(
@@ -258,7 +317,7 @@ class Harvest:
         except oaipmh_scythe.NoRecordsMatch:
             items = iter(())  # nothing changed since `from`: not an error
         if len(scythe.response_dates) > first:
-            self.response_date = scythe.response_dates[first]
+            self.response_date = scythe.response_dates[first] or None
         for element in items:
             record = self.record(element)
             if record is not None:
@@ -283,13 +342,20 @@ class Harvest:
         values: dict[str, list[str]] = {}
         size = 0
         for child in dc:
-            if not isinstance(child.tag, str) or not child.tag.startswith(DC):
+            # Only the fifteen elements: the sidecar schema refuses any other (`dc:audience`,
+            # `dc:identifier.uri`), and the import would stop at this record on every run.
+            tag = child.tag if isinstance(child.tag, str) else ""
+            name = tag[len(DC) :] if tag.startswith(DC) else ""
+            if name not in sidecar.DC_ELEMENTS:
                 continue
             text = "".join(child.itertext()).strip()
             if text:
-                values.setdefault(child.tag[len(DC) :], []).append(text)
+                values.setdefault(name, []).append(text)
                 size += len(text.encode()) + len(child.tag)
-        if size > MAX_DC_BYTES:
+        # Its length as text first (no YAML made of megabytes), then as the sidecar's YAML:
+        # a value's line breaks and escapes can make that three times longer (32 KiB of
+        # "a\n" were a 114 KB sidecar, which the index and every revision then refuse).
+        if size > MAX_DC_BYTES or _yaml_size(values) > MAX_DC_BYTES:
             self.skipped.append(f"{where}: its oai_dc is larger than {MAX_DC_BYTES} bytes")
             return None
         location = next((url for url in values.get("identifier", ()) if _location(url)), None)
@@ -307,6 +373,12 @@ class Harvest:
             dc=dc_tuples,
             where=where,
         )
+
+
+def _yaml_size(values: Mapping[str, list[str]]) -> int:
+    """The bytes of `values` as a sidecar's dc (imports/apply.py: one value is a scalar)."""
+    dc = {name: texts[0] if len(texts) == 1 else texts for name, texts in values.items()}
+    return len(dump_sidecar({"dc": dc}).encode())
 
 
 def _location(text: str) -> bool:
