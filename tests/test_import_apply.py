@@ -233,6 +233,30 @@ def test_every_bad_row_is_one_line_and_nothing_is_applied(config, tree):
     ]
 
 
+def test_a_record_too_large_for_its_sidecar_is_refused_before_anything(config, tree):
+    # 40,000 characters pass the manifest's cell bound but take 80 KB in item.yaml, past the
+    # sidecar's 64 KiB: the item was written, refused by the index (never served), and every
+    # re-run stopped on it ("larger than 65536 bytes ...; fix it first").
+    path = write(tree, f"ok,papers/one.pdf,,Paper,,,,,\nbig,papers/two.pdf,,{'é' * 40_000},,,,,\n")
+    (problem,) = refused(config, path)
+    assert problem.startswith(f"{path}:3: its title, Dublin Core and location take 80")
+
+
+def test_a_deposit_or_revision_past_the_sidecar_bound_writes_nothing(config, tree):
+    from archive_service.collection import deposit as depositmod
+    from archive_service.collection.sidecar import SidecarError
+
+    with pytest.raises(depositmod.DepositError, match="larger than 65536 bytes"):
+        depositmod.deposit(config, [tree / "papers" / "one.pdf"], title="é" * 40_000)
+    assert not any(Path(config["collection"]).iterdir())
+    made = depositmod.deposit(config, [tree / "papers" / "one.pdf"], title="Small")
+    sidecar = made.directory / "item.yaml"
+    before = sidecar.read_bytes()
+    with pytest.raises(SidecarError, match="larger than 65536 bytes"):
+        depositmod.revise(config, made.primary, changes={"dc": {"title": "é" * 40_000}})
+    assert sidecar.read_bytes() == before
+
+
 @pytest.mark.process
 def test_with_a_shared_database_every_node_knows_what_was_imported(
     config, tree, tmp_path, database_url

@@ -139,3 +139,14 @@ def test_the_command_imports_bags_and_refuses_a_bad_one(config, tmp_path):
     assert not any(Path(config["collection"]).iterdir())
     done = run_command(["import", "bagit", str(good), *common])
     assert done.returncode == 0 and done.stdout.startswith("1 minted"), done.stderr
+
+
+def test_bag_info_too_large_for_a_sidecar_is_refused_before_anything(config, tmp_path):
+    # bag-info.txt has no bound of its own; its Dublin Core goes into item.yaml, which the
+    # index refuses past 64 KiB: the item was minted, then never served.
+    bag = make(tmp_path, "wordy", {"a.pdf": b"a"}, {"External-Description": ["d" * 40_000] * 2})
+    with pytest.raises(ImportRefused) as caught:
+        apply(config, bags.SOURCE, bags.read([bag]), complete=False)
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"bag {bag}: its title, Dublin Core and location take 80")
+    assert not any(Path(config["collection"]).iterdir())

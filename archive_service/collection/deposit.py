@@ -443,6 +443,10 @@ def _last_held_edition(catalog: Holdings, item: index.Item) -> index.Item:
 
 def _new_sidecar(data: Mapping[str, Any], when: datetime) -> str:
     text = f"# Deposited with archive-service deposit at {iso(when)}.\n" + dump_sidecar(data)
+    # One the index would refuse (too large) must not be written: nothing could serve it.
+    problem = sidecarmod.bounds_problem(text.encode("utf-8"))
+    if problem is not None:
+        raise DepositError(f"the new {SIDECAR} would be {problem}; nothing changed")
     sidecarmod.parse(
         yaml.load(text, Loader=SafeLoader), SIDECAR
     )  # what we write must read back valid

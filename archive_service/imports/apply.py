@@ -39,6 +39,7 @@ from typing import Any
 from ..collection import deposit as depositmod
 from ..collection import sidecar as sidecarmod
 from ..collection import sidecar_update
+from ..common.yamlsafe import dump_sidecar
 from .mapping import Mapped, PostgresMapping, SqliteMapping, open_mapping
 from .records import EDITION_OF, METADATA_OF, RELATIONS, TRANSLATION_OF, Record
 
@@ -56,6 +57,9 @@ CHUNK = 1 << 20
 # items or seconds, whichever comes first (half the cost of an item was opening and closing
 # those); then the lock is let go, so a deposit by hand waits at most that long.
 BATCH_ITEMS, BATCH_SECONDS = 50, 0.5
+# What a record's own keys may take in its item.yaml: the sidecar's bound less room for the
+# keys the deposit and the relations add (ibip, timestamp, nextedition, metadata, ...).
+OWN_BYTES = sidecarmod.MAX_BYTES - 4096
 
 
 class _Batches:
@@ -227,6 +231,14 @@ def _problems(
         names = [Path(p).name for p in record.files]
         if len(set(names)) != len(names):
             problems.append(f"{where}: two files with one name; doc/ holds one file per name")
+        # A sidecar past its bound is refused by the index and by every later revision: the
+        # item would be written, never served, and the import stuck on it at each re-run.
+        size = len(dump_sidecar(_own(record, {}, {})).encode("utf-8"))
+        if size > OWN_BYTES:
+            problems.append(
+                f"{where}: its title, Dublin Core and location take {size} bytes in "
+                f"{sidecarmod.SIDECAR}, more than the {OWN_BYTES} an import may write"
+            )
         if record.language:
             try:
                 languages[record.source_id] = sidecarmod.normalize_language(record.language)
