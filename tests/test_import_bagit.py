@@ -115,6 +115,32 @@ def test_a_payload_link_out_of_the_bag_is_refused(tmp_path):
     assert "data/more is a symbolic link" in refusal(bag)
 
 
+def test_a_tag_file_link_or_fifo_is_refused_before_bagit_reads_it(tmp_path):
+    # bag-info.txt linked to a file outside the bag (no tagmanifest, which BagIt allows):
+    # its "Title: ..." lines became the public dc; a FIFO there hung the import for good.
+    import threading
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("Title: not for the public\n")
+    bag = make(tmp_path, "tagged", {"a.pdf": b"a"})
+    for tagmanifest in bag.glob("tagmanifest-*.txt"):
+        tagmanifest.unlink()
+    (bag / "bag-info.txt").unlink()
+    os.symlink(secret, bag / "bag-info.txt")
+    assert refusal(bag) == (
+        f"bag {bag}: bag-info.txt is a symbolic link (to {secret}); a bag must hold its files"
+    )
+    (bag / "bag-info.txt").unlink()
+    os.mkfifo(bag / "bag-info.txt")
+    found: list[str] = []
+    reader = threading.Thread(target=lambda: found.append(refusal(bag)), daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # let the blocked open go before failing
+        os.close(os.open(bag / "bag-info.txt", os.O_WRONLY | os.O_NONBLOCK))
+    assert found == [f"bag {bag}: bag-info.txt is not a regular file"]
+
+
 def test_a_holey_bag_is_refused(tmp_path):
     bag = make(tmp_path, "holey", {"a.pdf": b"a"})
     (bag / "fetch.txt").write_text("https://example.org/b.pdf 1 data/b.pdf\n")

@@ -3,9 +3,10 @@ Library of Congress `bagit` library (every payload file against its manifests).
 
 The payload (`data/`) becomes the item's `doc/` (one level: a bag whose payload holds two
 files of one name in different folders is refused), `bag-info.txt` its inline Dublin Core.
-The record's id is the bag directory's name. A payload with a symbolic link, a file that is
-not regular, or a `fetch.txt` (files the bag does not hold) is refused: a bag must carry what
-it vouches for, and a link would carry a file from outside it into a public collection.
+The record's id is the bag directory's name. A bag (payload or tag files) with a symbolic
+link, a file that is not regular, or a `fetch.txt` (files the bag does not hold) is refused:
+a bag must carry what it vouches for, and a link would carry a file from outside it into a
+public collection.
 """
 
 from __future__ import annotations
@@ -81,11 +82,17 @@ def _payload(path: Path) -> list[Path]:
     if data.is_symlink() or not data.is_dir():
         raise _Refused("data/ is missing or a symbolic link")
     found: list[Path] = []
-    for top, dirs, files in os.walk(data):
+    # The whole bag, not only data/: bagit reads bag-info.txt and the manifests too, and a
+    # link there carried the lines of a file outside the bag into the public dc (a FIFO
+    # there hung the import).
+    for top, dirs, files in os.walk(path):
         for name in dirs + files:
             entry = Path(top) / name
-            mode = os.lstat(entry).st_mode
             relative = entry.relative_to(path)
+            try:
+                mode = os.lstat(entry).st_mode
+            except OSError as exc:
+                raise _Refused(f"{relative}: {exc.strerror}") from None
             if stat.S_ISLNK(mode):
                 raise _Refused(
                     f"{relative} is a symbolic link (to {os.readlink(entry)}); a bag must hold "
@@ -93,7 +100,7 @@ def _payload(path: Path) -> list[Path]:
                 )
             if name in files and not stat.S_ISREG(mode):
                 raise _Refused(f"{relative} is not a regular file")
-            if name in files:
+            if name in files and relative.parts[0] == "data":
                 found.append(entry)
     return sorted(found)
 
