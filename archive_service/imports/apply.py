@@ -187,11 +187,15 @@ def _own(record: Record, ibis: Mapping[str, str], languages: Mapping[str, str]) 
     return own
 
 
-def _fingerprint(own: Mapping[str, Any], files: Iterable[Path]) -> tuple[str, str]:
-    """(of the sidecar keys, of the files' names and bytes): each part changes alone."""
+def _fingerprint(
+    own: Mapping[str, Any], files: Iterable[Path], data: str | None = None
+) -> tuple[str, str]:
+    """(of the sidecar keys, of the files' names and bytes): each part changes alone.
+    `data`: the second part, when the files were read already."""
     keys = hashlib.sha256(json.dumps(own, sort_keys=True).encode()).hexdigest()[:32]
-    listed = [(path.name, _file_digest(path)) for path in files]
-    data = hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:32]
+    if data is None:
+        listed = [(path.name, _file_digest(path)) for path in files]
+        data = hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:32]
     return keys, data
 
 
@@ -436,6 +440,7 @@ def _run(
 
     ibis = {sid: row.ibi for sid, row in mapped.items() if not row.deleted}
     new = [r for r in live if r.source_id not in ibis]
+    made: dict[str, str] = {}  # source id -> the data part of its fingerprint, when minted
     # 1. Mint what is new, with its own keys but those naming other records (not all minted).
     for record in new:
         own = _own(record, {}, {})
@@ -445,7 +450,11 @@ def _run(
             ibis[record.source_id] = f"(new: {record.source_id})"
             summary.actions.append(f"mint {record.source_id} ({record.where})")
         else:
-            made = depositmod.deposit(
+            # The files' part of the fingerprint is mapped with the IBI: a run cut short
+            # after this deposit (kill, full disk) and run again finds the files as copied,
+            # instead of copying them once more and keeping the first copy aside.
+            data = made[record.source_id] = _fingerprint({}, record.files)[1]
+            deposited = depositmod.deposit(
                 config,
                 list(record.files),
                 language=language,
@@ -453,18 +462,18 @@ def _run(
                 extra=own,
                 granularity=granularity,
                 holdings=batches(),
-                on_minted=lambda label, sid=record.source_id: mapping.put(
-                    source, sid, Mapped(label, "", False)
+                on_minted=lambda label, sid=record.source_id, data=data: mapping.put(
+                    source, sid, Mapped(label, f":{data}", False)
                 ),
             )
-            ibis[record.source_id] = made.primary
-            summary.actions.append(f"minted {made.primary} for {record.source_id}")
+            ibis[record.source_id] = deposited.primary
+            summary.actions.append(f"minted {deposited.primary} for {record.source_id}")
         summary.minted += 1
     # 2. Bring each live record's own item to what the record says now.
     fresh = {r.source_id for r in new}
     for record in live:
         own = _own(record, ibis, languages)
-        keys, data = _fingerprint(own, record.files)
+        keys, data = _fingerprint(own, record.files, made.get(record.source_id))
         fingerprint = f"{keys}:{data}"
         ibi = ibis[record.source_id]
         before = mapped.get(record.source_id)
@@ -492,6 +501,10 @@ def _run(
             if not revised:
                 step()
                 continue
+            if not revised.changed:  # the item was as the record says (a run cut short)
+                needs = False
+                if record.source_id not in fresh:
+                    summary.unchanged += 1
         if needs and record.source_id not in fresh:
             summary.updated += 1
             what = (
@@ -560,17 +573,19 @@ def _run(
     summary.ibis = {r.source_id: ibis[r.source_id] for r in live}
 
 
-def _revise(config, batches: _Batches, summary: Summary, where: str, ibi: str, **change) -> bool:
+def _revise(
+    config, batches: _Batches, summary: Summary, where: str, ibi: str, **change
+) -> depositmod.Revised | None:
     """`deposit.revise`, but an item an admin has turned into a tombstone since is left as
     it is, with a note (a tombstone is never brought back)."""
     try:
-        depositmod.revise(config, ibi, holdings=batches(), **change)
+        revised = depositmod.revise(config, ibi, holdings=batches(), **change)
     except depositmod.DepositError:
         if _sidecar_value(config, ibi, "state") != "Deleted":
             raise
         summary.notes.append(f"{where}: {ibi} is Deleted (by hand?): left as it is")
-        return False
-    return True
+        return None
+    return revised
 
 
 def _sidecar_value(config: Mapping[str, Any], ibi: str, key: str) -> str | None:
