@@ -233,6 +233,23 @@ def test_every_bad_row_is_one_line_and_nothing_is_applied(config, tree):
     ]
 
 
+def test_a_directory_swapped_for_a_link_after_the_check_carries_nothing_out(config, tree, tmp_path):
+    # The files are checked when the manifest is read, and copied later (hours later in a
+    # large import): a depositor who can still write the tree swaps papers/ for a link to
+    # elsewhere. The copy followed it, and the secret beside the tree became public.
+    path = write(tree, "p1,papers/one.pdf,,,,,,,\n")
+    records, problems = manifest.scan(path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "one.pdf").write_text("not for the public")
+    (tree / "papers").rename(tree / "papers.checked")
+    (tree / "papers").symlink_to(outside)
+    with pytest.raises(Exception, match="symbolic link"):
+        apply(config, manifest.source_name(path), records, problems=problems)
+    copied = [p.read_bytes() for p in Path(config["collection"]).rglob("one.pdf")]
+    assert b"not for the public" not in copied
+
+
 def test_a_record_too_large_for_its_sidecar_is_refused_before_anything(config, tree):
     # 40,000 characters pass the manifest's cell bound but take 80 KB in item.yaml, past the
     # sidecar's 64 KiB: the item was written, refused by the index (never served), and every

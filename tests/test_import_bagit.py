@@ -141,6 +141,22 @@ def test_a_tag_file_link_or_fifo_is_refused_before_bagit_reads_it(tmp_path):
     assert found == [f"bag {bag}: bag-info.txt is not a regular file"]
 
 
+def test_a_payload_folder_swapped_for_a_link_after_validation_carries_nothing_out(config, tmp_path):
+    # Validated, then data/sub swapped for a link to elsewhere before the copy (a depositor
+    # who can still write the bag): the copy followed it into a public collection.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.pdf").write_text("not for the public")
+    bag = make(tmp_path, "swapped", {"sub/a.pdf": b"a"})
+    records = bags.read([bag])
+    (bag / "data" / "sub").rename(bag / "data" / "sub.checked")
+    (bag / "data" / "sub").symlink_to(outside)
+    with pytest.raises(Exception, match="symbolic link"):
+        apply(config, bags.SOURCE, records, complete=False)
+    copied = [p.read_bytes() for p in Path(config["collection"]).rglob("a.pdf")]
+    assert b"not for the public" not in copied
+
+
 def test_a_holey_bag_is_refused(tmp_path):
     bag = make(tmp_path, "holey", {"a.pdf": b"a"})
     (bag / "fetch.txt").write_text("https://example.org/b.pdf 1 data/b.pdf\n")

@@ -39,6 +39,7 @@ from typing import Any
 from ..collection import deposit as depositmod
 from ..collection import sidecar as sidecarmod
 from ..collection import sidecar_update
+from ..common import files as filesmod
 from ..common.yamlsafe import dump_sidecar
 from .mapping import Mapped, PostgresMapping, SqliteMapping, open_mapping
 from .records import EDITION_OF, METADATA_OF, RELATIONS, TRANSLATION_OF, Record
@@ -151,7 +152,8 @@ def _import_lock(config: Mapping[str, Any], source: str) -> Iterator[None]:
 
 def _file_digest(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as stream:
+    # Checked when the source was read, read now: no link swapped in since is followed.
+    with open(filesmod.open_no_links(path), "rb") as stream:
         while chunk := stream.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
@@ -462,6 +464,7 @@ def _run(
                 extra=own,
                 granularity=granularity,
                 holdings=batches(),
+                no_links=True,
                 on_minted=lambda label, sid=record.source_id, data=data: mapping.put(
                     source, sid, Mapped(label, f":{data}", False)
                 ),
@@ -579,7 +582,7 @@ def _revise(
     """`deposit.revise`, but an item an admin has turned into a tombstone since is left as
     it is, with a note (a tombstone is never brought back)."""
     try:
-        revised = depositmod.revise(config, ibi, holdings=batches(), **change)
+        revised = depositmod.revise(config, ibi, holdings=batches(), no_links=True, **change)
     except depositmod.DepositError:
         if _sidecar_value(config, ibi, "state") != "Deleted":
             raise

@@ -132,7 +132,10 @@ def _why(bag: bagit.Bag, error: bagit.BagValidationError) -> str:
 def _record(path: Path, where: str) -> Record:
     if path.is_symlink() or not path.is_dir():
         raise _Refused("not a directory")
-    files = _payload(path)  # before bagit opens any of them
+    # Before bagit opens any of them; by their real paths, which the copy then follows no
+    # link on (a link swapped in after this check is refused, not followed).
+    real = path.resolve()
+    files = _payload(real)
     try:
         bag = bagit.Bag(str(path))
         if list(bag.fetch_entries()):
@@ -146,7 +149,7 @@ def _record(path: Path, where: str) -> Record:
     for file in files:
         if file.name in names:
             raise _Refused(
-                f"{file.relative_to(path)} and {names[file.name].relative_to(path)} have one "
+                f"{file.relative_to(real)} and {names[file.name].relative_to(real)} have one "
                 "name; doc/ holds one file per name"
             )
         names[file.name] = file
