@@ -125,6 +125,9 @@ def test_a_bad_csv_says_where(tree, text, line, why):
         ("- id: a\n  files: [[one.pdf]]\n", 2, "files must be text or a list of texts"),
         # A small file standing for a huge one through aliases: nothing nested is read.
         ("- id: a\n  files: &x [one.pdf]\n- id: b\n  files: [*x, *x]\n", 4, "an alias (*x)"),
+        # A second document was never read: its rows, if imported before, became tombstones.
+        ("- id: a\n  files: one.pdf\n---\n- id: b\n  files: one.pdf\n", 3, "second YAML document"),
+        ("- id: a\n  files: one.pdf\n...\n---\n- id: b\n", 4, "second YAML document"),
     ],
 )
 def test_a_bad_yaml_manifest_says_where(tree, text, line, why):
