@@ -250,6 +250,28 @@ def test_a_directory_swapped_for_a_link_after_the_check_carries_nothing_out(conf
     assert b"not for the public" not in copied
 
 
+def test_file_names_one_doc_cannot_hold_apart_or_serve_are_refused(config, tree):
+    # Paper.pdf and paper.pdf, café in two Unicode forms: one file on a case-insensitive or
+    # normalizing disk, the other silently replaced; a name with a newline is never served.
+    (tree / "other").mkdir()
+    for name in ("Paper.pdf", "caf\u00e9.pdf", "new\nline.pdf"):
+        (tree / "papers" / name).write_bytes(b"1")
+    for name in ("paper.pdf", "cafe\u0301.pdf"):
+        (tree / "other" / name).write_bytes(b"2")
+    path = write(
+        tree,
+        "a,papers/Paper.pdf;other/paper.pdf,,,,,,,\n"
+        "b,papers/caf\u00e9.pdf;other/cafe\u0301.pdf,,,,,,,\n"
+        '"c","papers/new\nline.pdf",,,,,,,\n',
+    )
+    problems = refused(config, path)
+    assert [p.split(": ", 1)[1] for p in problems] == [
+        "two file names differ only in case or Unicode form; doc/ holds one file per name",
+        "two file names differ only in case or Unicode form; doc/ holds one file per name",
+        "file name 'new\\nline.pdf' holds a control character",
+    ]
+
+
 def test_a_record_too_large_for_its_sidecar_is_refused_before_anything(config, tree):
     # 40,000 characters pass the manifest's cell bound but take 80 KB in item.yaml, past the
     # sidecar's 64 KiB: the item was written, refused by the index (never served), and every

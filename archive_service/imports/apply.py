@@ -28,7 +28,9 @@ import fcntl
 import hashlib
 import json
 import logging
+import re
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -61,6 +63,7 @@ BATCH_ITEMS, BATCH_SECONDS = 50, 0.5
 # What a record's own keys may take in its item.yaml: the sidecar's bound less room for the
 # keys the deposit and the relations add (ibip, timestamp, nextedition, metadata, ...).
 OWN_BYTES = sidecarmod.MAX_BYTES - 4096
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # a name that gets no URL (collection/items.py)
 
 
 class _Batches:
@@ -237,6 +240,16 @@ def _problems(
         names = [Path(p).name for p in record.files]
         if len(set(names)) != len(names):
             problems.append(f"{where}: two files with one name; doc/ holds one file per name")
+        # On a case-insensitive or normalizing disk (or a copy of the collection made there)
+        # one would replace the other in doc/, the bag's checksums notwithstanding.
+        elif len({unicodedata.normalize("NFC", n).casefold() for n in names}) != len(names):
+            problems.append(
+                f"{where}: two file names differ only in case or Unicode form; doc/ holds "
+                "one file per name"
+            )
+        for name in names:
+            if _CONTROL.search(name):  # it would be in doc/, never served nor listed
+                problems.append(f"{where}: file name {name!r} holds a control character")
         # A sidecar past its bound is refused by the index and by every later revision: the
         # item would be written, never served, and the import stuck on it at each re-run.
         size = len(dump_sidecar(_own(record, {}, {})).encode("utf-8"))
