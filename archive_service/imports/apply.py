@@ -28,7 +28,6 @@ import fcntl
 import hashlib
 import json
 import logging
-import re
 import time
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..collection import deposit as depositmod
+from ..collection import items as itemsmod
 from ..collection import sidecar as sidecarmod
 from ..collection import sidecar_update
 from ..common import files as filesmod
@@ -63,7 +63,6 @@ BATCH_ITEMS, BATCH_SECONDS = 50, 0.5
 # What a record's own keys may take in its item.yaml: the sidecar's bound less room for the
 # keys the deposit and the relations add (ibip, timestamp, nextedition, metadata, ...).
 OWN_BYTES = sidecarmod.MAX_BYTES - 4096
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # a name that gets no URL (collection/items.py)
 
 
 class _Batches:
@@ -248,11 +247,15 @@ def _problems(
                 "one file per name"
             )
         for name in names:
-            if _CONTROL.search(name):  # it would be in doc/, never served nor listed
+            if itemsmod.CONTROL.search(name):  # it would be in doc/, never served nor listed
                 problems.append(f"{where}: file name {name!r} holds a control character")
         # A sidecar past its bound is refused by the index and by every later revision: the
         # item would be written, never served, and the import stuck on it at each re-run.
-        size = len(dump_sidecar(_own(record, {}, {})).encode("utf-8"))
+        own = _own(record, {}, {})
+        # As YAML a value takes at most ~4 times its JSON (a line break: a blank line and an
+        # indent); only a record that might come near the bound is written out (66 µs each).
+        rough = len(json.dumps(own, ensure_ascii=False).encode("utf-8"))
+        size = len(dump_sidecar(own).encode("utf-8")) if rough * 8 > OWN_BYTES else 0
         if size > OWN_BYTES:
             problems.append(
                 f"{where}: its title, Dublin Core and location take {size} bytes in "
