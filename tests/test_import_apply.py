@@ -233,6 +233,69 @@ def test_every_bad_row_is_one_line_and_nothing_is_applied(config, tree):
     ]
 
 
+def test_a_directory_swapped_for_a_link_after_the_check_carries_nothing_out(config, tree, tmp_path):
+    # The files are checked when the manifest is read, and copied later (hours later in a
+    # large import): a depositor who can still write the tree swaps papers/ for a link to
+    # elsewhere. The copy followed it, and the secret beside the tree became public.
+    path = write(tree, "p1,papers/one.pdf,,,,,,,\n")
+    records, problems = manifest.scan(path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "one.pdf").write_text("not for the public")
+    (tree / "papers").rename(tree / "papers.checked")
+    (tree / "papers").symlink_to(outside)
+    with pytest.raises(Exception, match="symbolic link"):
+        apply(config, manifest.source_name(path), records, problems=problems)
+    copied = [p.read_bytes() for p in Path(config["collection"]).rglob("one.pdf")]
+    assert b"not for the public" not in copied
+
+
+def test_file_names_one_doc_cannot_hold_apart_or_serve_are_refused(config, tree):
+    # Paper.pdf and paper.pdf, café in two Unicode forms: one file on a case-insensitive or
+    # normalizing disk, the other silently replaced; a name with a newline is never served.
+    (tree / "other").mkdir()
+    for name in ("Paper.pdf", "caf\u00e9.pdf", "new\nline.pdf"):
+        (tree / "papers" / name).write_bytes(b"1")
+    for name in ("paper.pdf", "cafe\u0301.pdf"):
+        (tree / "other" / name).write_bytes(b"2")
+    path = write(
+        tree,
+        "a,papers/Paper.pdf;other/paper.pdf,,,,,,,\n"
+        "b,papers/caf\u00e9.pdf;other/cafe\u0301.pdf,,,,,,,\n"
+        '"c","papers/new\nline.pdf",,,,,,,\n',
+    )
+    problems = refused(config, path)
+    assert [p.split(": ", 1)[1] for p in problems] == [
+        "two file names differ only in case or Unicode form; doc/ holds one file per name",
+        "two file names differ only in case or Unicode form; doc/ holds one file per name",
+        "file name 'new\\nline.pdf' holds a control character",
+    ]
+
+
+def test_a_record_too_large_for_its_sidecar_is_refused_before_anything(config, tree):
+    # 40,000 characters pass the manifest's cell bound but take 80 KB in item.yaml, past the
+    # sidecar's 64 KiB: the item was written, refused by the index (never served), and every
+    # re-run stopped on it ("larger than 65536 bytes ...; fix it first").
+    path = write(tree, f"ok,papers/one.pdf,,Paper,,,,,\nbig,papers/two.pdf,,{'é' * 40_000},,,,,\n")
+    (problem,) = refused(config, path)
+    assert problem.startswith(f"{path}:3: its title, Dublin Core and location take 80")
+
+
+def test_a_deposit_or_revision_past_the_sidecar_bound_writes_nothing(config, tree):
+    from archive_service.collection import deposit as depositmod
+    from archive_service.collection.sidecar import SidecarError
+
+    with pytest.raises(depositmod.DepositError, match="larger than 65536 bytes"):
+        depositmod.deposit(config, [tree / "papers" / "one.pdf"], title="é" * 40_000)
+    assert not any(Path(config["collection"]).iterdir())
+    made = depositmod.deposit(config, [tree / "papers" / "one.pdf"], title="Small")
+    sidecar = made.directory / "item.yaml"
+    before = sidecar.read_bytes()
+    with pytest.raises(SidecarError, match="larger than 65536 bytes"):
+        depositmod.revise(config, made.primary, changes={"dc": {"title": "é" * 40_000}})
+    assert sidecar.read_bytes() == before
+
+
 @pytest.mark.process
 def test_with_a_shared_database_every_node_knows_what_was_imported(
     config, tree, tmp_path, database_url

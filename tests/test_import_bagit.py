@@ -115,6 +115,48 @@ def test_a_payload_link_out_of_the_bag_is_refused(tmp_path):
     assert "data/more is a symbolic link" in refusal(bag)
 
 
+def test_a_tag_file_link_or_fifo_is_refused_before_bagit_reads_it(tmp_path):
+    # bag-info.txt linked to a file outside the bag (no tagmanifest, which BagIt allows):
+    # its "Title: ..." lines became the public dc; a FIFO there hung the import for good.
+    import threading
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("Title: not for the public\n")
+    bag = make(tmp_path, "tagged", {"a.pdf": b"a"})
+    for tagmanifest in bag.glob("tagmanifest-*.txt"):
+        tagmanifest.unlink()
+    (bag / "bag-info.txt").unlink()
+    os.symlink(secret, bag / "bag-info.txt")
+    assert refusal(bag) == (
+        f"bag {bag}: bag-info.txt is a symbolic link (to {secret}); a bag must hold its files"
+    )
+    (bag / "bag-info.txt").unlink()
+    os.mkfifo(bag / "bag-info.txt")
+    found: list[str] = []
+    reader = threading.Thread(target=lambda: found.append(refusal(bag)), daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # let the blocked open go before failing
+        os.close(os.open(bag / "bag-info.txt", os.O_WRONLY | os.O_NONBLOCK))
+    assert found == [f"bag {bag}: bag-info.txt is not a regular file"]
+
+
+def test_a_payload_folder_swapped_for_a_link_after_validation_carries_nothing_out(config, tmp_path):
+    # Validated, then data/sub swapped for a link to elsewhere before the copy (a depositor
+    # who can still write the bag): the copy followed it into a public collection.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.pdf").write_text("not for the public")
+    bag = make(tmp_path, "swapped", {"sub/a.pdf": b"a"})
+    records = bags.read([bag])
+    (bag / "data" / "sub").rename(bag / "data" / "sub.checked")
+    (bag / "data" / "sub").symlink_to(outside)
+    with pytest.raises(Exception, match="symbolic link"):
+        apply(config, bags.SOURCE, records, complete=False)
+    copied = [p.read_bytes() for p in Path(config["collection"]).rglob("a.pdf")]
+    assert b"not for the public" not in copied
+
+
 def test_a_holey_bag_is_refused(tmp_path):
     bag = make(tmp_path, "holey", {"a.pdf": b"a"})
     (bag / "fetch.txt").write_text("https://example.org/b.pdf 1 data/b.pdf\n")
@@ -139,3 +181,14 @@ def test_the_command_imports_bags_and_refuses_a_bad_one(config, tmp_path):
     assert not any(Path(config["collection"]).iterdir())
     done = run_command(["import", "bagit", str(good), *common])
     assert done.returncode == 0 and done.stdout.startswith("1 minted"), done.stderr
+
+
+def test_bag_info_too_large_for_a_sidecar_is_refused_before_anything(config, tmp_path):
+    # bag-info.txt has no bound of its own; its Dublin Core goes into item.yaml, which the
+    # index refuses past 64 KiB: the item was minted, then never served.
+    bag = make(tmp_path, "wordy", {"a.pdf": b"a"}, {"External-Description": ["d" * 40_000] * 2})
+    with pytest.raises(ImportRefused) as caught:
+        apply(config, bags.SOURCE, bags.read([bag]), complete=False)
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"bag {bag}: its title, Dublin Core and location take 80")
+    assert not any(Path(config["collection"]).iterdir())

@@ -91,7 +91,14 @@ def run_import(
             print(problem, file=sys.stderr)
         print(f"archive-service {command}: refused, nothing changed", file=sys.stderr)
         return 1
-    except (depositmod.DepositError, ibimod.IbiError, mintmod.MintError, ValueError) as exc:
+    # OSError: the collection full or read-only midway (apply says so); it was a traceback.
+    except (
+        depositmod.DepositError,
+        ibimod.IbiError,
+        mintmod.MintError,
+        ValueError,
+        OSError,
+    ) as exc:
         print(
             f"archive-service {command}: stopped: {exc}; what was done before is kept and "
             "mapped, run again to go on",

@@ -443,15 +443,29 @@ def _last_held_edition(catalog: Holdings, item: index.Item) -> index.Item:
 
 def _new_sidecar(data: Mapping[str, Any], when: datetime) -> str:
     text = f"# Deposited with archive-service deposit at {iso(when)}.\n" + dump_sidecar(data)
+    # One the index would refuse (too large) must not be written: nothing could serve it.
+    problem = sidecarmod.bounds_problem(text.encode("utf-8"))
+    if problem is not None:
+        raise DepositError(f"the new {SIDECAR} would be {problem}; nothing changed")
     sidecarmod.parse(
         yaml.load(text, Loader=SafeLoader), SIDECAR
     )  # what we write must read back valid
     return text
 
 
-def _copy(source: Path, destination: Path) -> None:
-    # copyfile, not copy2: the new file's mode follows the umask, not the upload's mode.
-    shutil.copyfile(source, destination)
+def _copy(source: Path, destination: Path, no_links: bool = False) -> None:
+    if no_links:  # checked earlier by an import: no link swapped in since is followed
+        try:
+            fd = filesmod.open_no_links(source)
+        except OSError as exc:
+            raise DepositError(
+                f"{source}: {exc.strerror} now (changed since it was checked?); not copied"
+            ) from None
+        with open(fd, "rb") as stream, open(destination, "xb") as written:
+            shutil.copyfileobj(stream, written, 1 << 20)
+    else:
+        # copyfile, not copy2: the new file's mode follows the umask, not the upload's mode.
+        shutil.copyfile(source, destination)
     with open(destination, "rb") as written:
         os.fsync(written.fileno())
 
@@ -483,6 +497,7 @@ def deposit(
     extra: Mapping[str, Any] | None = None,
     on_minted: Callable[[str], object] | None = None,
     holdings: Holdings | None = None,
+    no_links: bool = False,
 ) -> Deposited:
     """Mint an IBI and put `files` into the collection as a new item (see module docstring).
 
@@ -490,7 +505,8 @@ def deposit(
     and the item has no doc/); `extra`: more sidecar keys (an import's dc, contenttype …);
     `on_minted(label)` is called with the new IBI before the item appears, so that a caller
     can record it first (an import's mapping: a crash then leaves no item it does not know);
-    `holdings`: those of a `batch` the caller holds.
+    `holdings`: those of a `batch` the caller holds; `no_links`: refuse a file with a
+    symbolic link anywhere on its path (files an import checked earlier).
     Raises DepositError (nothing changed) for bad input, a related IBI not held here, or an
     item already in the way. `before_rename(temp_dir)` is for tests of a cut-short deposit.
     """
@@ -631,7 +647,7 @@ def deposit(
         temp = _make_temp_dir(collection)
         try:
             if sources:  # an item whose content lives at its location may have no doc/
-                _fill_doc(temp / index.DOC, sources)
+                _fill_doc(temp / index.DOC, sources, no_links)
             filesmod.write_new(temp / SIDECAR, sidecar_text)
             filesmod.fsync_dir(temp)
             for update in updates:
@@ -662,10 +678,10 @@ def deposit(
     return Deposited(final, minted, names, target, linked, notes)
 
 
-def _fill_doc(doc: Path, sources: Sequence[tuple[str, Path]]) -> None:
+def _fill_doc(doc: Path, sources: Sequence[tuple[str, Path]], no_links: bool = False) -> None:
     doc.mkdir(mode=0o777)
     for name, path in sources:
-        _copy(path, doc / name)
+        _copy(path, doc / name, no_links)
     filesmod.fsync_dir(doc)
 
 
@@ -695,13 +711,14 @@ def revise(
     files: Sequence[str | os.PathLike[str]] | None = None,
     now: Callable[[], float] = time.time,
     holdings: Holdings | None = None,
+    no_links: bool = False,
 ) -> Revised:
     """Change the item `label` in place, under the deposit lock: set the sidecar keys
     `changes`, take out the keys `removed`, and with `files` (a list, perhaps empty) give it
     a new doc/ holding them; the previous doc/ is moved to `.replaced-doc-<time>/` inside
     the item (nothing is removed, nothing under it is served). The timestamp becomes the
     time of the change. Nothing is written when the item already is as asked. `holdings`:
-    those of a `batch` the caller holds."""
+    those of a `batch` the caller holds; `no_links` as for `deposit`."""
     collection = Path(config["collection"])
     sources = _sources(files, "") if files else []
     with _locked_holdings(config, holdings) as catalog:
@@ -724,7 +741,7 @@ def revise(
         try:
             if sources:
                 new_doc = directory / f"{TEMP_PREFIX}doc-{secrets.token_hex(6)}"
-                _fill_doc(new_doc, sources)
+                _fill_doc(new_doc, sources, no_links)
             sidecar_update.stage(update)
             doc = directory / index.DOC
             if files is not None and os.path.lexists(doc):

@@ -56,7 +56,7 @@ class Problem:
 
 # A name with one of these gets no URL: a CR or LF would split a pairs line or a log line
 # wherever the name is shown undecoded (issue 15).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # a file name holding one gets no URL
 
 
 _O_PATH = getattr(os, "O_PATH", 0)
@@ -144,7 +144,7 @@ def resolve_file(root: str | os.PathLike, directory: str, relpath: str) -> Path 
     """The real path of the file `relpath` of the item at `directory` that /col/ serves and
     answers hand out a URL for (the rule of `_resolve`), or None: also for a directory, and
     for a name holding a control character (CR, LF, ...), which never gets a URL."""
-    if not relpath or _CONTROL.search(relpath):
+    if not relpath or CONTROL.search(relpath):
         return None
     found = _resolve(root, directory, relpath)
     if found is None or not stat.S_ISREG(found[1].st_mode):
@@ -219,7 +219,7 @@ def list_files(collection: Path, item: Item) -> list[tuple[str, int]]:
             real = resolve_file(collection, item.directory, rel)
             if real is not None:
                 listed.append((rel, os.stat(real).st_size))
-        elif not _CONTROL.search(rel):
+        elif not CONTROL.search(rel):
             listed.append((rel, st.st_size))
     return listed
 
@@ -240,7 +240,7 @@ def doc_problems(
         )
     names = []
     for rel, st in files:
-        if _CONTROL.search(rel):
+        if CONTROL.search(rel):
             problems.append(
                 Problem(
                     directory,
@@ -274,7 +274,7 @@ def _readlink(path: str) -> str:
 def _shown(name: str) -> str:
     """A name for a problem line: quoted when it holds a control character (a raw CR or LF
     would start a line of its own in check's output or the log)."""
-    return repr(name) if _CONTROL.search(name) else name
+    return repr(name) if CONTROL.search(name) else name
 
 
 def _utc(seconds: float) -> datetime:

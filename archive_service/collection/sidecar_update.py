@@ -163,6 +163,10 @@ def prepare(
         comments_kept = not _comments_below_top(text)
         if yaml.load(new, Loader=_Loader) != expected:  # pragma: no cover - PyYAML round trip
             raise sidecarmod.SidecarError(str(path), ["cannot write the change back as YAML"])
+    # Written past the bounds, the sidecar would be refused by the index and by load above.
+    problem = sidecarmod.bounds_problem(new.encode("utf-8"))
+    if problem is not None:
+        raise sidecarmod.SidecarError(str(path), [f"with this change it would be {problem}"])
     sidecarmod.parse(expected, str(path))
     return Update(path, new, comments_kept)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
+import stat
 from pathlib import Path
 
 
@@ -36,3 +38,35 @@ def replace_file(path: Path, text: str) -> None:
         temporary.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def open_no_links(path: str | os.PathLike[str]) -> int:
+    """A descriptor for reading the regular file at `path` (absolute or not), opened one
+    directory at a time so that no part of the path may be a symbolic link: OSError (ELOOP,
+    ENOTDIR, EINVAL for a file that is not regular) otherwise. For files checked earlier
+    and read now (an import): a link swapped in since, anywhere on the path, is not
+    followed, and a FIFO swapped in is refused rather than waited on."""
+    path = os.path.abspath(path)
+    directory = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        *parents, name = path.split("/")[1:]
+        for part in parents:
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            inner = os.open(part, flags, dir_fd=directory)
+            os.close(directory)
+            directory = inner
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(name, flags, dir_fd=directory)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise OSError(
+                exc.errno, "a symbolic link (or no directory) on its path", path
+            ) from None
+        raise
+    finally:
+        os.close(directory)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    os.set_blocking(fd, True)
+    return fd

@@ -29,6 +29,7 @@ import hashlib
 import json
 import logging
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -37,8 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from ..collection import deposit as depositmod
+from ..collection import items as itemsmod
 from ..collection import sidecar as sidecarmod
 from ..collection import sidecar_update
+from ..common import files as filesmod
+from ..common.yamlsafe import dump_sidecar
 from .mapping import Mapped, PostgresMapping, SqliteMapping, open_mapping
 from .records import EDITION_OF, METADATA_OF, RELATIONS, TRANSLATION_OF, Record
 
@@ -56,6 +60,9 @@ CHUNK = 1 << 20
 # items or seconds, whichever comes first (half the cost of an item was opening and closing
 # those); then the lock is let go, so a deposit by hand waits at most that long.
 BATCH_ITEMS, BATCH_SECONDS = 50, 0.5
+# What a record's own keys may take in its item.yaml: the sidecar's bound less room for the
+# keys the deposit and the relations add (ibip, timestamp, nextedition, metadata, ...).
+OWN_BYTES = sidecarmod.MAX_BYTES - 4096
 
 
 class _Batches:
@@ -147,7 +154,8 @@ def _import_lock(config: Mapping[str, Any], source: str) -> Iterator[None]:
 
 def _file_digest(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as stream:
+    # Checked when the source was read, read now: no link swapped in since is followed.
+    with open(filesmod.open_no_links(path), "rb") as stream:
         while chunk := stream.read(CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
@@ -183,11 +191,15 @@ def _own(record: Record, ibis: Mapping[str, str], languages: Mapping[str, str]) 
     return own
 
 
-def _fingerprint(own: Mapping[str, Any], files: Iterable[Path]) -> tuple[str, str]:
-    """(of the sidecar keys, of the files' names and bytes): each part changes alone."""
+def _fingerprint(
+    own: Mapping[str, Any], files: Iterable[Path], data: str | None = None
+) -> tuple[str, str]:
+    """(of the sidecar keys, of the files' names and bytes): each part changes alone.
+    `data`: the second part, when the files were read already."""
     keys = hashlib.sha256(json.dumps(own, sort_keys=True).encode()).hexdigest()[:32]
-    listed = [(path.name, _file_digest(path)) for path in files]
-    data = hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:32]
+    if data is None:
+        listed = [(path.name, _file_digest(path)) for path in files]
+        data = hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:32]
     return keys, data
 
 
@@ -227,6 +239,28 @@ def _problems(
         names = [Path(p).name for p in record.files]
         if len(set(names)) != len(names):
             problems.append(f"{where}: two files with one name; doc/ holds one file per name")
+        # On a case-insensitive or normalizing disk (or a copy of the collection made there)
+        # one would replace the other in doc/, the bag's checksums notwithstanding.
+        elif len({unicodedata.normalize("NFC", n).casefold() for n in names}) != len(names):
+            problems.append(
+                f"{where}: two file names differ only in case or Unicode form; doc/ holds "
+                "one file per name"
+            )
+        for name in names:
+            if itemsmod.CONTROL.search(name):  # it would be in doc/, never served nor listed
+                problems.append(f"{where}: file name {name!r} holds a control character")
+        # A sidecar past its bound is refused by the index and by every later revision: the
+        # item would be written, never served, and the import stuck on it at each re-run.
+        own = _own(record, {}, {})
+        # As YAML a value takes at most ~4 times its JSON (a line break: a blank line and an
+        # indent); only a record that might come near the bound is written out (66 µs each).
+        rough = len(json.dumps(own, ensure_ascii=False).encode("utf-8"))
+        size = len(dump_sidecar(own).encode("utf-8")) if rough * 8 > OWN_BYTES else 0
+        if size > OWN_BYTES:
+            problems.append(
+                f"{where}: its title, Dublin Core and location take {size} bytes in "
+                f"{sidecarmod.SIDECAR}, more than the {OWN_BYTES} an import may write"
+            )
         if record.language:
             try:
                 languages[record.source_id] = sidecarmod.normalize_language(record.language)
@@ -424,6 +458,7 @@ def _run(
 
     ibis = {sid: row.ibi for sid, row in mapped.items() if not row.deleted}
     new = [r for r in live if r.source_id not in ibis]
+    made: dict[str, str] = {}  # source id -> the data part of its fingerprint, when minted
     # 1. Mint what is new, with its own keys but those naming other records (not all minted).
     for record in new:
         own = _own(record, {}, {})
@@ -433,7 +468,11 @@ def _run(
             ibis[record.source_id] = f"(new: {record.source_id})"
             summary.actions.append(f"mint {record.source_id} ({record.where})")
         else:
-            made = depositmod.deposit(
+            # The files' part of the fingerprint is mapped with the IBI: a run cut short
+            # after this deposit (kill, full disk) and run again finds the files as copied,
+            # instead of copying them once more and keeping the first copy aside.
+            data = made[record.source_id] = _fingerprint({}, record.files)[1]
+            deposited = depositmod.deposit(
                 config,
                 list(record.files),
                 language=language,
@@ -441,18 +480,19 @@ def _run(
                 extra=own,
                 granularity=granularity,
                 holdings=batches(),
-                on_minted=lambda label, sid=record.source_id: mapping.put(
-                    source, sid, Mapped(label, "", False)
+                no_links=True,
+                on_minted=lambda label, sid=record.source_id, data=data: mapping.put(
+                    source, sid, Mapped(label, f":{data}", False)
                 ),
             )
-            ibis[record.source_id] = made.primary
-            summary.actions.append(f"minted {made.primary} for {record.source_id}")
+            ibis[record.source_id] = deposited.primary
+            summary.actions.append(f"minted {deposited.primary} for {record.source_id}")
         summary.minted += 1
     # 2. Bring each live record's own item to what the record says now.
     fresh = {r.source_id for r in new}
     for record in live:
         own = _own(record, ibis, languages)
-        keys, data = _fingerprint(own, record.files)
+        keys, data = _fingerprint(own, record.files, made.get(record.source_id))
         fingerprint = f"{keys}:{data}"
         ibi = ibis[record.source_id]
         before = mapped.get(record.source_id)
@@ -480,6 +520,10 @@ def _run(
             if not revised:
                 step()
                 continue
+            if not revised.changed:  # the item was as the record says (a run cut short)
+                needs = False
+                if record.source_id not in fresh:
+                    summary.unchanged += 1
         if needs and record.source_id not in fresh:
             summary.updated += 1
             what = (
@@ -548,17 +592,19 @@ def _run(
     summary.ibis = {r.source_id: ibis[r.source_id] for r in live}
 
 
-def _revise(config, batches: _Batches, summary: Summary, where: str, ibi: str, **change) -> bool:
+def _revise(
+    config, batches: _Batches, summary: Summary, where: str, ibi: str, **change
+) -> depositmod.Revised | None:
     """`deposit.revise`, but an item an admin has turned into a tombstone since is left as
     it is, with a note (a tombstone is never brought back)."""
     try:
-        depositmod.revise(config, ibi, holdings=batches(), **change)
+        revised = depositmod.revise(config, ibi, holdings=batches(), no_links=True, **change)
     except depositmod.DepositError:
         if _sidecar_value(config, ibi, "state") != "Deleted":
             raise
         summary.notes.append(f"{where}: {ibi} is Deleted (by hand?): left as it is")
-        return False
-    return True
+        return None
+    return revised
 
 
 def _sidecar_value(config: Mapping[str, Any], ibi: str, key: str) -> str | None:

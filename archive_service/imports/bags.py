@@ -3,9 +3,10 @@ Library of Congress `bagit` library (every payload file against its manifests).
 
 The payload (`data/`) becomes the item's `doc/` (one level: a bag whose payload holds two
 files of one name in different folders is refused), `bag-info.txt` its inline Dublin Core.
-The record's id is the bag directory's name. A payload with a symbolic link, a file that is
-not regular, or a `fetch.txt` (files the bag does not hold) is refused: a bag must carry what
-it vouches for, and a link would carry a file from outside it into a public collection.
+The record's id is the bag directory's name. A bag (payload or tag files) with a symbolic
+link, a file that is not regular, or a `fetch.txt` (files the bag does not hold) is refused:
+a bag must carry what it vouches for, and a link would carry a file from outside it into a
+public collection.
 """
 
 from __future__ import annotations
@@ -81,11 +82,17 @@ def _payload(path: Path) -> list[Path]:
     if data.is_symlink() or not data.is_dir():
         raise _Refused("data/ is missing or a symbolic link")
     found: list[Path] = []
-    for top, dirs, files in os.walk(data):
+    # The whole bag, not only data/: bagit reads bag-info.txt and the manifests too, and a
+    # link there carried the lines of a file outside the bag into the public dc (a FIFO
+    # there hung the import).
+    for top, dirs, files in os.walk(path):
         for name in dirs + files:
             entry = Path(top) / name
-            mode = os.lstat(entry).st_mode
             relative = entry.relative_to(path)
+            try:
+                mode = os.lstat(entry).st_mode
+            except OSError as exc:
+                raise _Refused(f"{relative}: {exc.strerror}") from None
             if stat.S_ISLNK(mode):
                 raise _Refused(
                     f"{relative} is a symbolic link (to {os.readlink(entry)}); a bag must hold "
@@ -93,7 +100,7 @@ def _payload(path: Path) -> list[Path]:
                 )
             if name in files and not stat.S_ISREG(mode):
                 raise _Refused(f"{relative} is not a regular file")
-            if name in files:
+            if name in files and relative.parts[0] == "data":
                 found.append(entry)
     return sorted(found)
 
@@ -125,7 +132,10 @@ def _why(bag: bagit.Bag, error: bagit.BagValidationError) -> str:
 def _record(path: Path, where: str) -> Record:
     if path.is_symlink() or not path.is_dir():
         raise _Refused("not a directory")
-    files = _payload(path)  # before bagit opens any of them
+    # Before bagit opens any of them; by their real paths, which the copy then follows no
+    # link on (a link swapped in after this check is refused, not followed).
+    real = path.resolve()
+    files = _payload(real)
     try:
         bag = bagit.Bag(str(path))
         if list(bag.fetch_entries()):
@@ -139,7 +149,7 @@ def _record(path: Path, where: str) -> Record:
     for file in files:
         if file.name in names:
             raise _Refused(
-                f"{file.relative_to(path)} and {names[file.name].relative_to(path)} have one "
+                f"{file.relative_to(real)} and {names[file.name].relative_to(real)} have one "
                 "name; doc/ holds one file per name"
             )
         names[file.name] = file

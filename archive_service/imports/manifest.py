@@ -196,6 +196,13 @@ def _yaml_items(path: Path, events: Iterator[yaml.Event]) -> Iterator[tuple[int,
             kinds = "text" + (" or a list of texts" if name == "files" else "")
             raise _Fault(f"{path}:{_line(value)}: {name} must be {kinds}")
         yield line, row
+    # The end, not a second document: its rows were never read, and those imported before
+    # became tombstones (a manifest is the whole source).
+    event = next_event()
+    if isinstance(event, yaml.DocumentEndEvent):
+        event = next_event()
+    if not isinstance(event, yaml.StreamEndEvent):
+        raise _Fault(f"{path}:{_line(event)}: a second YAML document; give one list of items")
 
 
 def _record(

@@ -1,7 +1,8 @@
 """The import mapping: which IBI each source's record became (issue 21), so that a re-run
 mints nothing twice. One row per (source, source id): the IBI, the fingerprint of what was
-applied ("" while its item is being made: a crash then leaves a row, never an item nobody
-knows), and whether it was turned into a tombstone.
+applied (only its files' part, after a ':', while its item is being made: a crash then leaves
+a row, never an item nobody knows, and a re-run does not copy the files again), and whether
+it was turned into a tombstone.
 
 SQLite in `state_dir/imports.sqlite` by default; PostgreSQL when `database` is set (the
 `imports` component of common/postgres.py's SCHEMA), so every node of one Archive sees it.
