@@ -292,3 +292,18 @@ def test_a_long_yaml_manifest_costs_the_memory_of_its_rows_as_csv_does(tree):
             tracemalloc.stop()
     # Composing the whole YAML document first took 40 bytes of nodes per byte of manifest.
     assert peaks[1] < 1.5 * peaks[0], peaks
+
+
+def test_what_a_manifest_says_reaches_the_terminal_escaped(tree, tmp_path):
+    """An id is someone else's text: a line break in it forged a line of ours on the admin's
+    terminal, and an escape sequence drove it (cleared the screen, hid the refusal)."""
+    path = tree / "m.csv"
+    path.write_text(HEADER + '"a\x1b[2J\nskipped: b",one.pdf,,\n', newline="")
+    collection = tmp_path / "collection"
+    collection.mkdir()
+    common = ["--collection", str(collection), "--state-dir", str(tmp_path / "state")]
+    common += ["--archiveaddress", "archive.example.org"]
+    done = run_command(["import", "manifest", str(path), "--dry-run", *common])
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\nskipped: b" not in done.stdout
+    assert done.stdout.splitlines()[0] == f"mint a\\x1b[2J\\nskipped: b ({path}:2)"

@@ -58,6 +58,15 @@ class Bar:
             self.stream.flush()
 
 
+def shown(text: str) -> str:
+    """`text` for a terminal or a log: ids, names and values come from someone else's files
+    or server, and a line break or an escape sequence in them would forge a line of ours
+    ("skipped: ...") or drive the admin's terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def run_import(
     args: argparse.Namespace,
     load_config: LoadConfig,
@@ -88,7 +97,7 @@ def run_import(
         from ..imports.manifest import shorten
 
         for problem in shorten(exc.problems):
-            print(problem, file=sys.stderr)
+            print(shown(problem), file=sys.stderr)
         print(f"archive-service {command}: refused, nothing changed", file=sys.stderr)
         return 1
     # OSError: the collection full or read-only midway (apply says so); it was a traceback.
@@ -100,7 +109,8 @@ def run_import(
         OSError,
     ) as exc:
         print(
-            f"archive-service {command}: stopped: {exc}; what was done before is kept and "
+            f"archive-service {command}: stopped: {shown(str(exc))}; what was done before is "
+            "kept and "
             "mapped, run again to go on",
             file=sys.stderr,
         )
@@ -110,9 +120,9 @@ def run_import(
             bar.close()
     if args.dry_run or args.verbose:
         for action in summary.actions:
-            print(action)
+            print(shown(action))
     for note in summary.notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {shown(note)}", file=sys.stderr)
     print(("dry run: " if args.dry_run else "") + summary.line())
     return 0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .imports import AddSettings, LoadConfig, add_common, run_import
+from .imports import AddSettings, LoadConfig, add_common, run_import, shown
 
 
 def _date(text: str) -> str:
@@ -27,10 +27,12 @@ def cmd_oaipmh(args: argparse.Namespace, load_config: LoadConfig) -> int:
         harvest = oaipmh.Harvest(args.url, set_spec=args.set, from_date=start)
         records = harvest.collect()
     except oaipmh.HarvestError as exc:
-        print(f"archive-service import oai-pmh: {exc}; nothing changed", file=sys.stderr)
+        print(
+            f"archive-service import oai-pmh: {shown(str(exc))}; nothing changed", file=sys.stderr
+        )
         return 1
     for line in harvest.skipped:
-        print(f"skipped: {line}", file=sys.stderr)
+        print(f"skipped: {shown(line)}", file=sys.stderr)
     print(
         f"harvested {len(records)} records"
         + (f" changed since {start}" if start else "")
