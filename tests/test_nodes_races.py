@@ -112,3 +112,15 @@ def test_a_day_rolled_up_on_one_node_and_reached_by_another_nodes_late_batch(
     finally:
         a.close()
         b.close()
+
+
+def test_a_password_spelled_with_escapes_in_the_database_url_is_refused_too():
+    """libpq decodes the names of the query: `?pass%77ord=` is its password. It passed the
+    refusal, and a stray `%` in it had psycopg's pool log the password on every retry."""
+    from serve_process import run_command
+
+    done = run_command(
+        ["db", "upgrade", "--database", "postgresql://archive@127.0.0.1:1/x?pass%77ord=sek%zzrit"]
+    )
+    assert done.returncode != 0 and "pgpass" in done.stderr, done
+    assert "sek" not in done.stdout + done.stderr
