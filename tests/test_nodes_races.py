@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from archive_service.common import postgres
+from archive_service.protocol import pairs
 from serve_process import command
 
 BANON = "iconet.com.br/banon/2009/09.09.22.01"  # ibip LK47B6W/362SFKH, no next edition
@@ -124,3 +125,96 @@ def test_a_password_spelled_with_escapes_in_the_database_url_is_refused_too():
     )
     assert done.returncode != 0 and "pgpass" in done.stderr, done
     assert "sek" not in done.stdout + done.stderr
+
+
+def _counted(database: str) -> int:
+    with psycopg.connect(database) as conn:
+        return conn.execute("SELECT coalesce(sum(n), 0) FROM stats_counts").fetchone()[0]
+
+
+def test_postgresql_restarted_under_two_serving_nodes(tmp_path, collection):
+    """`pg_ctl restart` while two nodes serve: each node's pooled connections are dead. The
+    nodes must go on counting acknowledgments without a restart of their own, and /health
+    must be 200 again once they do."""
+    import json
+    from urllib.parse import urlencode
+
+    import postgres_server as pg
+    from serve_process import Serve, free_port, http_get, wait_until
+    from support import acknowledgment
+
+    reason = pg.unavailable()
+    if reason:
+        pytest.skip(reason)
+    server = pg.PostgresServer().start()  # our own: restarted under the nodes
+    nodes = []
+    try:
+        database = server.new_database()
+        shared = f"127.0.0.1:{free_port()}"
+        for name in ("a", "b"):
+            nodes.append(
+                Serve(
+                    tmp_path,
+                    *("--collection", str(collection), "--state-dir", str(tmp_path / name)),
+                    *("--no-announce", "--workers", "2", "--threads", "4"),
+                    *("--database", database, "--archiveaddress", shared),
+                )
+            )
+        for node in nodes:
+            node.wait_answering(timeout=60)
+        a, b = nodes
+        request = urlencode(
+            {
+                "servicesubject": "urlRequest",
+                "clientinformation.ipaddress": "150.163.2.175",
+                "parsedibiurl.ibi": "8JMKD3MGP7W/3EPGUE5",
+            }
+        )
+
+        def acknowledge(issuer, counter) -> None:
+            got = dict(pairs.parse(issuer.get(request)))
+            counter.get(urlencode(acknowledgment(got)))
+
+        def health(node) -> tuple[int, dict]:
+            status, _, body = http_get(f"http://{node.address}/health")
+            return status, json.loads(body)
+
+        for _ in range(4):
+            acknowledge(a, b)
+            acknowledge(b, a)
+        assert _counted(database) == 8
+        assert [health(node)[0] for node in nodes] == [200, 200]
+
+        server._run(
+            str(server.bin / "pg_ctl"),
+            "-D",
+            str(server.dir / "data"),
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            "60",
+            "restart",
+        )
+        sent = 0
+        for _ in range(20):
+            acknowledge(a, b)
+            acknowledge(b, a)
+            sent += 2
+        counted = _counted(database) - 8
+        print(f"after the restart: {counted} of {sent} acknowledgments counted")
+        # Before, each worker's pooled connection failed its first statement: 4 of 40 lost.
+        assert counted == sent
+        for node in nodes:
+            wait_until(lambda node=node: health(node)[0] == 200, 15, "health 200 again")
+        for _ in range(4):
+            acknowledge(a, b)
+            acknowledge(b, a)
+        assert _counted(database) == 8 + counted + 8, "every acknowledgment counted again"
+        for node in nodes:
+            assert node.stop() == 0
+    finally:
+        for node in nodes:
+            node.kill()
+        postgres.close_all()
+        server.stop()
