@@ -218,3 +218,81 @@ def test_postgresql_restarted_under_two_serving_nodes(tmp_path, collection):
             node.kill()
         postgres.close_all()
         server.stop()
+
+
+def test_nodes_creating_the_schema_at_once_on_an_empty_database(database_url):
+    """Six `db upgrade` at the same moment on an empty database: one creates everything, the
+    others find it made; no duplicate-object error, no half-made schema."""
+    children = [
+        command(
+            ["db", "upgrade", "--database", database_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    results = [(child.wait(timeout=60), *child.communicate()) for child in children]
+    assert [code for code, _, _ in results] == [0] * 6, results
+    assert sum("applied" in out for _, out, _ in results) == 1, results
+    with psycopg.connect(database_url) as conn:
+        versions = dict(conn.execute("SELECT component, version FROM schema_versions"))
+    assert versions == {name: len(steps) for name, steps in postgres.SCHEMA.items()}
+
+
+def test_a_node_of_an_older_kit_next_to_a_newer_schema_says_so(tmp_path, collection, database_url):
+    """A database a newer kit upgraded: an older node still answers, and its /health says
+    why the shared state is not used, naming the remedy."""
+    import json
+
+    from serve_process import Serve, http_get
+
+    postgres.upgrade(database_url)
+    with psycopg.connect(database_url) as conn:
+        conn.execute("UPDATE schema_versions SET version = version + 1 WHERE component = 'stats'")
+    node = Serve(
+        tmp_path,
+        *("--collection", str(collection), "--state-dir", str(tmp_path / "old")),
+        *("--no-announce", "--workers", "1", "--database", database_url),
+    )
+    try:
+        node.wait_answering(timeout=60)
+        status, _, body = http_get(f"http://{node.address}/health")
+        report = json.loads(body)
+        assert status == 503 and any("upgrade the kit" in p for p in report["problems"]), report
+        assert node.stop() == 0
+    finally:
+        node.kill()
+
+
+def test_two_nodes_rolling_up_the_same_days_at_once(database_url):
+    """Eight stores (nodes) rolling up the same finished days at the same moment: each day's
+    figures kept once, the month's report unchanged."""
+    from datetime import UTC, date, datetime
+
+    from archive_service.web import counter, stats
+    from support import at_once
+
+    agent = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
+    start = datetime(2026, 1, 3, tzinfo=UTC).timestamp()
+    clock = [start]
+    writer = stats.PostgresStore(database_url, lambda: clock[0])
+    for n in range(60):  # 5 days, 12 users a day
+        clock[0] = start + n * 7200
+        writer.record_use(stats.Seen("a/b", counter.REQUEST, f"192.0.2.{n}", agent))
+    writer.flush()
+    clock[0] = start + 6 * 86400
+    nodes = [stats.PostgresStore(database_url, lambda: clock[0]) for _ in range(8)]
+    free = list(nodes)  # one node per thread (list.pop is atomic)
+    results = at_once(lambda: free.pop().roll_up(), 8)
+    assert all(r is None for r in results), results
+    with psycopg.connect(database_url) as conn:
+        kept = conn.execute("SELECT day, requests FROM stats_uses_days ORDER BY day").fetchall()
+        done = conn.execute("SELECT count(*) FROM stats_uses_days_done").fetchone()[0]
+    assert [n for _, n in kept] == [12] * 5 and done == 5, kept
+    report = nodes[1].item_report(date(2026, 1, 1), date(2026, 1, 1), "P")
+    (item,) = report["Report_Items"]
+    performance = item["Attribute_Performance"][0]["Performance"]
+    assert performance["Total_Item_Requests"]["2026-01"] == 60
+    for node in (writer, *nodes):
+        node.close()
