@@ -135,7 +135,10 @@ def _check_idle(conn) -> None:
 
     from psycopg_pool import ConnectionPool
 
-    if select.select([conn.fileno()], [], [], 0)[0]:
+    # poll, not select: select refuses descriptors from 1024 on (a busy worker's).
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    if poller.poll(0):
         ConnectionPool.check_connection(conn)
 
 
