@@ -206,7 +206,11 @@ def database_url(value: str) -> str:
         return value
     if not value.startswith(("postgresql://", "postgres://")):
         raise ValueError("must be empty (SQLite in state_dir) or a postgresql://… URL")
-    if urllib.parse.urlsplit(value).password is not None or "password=" in value:
+    parts = urllib.parse.urlsplit(value)
+    # libpq decodes the query's names too: `?pass%77ord=…` is a password it uses (and echoes
+    # in its errors, which the pool logs), so the names are looked at decoded.
+    names = {name for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)}
+    if parts.password is not None or "password=" in value or names & {"password", "sslpassword"}:
         raise ValueError(
             "holds a password: put it in a pgpass file named by PGPASSFILE (a systemd "
             "credential under the unit), so that it is never written in settings or logs"

@@ -152,12 +152,41 @@ def subsystem(
 
 
 @contextmanager
-def locked(state_dir: str | os.PathLike[str]) -> Iterator[None]:
-    """Exclusive lock shared by every deposit and delete using `state_dir`."""
+def locked(state_dir: str | os.PathLike[str], database: str = "") -> Iterator[None]:
+    """Exclusive lock shared by every deposit and delete using `state_dir`, and with
+    `database` (several nodes) by those of every node."""
     Path(state_dir).mkdir(parents=True, exist_ok=True)
     with open(Path(state_dir) / LOCK_FILE, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-        yield
+        if not database:
+            yield
+            return
+        # Each node's deposit.lock is in its own state_dir, but the collection is shared: two
+        # nodes depositing `--nextedition-of` one item both found it without a next edition
+        # and both wrote its sidecar (one new edition linked from nowhere). A session
+        # advisory lock on a connection of its own: released by the server if we die. One
+        # key per database (an Archive's own, README): deposits are rare, so two Archives in
+        # schemas of one database merely wait for each other.
+        import psycopg
+
+        from ..common import postgres
+
+        key = postgres.advisory_key("deposit")
+        try:
+            conn = postgres.session(database, "archive-service deposit")
+        except postgres.DatabaseError as exc:
+            raise DepositError(f"cannot lock deposits on every node: {exc}") from None
+        try:
+            try:
+                if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+                    log.info("waiting for another node's deposit or deletion to end")
+                    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+            except psycopg.Error as exc:
+                where = postgres.redacted(database)
+                raise DepositError(f"cannot lock deposits in database {where}: {exc}") from None
+            yield
+        finally:
+            conn.close()
 
 
 # ----------------------------------------------------------- what the collection holds
@@ -370,7 +399,7 @@ def batch(config: Mapping[str, Any]) -> Iterator[Holdings | None]:
     import's): pass it as their `holdings`. Each still brings the index up to date for what
     it changed. Keep a batch short (other deposits wait for the lock); without a complete
     index it yields None, and each call reads the collection as usual."""
-    with locked(config["state_dir"]), _holdings(config) as holdings:
+    with locked(config["state_dir"], config.get("database") or ""), _holdings(config) as holdings:
         yield holdings if holdings.scanned is None else None
 
 
@@ -379,7 +408,7 @@ def _locked_holdings(config: Mapping[str, Any], holdings: Holdings | None) -> It
     if holdings is not None:  # the caller holds the lock (batch)
         yield holdings
         return
-    with locked(config["state_dir"]), _holdings(config) as made:
+    with locked(config["state_dir"], config.get("database") or ""), _holdings(config) as made:
         yield made
 
 
@@ -786,7 +815,7 @@ def delete(config: Mapping[str, Any], label: str, now: Callable[[], float] = tim
     collection = Path(config["collection"])
     if not collection.is_dir():
         raise DepositError(f"collection {collection} is not a directory")
-    with locked(config["state_dir"]), _holdings(config) as catalog:
+    with locked(config["state_dir"], config.get("database") or ""), _holdings(config) as catalog:
         item = catalog.lookup(label)
         if item is None:
             raise DepositError(f"{label}: no item of this collection ({collection}) has this IBI")

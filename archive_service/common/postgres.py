@@ -124,6 +124,24 @@ def redacted(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, user + host, parts.path, "", ""))
 
 
+def _check_idle(conn) -> None:
+    """The pool's check of a connection it hands out. An idle connection has nothing to read
+    unless the server spoke: after a restart (pg_ctl restart, a failover) it sent its FATAL
+    and closed, and each pooled connection failed the first statement given to it — an
+    acknowledgment arriving with the server up again went uncounted, once per connection
+    and process. Only then is the round trip of psycopg_pool's own check paid (raising
+    makes the pool discard the connection and hand out another); a poll costs no round trip."""
+    import select
+
+    from psycopg_pool import ConnectionPool
+
+    # poll, not select: select refuses descriptors from 1024 on (a busy worker's).
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    if poller.poll(0):
+        ConnectionPool.check_connection(conn)
+
+
 def pool(url: str, max_size: int = 4):
     """This process's pool for `url` (one per process: made anew after a fork)."""
     reason = unavailable()
@@ -145,6 +163,7 @@ def pool(url: str, max_size: int = 4):
                 open=False,
                 name=f"archive-service {redacted(url)}",
                 kwargs={"application_name": "archive-service"},
+                check=_check_idle,
             )
             try:
                 found.open(wait=True, timeout=10)

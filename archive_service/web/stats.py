@@ -188,10 +188,15 @@ COUNT_SQLITE = "SELECT count(*) FROM uses WHERE t >= ? AND t < ?"
 COUNT_POSTGRES = "SELECT count(*) FROM stats_uses WHERE t >= %s AND t < %s"
 # Two subqueries, not min(t), max(t): each then reads one end of the index on t.
 BOUNDS = "SELECT (SELECT min(t) FROM {table}), (SELECT max(t) FROM {table})"
+# ROLLED: the kept figures of the days still marked done only. A late batch (another node's,
+# another worker's) deletes a day's mark but not its figures, and the day is then computed
+# from its uses: adding the figures too counted it twice until it was rolled up again.
 ROLLED = """
 SELECT substr(day, 1, 7), ibi, access, sum(investigations), sum(unique_investigations),
     sum(requests), sum(unique_requests)
-FROM {table} WHERE day >= {param} AND day <= {param} GROUP BY substr(day, 1, 7), ibi, access
+FROM {table} WHERE day >= {param} AND day <= {param}
+    AND day IN (SELECT day FROM {table}_done)
+GROUP BY substr(day, 1, 7), ibi, access
 """
 DONE = "SELECT day FROM {table}_done WHERE day >= {param} AND day <= {param}"
 SQLITE_DAYS = {
