@@ -20,10 +20,12 @@ whole loop of Figure 6.1 whatever carries the messages.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from werkzeug.datastructures import LanguageAccept
 from werkzeug.http import parse_accept_header
@@ -33,7 +35,12 @@ from ..protocol import pairs as pairsmod
 from ..protocol.answers import ALL_LANGUAGES, Relation, Step
 from .purl import PersistentUrl
 
+log = logging.getLogger(__name__)
+
 FOUND, FOLLOW, DELETED, LACKING = 3, 2, 1, 0  # what one answer offers, best first
+# The longest URL of an Archive the user is sent to: a longer Location header is refused by
+# proxies (nginx takes 4-8 KiB of headers from its upstream) and browsers alike.
+MAX_URL = 8192
 
 Preferences = tuple[tuple[str, float], ...]
 
@@ -69,7 +76,36 @@ class Answer:
         pairs: dict[str, str] = {}
         for name, value in pair_list:
             pairs.setdefault(name, value)
+        # An Archive names its own items, nothing more: a `url…` value the user must not be
+        # sent to is dropped here, before any choice, so another Archive's answer can win.
+        for name in [n for n in pairs if n == "url" or n.startswith("url.")]:
+            if why := url_problem(pairs[name]):
+                log.warning("Archive %s: %s %.100s ignored: %s", archive, name, pairs[name], why)
+                del pairs[name]
         return cls(archive, pairs, order)
+
+
+def url_problem(url: str) -> str | None:
+    """Why an Archive's URL cannot be where the user is sent (Location), or None.
+
+    Table 6.11: an absolute URI of scheme http (https too). A javascript:, data: or file:
+    URL, a relative one (this resolver again, in a loop), a list of words or credentials
+    before the host (`http://bank.example@evil.example/`) went to the Location header and
+    to the redirect page's link, a javascript: one running on the resolver's own origin."""
+    if len(url) > MAX_URL:
+        return f"longer than {MAX_URL} characters"
+    if url.startswith("{"):
+        return "a list of words, not a URL"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError as exc:
+        return f"not a URL ({exc})"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "not an absolute http or https URL"
+    if not parts.hostname or "@" in parts.netloc:
+        return "no host, or credentials before it"
+    return None
 
 
 def verb_of(step: Step) -> str:
