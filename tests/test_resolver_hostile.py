@@ -152,3 +152,14 @@ def test_http_and_https_urls_are_taken(tmp_path, bed, url):
     bed["hostile"].body = f"url {url}\r\nstate Original".encode()
     resolver = resolver_with(tmp_path, bed, "hostile")
     assert resolver.get("/8JMKD3MGP8W/35MMLL8", status=302).location == url
+
+
+def test_a_file_path_that_is_not_utf8_gets_its_alert_not_a_500(tmp_path, bed):
+    """File names are bytes (a Latin-1 name is Relat%f3rio.pdf): the alert that no Archive
+    has the file named them as a Python string with surrogates, which the page could not
+    encode."""
+    bed["hostile"].body = b"ibi 8JMKD3MGP8W/35MMLL8\r\nstate Original"  # no such file
+    resolver = resolver_with(tmp_path, bed, "hostile")
+    page = resolver.get("/8JMKD3MGP8W/35MMLL8/Relat%f3rio.pdf", status=404)
+    assert "no Archive gives a URL for 8JMKD3MGP8W/35MMLL8 and file /Relat" in page.text
+    assert page.content_type == "text/html"
