@@ -6,12 +6,13 @@ whole loop of Figure 6.1 whatever carries the messages.
 - Every included Archive gets the same urlRequest (Table 6.9); the language preference and
   the required status stay here (privacy rule of §6.2).
 - Selection: with `ibiurl.requireditemstatus=Original`, among the answers that give the URL,
-  the single one claiming Original; two or more claims are an alert naming the suspects. In
-  all other cases the best non-empty answer: the seed takes the first one received, and the
-  resolver waits for all answers anyway (it must, to catch double claims), so among them it
-  prefers the user's language, then an answer with the URL over one to follow, then an
-  Original over a Copy, and only then arrival order. That keeps the result the same however
-  the network orders the answers.
+  the single one claiming Original; two or more claims are an alert naming the suspects
+  (every Archive is waited for). In all other cases the best non-empty answer among those
+  received: the user's language first, then an answer with the URL over one to follow, then
+  an Original over a Copy, and only then arrival order. Once the answers in hand are enough,
+  the others are waited for only briefly (ArchiveClient.ask_all), so the seed's "first
+  non-empty answer" still shows: an Archive far slower than another that answers too may
+  lose to it. An answer's URLs the user must not be sent to are dropped (`url_problem`).
 - Following: an answer without the URL for the relation but with the IBI of the related item
   (`ibi<r>`) is asked again for that IBI; with GetLastEdition first and no `.lastedition`
   pairs, `ibi.nextedition` is asked again with the same verbs (Example 8.2). The number of
