@@ -154,3 +154,16 @@ def test_required_status_is_case_insensitive_and_normalised():
         purl.parse("LK47B6W/362SFKH", "ibiurl.requireditemstatus=original").requireditemstatus
         == "Original"
     )
+
+
+@pytest.mark.parametrize(
+    "query", ["%69biurl.requireditemstatus=Original", "ibiurl%2Erequireditemstatus=Original"]
+)
+def test_the_resolvers_pairs_are_its_own_however_percent_encoded(query):
+    """`%69` is `i` (RFC 3986 §2.3): the pair was taken for the item's, so the requirement of
+    the Original was ignored and went on to the Archive in the URL the user was sent to."""
+    parsed = purl.parse("LK47B6W/362SFKH", query + "&page=2")
+    assert parsed.requireditemstatus == "Original"
+    assert parsed.passthrough == "page=2"
+    with pytest.raises(PurlError, match="the one value is Original"):
+        purl.parse("LK47B6W/362SFKH", query.replace("Original", "Copy"))

@@ -218,6 +218,16 @@ def test_language_score_ranks_exact_then_primary_then_any():
     assert language_score("en", prefs) > language_score("fr", prefs) > language_score(None, prefs)
 
 
+def test_only_the_users_first_languages_are_weighed():
+    """Every range was scored against every translation of every answer, at each look at a
+    round's answers: an 8 KB Accept-Language (2,600 ranges) and an answer of 30,000
+    translations (1 MiB, a hostile Archive's) cost 4 s of CPU per look, holding the worker."""
+    many = ",".join(f"{chr(97 + i % 26)}{chr(97 + i // 26 % 26)};q=0.1" for i in range(2600))
+    prefs = resolve.preferences(many + ",pt-BR;q=0.9,en;q=0.5")
+    assert len(prefs) <= 32
+    assert prefs[:2] == (("pt-br", 0.9), ("en", 0.5))  # the best weighted are kept
+
+
 # ------------------------------------------------------------------ following, bounds
 
 

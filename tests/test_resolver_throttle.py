@@ -104,3 +104,23 @@ def test_the_bucket_refills_and_ipv6_sources_count_by_64():
     now[0] += 1 / KeyThrottle.RATE
     assert throttle.take("2001:db8::3") == 0
     assert throttle.take("2001:db8::3") > 0
+
+
+def test_past_max_sources_a_source_is_still_throttled_and_idle_ones_are_forgotten():
+    """Past MAX_SOURCES, the buckets compared were the stored ones, not refilled: the source
+    just charged (9 tokens) was forgotten at once, so once enough sources had each spent two
+    checks (an IPv6 /48 holds 65,536 /64s), every new source had unlimited scrypt checks,
+    and those spent buckets were never forgotten."""
+    now = [0.0]
+    throttle = KeyThrottle(clock=lambda: now[0])
+    throttle.MAX_SOURCES = 50
+    for i in range(throttle.MAX_SOURCES + 1):
+        for _ in range(2):
+            assert throttle.take(f"2001:db8:0:{i:x}::1") == 0
+    attacker = "2001:db8:1::1"
+    refused = [throttle.take(attacker) for _ in range(KeyThrottle.BURST + 5)]
+    assert refused.count(0) == KeyThrottle.BURST and refused[-1] > 0
+    # Once refilled, they are forgotten at the next check.
+    now[0] += KeyThrottle.BURST / KeyThrottle.RATE
+    throttle.take("2001:db8:2::1")
+    assert len(throttle._buckets) <= 2

@@ -132,6 +132,9 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         return Response(pairs.render(answer), content_type=TEXT)
 
     def alert(status: int, reason: str, persistent: str, **kw) -> Response:
+        # A file path's bytes that are not UTF-8 are surrogates in `reason` (names on disk
+        # are bytes): shown as U+FFFD, where the page's encoding failed with a 500.
+        reason = reason.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         page = render_template(
             "alert.html",
             title=TITLES.get(status, "Not resolved"),

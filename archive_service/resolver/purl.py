@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote
 
 from ..protocol import answers
 from ..protocol import ibi as ibimod
@@ -122,7 +122,10 @@ def _query(query_string: str) -> tuple[dict[str, str], str]:
     """The `ibiurl.*` pairs decoded, and the other pairs untouched (they are the item's)."""
     mine, theirs = [], []
     for part in query_string.split("&") if query_string else []:
-        (mine if part.startswith(IBIURL) else theirs).append(part)
+        # By the decoded name: `%69biurl.…` is `ibiurl.…` (RFC 3986 §2.3), and was taken for
+        # the item's pair, the required Original ignored and passed on to the Archive.
+        name = unquote(part.partition("=")[0].replace("+", " "))
+        (mine if name.startswith(IBIURL) else theirs).append(part)
     decoded: dict[str, str] = {}
     for name, value in parse_qsl("&".join(mine), keep_blank_values=True):
         if name in decoded:

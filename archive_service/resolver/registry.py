@@ -129,7 +129,14 @@ class KeyThrottle:
                 return (1 - tokens) / self.RATE
             self._buckets[source] = (tokens - 1, now)
             if len(self._buckets) > self.MAX_SOURCES:
-                for full in [k for k, (t, _) in self._buckets.items() if t >= self.BURST - 1]:
+                # Refilled as of now, and never the source just charged: comparing the stored
+                # tokens forgot that source at once (9 left), so past MAX_SOURCES sources that
+                # had spent two checks each, any new source had unlimited scrypt checks.
+                for full in [
+                    k
+                    for k, (t, at) in self._buckets.items()
+                    if k != source and t + (now - at) * self.RATE >= self.BURST - 1
+                ]:
                     del self._buckets[full]
             return 0.0
 

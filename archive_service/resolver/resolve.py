@@ -6,12 +6,13 @@ whole loop of Figure 6.1 whatever carries the messages.
 - Every included Archive gets the same urlRequest (Table 6.9); the language preference and
   the required status stay here (privacy rule of §6.2).
 - Selection: with `ibiurl.requireditemstatus=Original`, among the answers that give the URL,
-  the single one claiming Original; two or more claims are an alert naming the suspects. In
-  all other cases the best non-empty answer: the seed takes the first one received, and the
-  resolver waits for all answers anyway (it must, to catch double claims), so among them it
-  prefers the user's language, then an answer with the URL over one to follow, then an
-  Original over a Copy, and only then arrival order. That keeps the result the same however
-  the network orders the answers.
+  the single one claiming Original; two or more claims are an alert naming the suspects
+  (every Archive is waited for). In all other cases the best non-empty answer among those
+  received: the user's language first, then an answer with the URL over one to follow, then
+  an Original over a Copy, and only then arrival order. Once the answers in hand are enough,
+  the others are waited for only briefly (ArchiveClient.ask_all), so the seed's "first
+  non-empty answer" still shows: an Archive far slower than another that answers too may
+  lose to it. An answer's URLs the user must not be sent to are dropped (`url_problem`).
 - Following: an answer without the URL for the relation but with the IBI of the related item
   (`ibi<r>`) is asked again for that IBI; with GetLastEdition first and no `.lastedition`
   pairs, `ibi.nextedition` is asked again with the same verbs (Example 8.2). The number of
@@ -20,10 +21,12 @@ whole loop of Figure 6.1 whatever carries the messages.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from werkzeug.datastructures import LanguageAccept
 from werkzeug.http import parse_accept_header
@@ -33,7 +36,16 @@ from ..protocol import pairs as pairsmod
 from ..protocol.answers import ALL_LANGUAGES, Relation, Step
 from .purl import PersistentUrl
 
+log = logging.getLogger(__name__)
+
 FOUND, FOLLOW, DELETED, LACKING = 3, 2, 1, 0  # what one answer offers, best first
+# The longest URL of an Archive the user is sent to: a longer Location header is refused by
+# proxies (nginx takes 4-8 KiB of headers from its upstream) and browsers alike.
+MAX_URL = 8192
+# The user's language ranges weighed (a browser sends a handful): an 8 KB Accept-Language
+# of 2,600 ranges against a hostile Archive's 1 MiB of translations cost 4 s of CPU per look
+# at a round's answers.
+MAX_LANGUAGES = 16
 
 Preferences = tuple[tuple[str, float], ...]
 
@@ -69,7 +81,36 @@ class Answer:
         pairs: dict[str, str] = {}
         for name, value in pair_list:
             pairs.setdefault(name, value)
+        # An Archive names its own items, nothing more: a `url…` value the user must not be
+        # sent to is dropped here, before any choice, so another Archive's answer can win.
+        for name in [n for n in pairs if n == "url" or n.startswith("url.")]:
+            if why := url_problem(pairs[name]):
+                log.warning("Archive %s: %s %.100s ignored: %s", archive, name, pairs[name], why)
+                del pairs[name]
         return cls(archive, pairs, order)
+
+
+def url_problem(url: str) -> str | None:
+    """Why an Archive's URL cannot be where the user is sent (Location), or None.
+
+    Table 6.11: an absolute URI of scheme http (https too). A javascript:, data: or file:
+    URL, a relative one (this resolver again, in a loop), a list of words or credentials
+    before the host (`http://bank.example@evil.example/`) went to the Location header and
+    to the redirect page's link, a javascript: one running on the resolver's own origin."""
+    if len(url) > MAX_URL:
+        return f"longer than {MAX_URL} characters"
+    if url.startswith("{"):
+        return "a list of words, not a URL"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError as exc:
+        return f"not a URL ({exc})"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "not an absolute http or https URL"
+    if not parts.hostname or "@" in parts.netloc:
+        return "no host, or credentials before it"
+    return None
 
 
 def verb_of(step: Step) -> str:
@@ -111,9 +152,10 @@ class Question:
 
 
 def preferences(accept_language: str | None) -> Preferences:
-    """The user's language ranges with their weights (q=0 means 'not this one')."""
+    """The user's language ranges with their weights (q=0 means 'not this one'), the
+    MAX_LANGUAGES best weighted: each is scored against every translation of every answer."""
     accepted = parse_accept_header(accept_language or None, LanguageAccept)
-    return tuple((value.lower(), q) for value, q in accepted if q > 0)
+    return tuple((value.lower(), q) for value, q in accepted if q > 0)[:MAX_LANGUAGES]
 
 
 def language_score(language: str | None, prefs: Preferences) -> tuple[float, int]:

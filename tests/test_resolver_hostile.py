@@ -1,0 +1,165 @@
+"""The resolver's web surface against a hostile included Archive and hostile users: an Archive
+is trusted to name its own items, nothing more. The hostile Archive is a plain HTTP server
+on loopback answering whatever the test scripts; the honest one is this project's Archive app;
+the resolver is its WSGI app under WebTest."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+import webtest
+
+from archive_service.resolver.app import create_resolver_app
+from archive_service.resolver.registry import Registry
+from resolver_support import (
+    KEY_A,
+    LL8,
+    RESOLVER_IBI,
+    SERVICE_A,
+    ThreadedServer,
+    archive_app,
+    build_collections,
+)
+from serve_process import free_port
+
+SERVICE = "/" + RESOLVER_IBI
+HOSTILE = "evil.example/rep/2020/01.01.00.00"
+HOSTILE_KEY = "1111111111"
+
+
+class Hostile:
+    """An included Archive that confirms its inclusion, thanks for acknowledgments and
+    answers every urlRequest with `body`."""
+
+    def __init__(self):
+        self.body = b""
+        self.asked: list[dict] = []
+        me = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                query = dict(parse_qsl(urlsplit(self.path).query))
+                me.asked.append(query)
+                body = {
+                    "inclusionConfirmationRequest": b"confirmation yes",
+                    "acknowledgment": b"notice {acknowledgment received}",
+                }.get(query.get("servicesubject"), me.body)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    """The hostile Archive, the project's Archive A (the sample collection), and a registry
+    with both registered (scrypt once)."""
+    base = tmp_path_factory.mktemp("hostile")
+    a, _ = build_collections(base)
+    port = free_port()
+    honest = ThreadedServer(archive_app(a, port, SERVICE_A, base / "state-a"), port)
+    hostile = Hostile()
+    registry = Registry(base / "registered")
+    registry.register(HOSTILE, HOSTILE_KEY)
+    registry.register(SERVICE_A, KEY_A)
+    yield {"hostile": hostile, "a": f"127.0.0.1:{port}", "registry": registry.path}
+    hostile.close()
+    honest.close()
+
+
+def resolver_with(tmp_path: Path, bed, *included: str):
+    state = tmp_path / "resolver"
+    state.mkdir()
+    (state / bed["registry"].name).write_bytes(bed["registry"].read_bytes())
+    app = webtest.TestApp(
+        create_resolver_app({"state_dir": str(state), "timeout": "2", "address": "r.example"}),
+        extra_environ={"REMOTE_ADDR": "150.163.68.1"},
+    )
+    for name in included:
+        address, service, key = {
+            "hostile": (bed["hostile"].address, HOSTILE, HOSTILE_KEY),
+            "a": (bed["a"], SERVICE_A, KEY_A),
+        }[name]
+        announcement = {
+            "servicesubject": "inclusionRequest",
+            "archiveaddress": address,
+            "archiveserviceibi": service,
+            "archiveip": "127.0.0.1",
+            "archiveprotocol": "HTTP",
+            "archiveplatformversion": "1",
+            "archiveadmemailaddress": "admin@archive.example",
+            "registrationkey": key,
+        }
+        assert app.get(SERVICE, announcement).text.endswith("successful")
+    return app
+
+
+BAD_URLS = [
+    "javascript:alert(document.domain)",
+    "data:text/html,<script>alert(1)</script>",
+    "file:///etc/passwd",
+    "//evil.example/x",  # scheme-relative
+    "/8JMKD3MGP8W/35MMLL8",  # relative: this resolver again, for ever
+    "http:evil.example",
+    "http://bank.example@evil.example/",  # credentials: a host that reads as another
+    "{http://a.example/x y}",  # a list of words, not a URL
+    "{}",
+    "http://a.example/" + "x" * 10_000,  # a Location no proxy or browser takes
+]
+
+
+@pytest.mark.parametrize("url", BAD_URLS)
+def test_an_archive_url_that_is_not_an_absolute_http_url_never_reaches_the_user(tmp_path, bed, url):
+    """Table 6.11: `url` is an absolute URI of scheme http. Anything else went straight to the
+    Location header and to the redirect page's link (a javascript: link on the resolver's
+    own origin)."""
+    bed["hostile"].body = f"url {url}\r\nstate Original".encode()
+    resolver = resolver_with(tmp_path, bed, "hostile")
+    page = resolver.get("/8JMKD3MGP8W/35MMLL8", status=404)
+    assert "Location" not in page.headers
+    assert "no Archive gives a URL for 8JMKD3MGP8W/35MMLL8" in page.text
+    assert "javascript:" not in page.text and "data:" not in page.text
+
+
+def test_the_honest_answer_wins_over_an_unusable_url(tmp_path, bed):
+    bed["hostile"].body = b"url javascript:alert(1)\r\nstate Original"
+    resolver = resolver_with(tmp_path, bed, "hostile", "a")
+    response = resolver.get("/8JMKD3MGP8W/35MMLL8", status=302)
+    assert response.location == f"http://{bed['a']}/col/{LL8}/doc/CCSDS%20650.0-B-1.pdf"
+
+
+@pytest.mark.parametrize(
+    "url", ["https://a.example/x.pdf", "http://a.example:8080/b?c=d&e=f", "http://[::1]:81/x"]
+)
+def test_http_and_https_urls_are_taken(tmp_path, bed, url):
+    bed["hostile"].body = f"url {url}\r\nstate Original".encode()
+    resolver = resolver_with(tmp_path, bed, "hostile")
+    assert resolver.get("/8JMKD3MGP8W/35MMLL8", status=302).location == url
+
+
+def test_a_file_path_that_is_not_utf8_gets_its_alert_not_a_500(tmp_path, bed):
+    """File names are bytes (a Latin-1 name is Relat%f3rio.pdf): the alert that no Archive
+    has the file named them as a Python string with surrogates, which the page could not
+    encode."""
+    bed["hostile"].body = b"ibi 8JMKD3MGP8W/35MMLL8\r\nstate Original"  # no such file
+    resolver = resolver_with(tmp_path, bed, "hostile")
+    page = resolver.get("/8JMKD3MGP8W/35MMLL8/Relat%f3rio.pdf", status=404)
+    assert "no Archive gives a URL for 8JMKD3MGP8W/35MMLL8 and file /Relat" in page.text
+    assert page.content_type == "text/html"
