@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 
 from archive_service.index import catalog as catalogmod
 from archive_service.index import store
 from archive_service.testing import wait_until
-from serve_process import Process
+from serve_process import Process, Serve, http_get, serve_collection
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
 
@@ -28,6 +30,21 @@ def indexer_process(collection: Path, state: Path, log: Path) -> Process:
 def new_item(root: Path, directory: str) -> None:
     (root / directory / "doc").mkdir(parents=True)
     (root / directory / "doc" / "a.pdf").write_bytes(b"%PDF-1.4\n")
+
+
+def answer(serve: Serve, ibi: str) -> tuple[int, bytes]:
+    """(status, body) of a urlRequest for `ibi`, without its urlkey (new with each answer)."""
+    query = urlencode(
+        {
+            "servicesubject": "urlRequest",
+            "parsedibiurl.ibi": ibi,
+            "clientinformation.ipaddress": "150.163.2.175",
+        }
+    )
+    status, _, body = http_get(f"{serve.url}?{query}", timeout=10)
+    return status, b"\r\n".join(
+        line for line in body.split(b"\r\n") if not line.startswith(b"urlkey ")
+    )
 
 
 def shows(st: store.Store, directory: str, within: float) -> bool:
@@ -58,3 +75,62 @@ def test_directories_named_in_bytes_that_are_not_utf8_do_not_stop_the_indexer(
         assert "Traceback" not in indexer.text(), indexer.text()
     finally:
         assert indexer.stop() == 0, indexer.text()
+
+
+def _remove(path: Path) -> None:
+    path.unlink()
+
+
+def _empty(path: Path) -> None:
+    os.truncate(path, 0)
+
+
+def _remove_wal(path: Path) -> None:
+    Path(f"{path}-wal").unlink()
+
+
+LOSSES = {"removed": _remove, "emptied": _empty, "wal removed": _remove_wal}
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("loss", LOSSES)
+def test_an_index_file_lost_under_a_running_service_is_rebuilt(
+    collection: Path, tmp_path: Path, loss: str
+) -> None:
+    """`rm` of the index (a cleanup of the state directory), `: > index` or its WAL deleted
+    while serving. Before, every answer of a worker was a 500 (`no such table: meta`, `disk
+    I/O error`) until a restart, and /health was 503; a change on disk then made an index of
+    that change alone, served as if whole (health 200) until the hourly rescan."""
+    state = tmp_path / "state"
+    serve = serve_collection(tmp_path, collection, state)
+    try:
+        serve.wait_answering(timeout=60)
+        serve.wait_log("consistency rescan at start")
+        ibis = [
+            "iconet.com.br/banon/2009/09.09.22.01",
+            "LK47B6W/362SFKH",
+            "dpi.inpe.br/banon/2003/12.10.19.30",
+        ]
+        before = {ibi: answer(serve, ibi) for ibi in ibis}
+        assert all(status == 200 and body for status, body in before.values()), before
+        (path,) = (state / "index").glob("*.sqlite3")
+        LOSSES[loss](path)
+        lost = time.monotonic()
+        # Both workers, several threads each: each answer as before, the health check green.
+        assert wait_until(
+            lambda: (
+                all(answer(serve, ibi) == before[ibi] for ibi in ibis * 8)
+                and http_get(f"http://{serve.address}/health")[0] == 200
+            ),
+            timeout=15,
+            interval=0.2,
+        ), serve.log()
+        print(f"{loss}: answered again after {time.monotonic() - lost:.2f} s")
+        (collection / NEW.rsplit("/", 1)[0]).mkdir(exist_ok=True)
+        new_item(collection, NEW)  # a change after: the index still holds the rest
+        assert wait_until(lambda: answer(serve, NEW)[1] != b"", timeout=5), serve.log()
+        assert all(answer(serve, ibi) == before[ibi] for ibi in ibis * 8)
+        assert store.Store(collection, state).is_complete()
+        assert serve.stop() == 0
+    finally:
+        serve.kill()
