@@ -4,6 +4,7 @@ the collection, the state directory and the processes themselves misbehaving."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -131,6 +132,62 @@ def test_an_index_file_lost_under_a_running_service_is_rebuilt(
         assert wait_until(lambda: answer(serve, NEW)[1] != b"", timeout=5), serve.log()
         assert all(answer(serve, ibi) == before[ibi] for ibi in ibis * 8)
         assert store.Store(collection, state).is_complete()
+        assert serve.stop() == 0
+    finally:
+        serve.kill()
+
+
+@pytest.fixture
+def small_state(tmp_path: Path):
+    """A 1 MB tmpfs for the state directory until the test ends (root only)."""
+    disk = tmp_path / "state"
+    disk.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(directory: Path) -> Path:
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, bytes(4096))
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+@pytest.mark.process
+@pytest.mark.slow
+def test_a_rebuild_on_a_full_disk_is_tried_again_later_not_every_second(
+    collection: Path, tmp_path: Path, small_state: Path
+) -> None:
+    """The index removed while its disk is full: the rebuild fails. Before, the indexer tried
+    it again at each of its one-second turns, an ERROR line and a walk of the collection
+    each time; now after the retry delay, and the index is back once there is room."""
+    serve = serve_collection(tmp_path, collection, small_state)
+    try:
+        serve.wait_answering(timeout=60)
+        serve.wait_log("consistency rescan at start")
+        rep = "iconet.com.br/banon/2009/09.09.22.01"
+        before = answer(serve, rep)
+        filler = fill(small_state)
+        (path,) = (small_state / "index").glob("*.sqlite3")
+        path.unlink()
+        serve.wait_log("rebuilding it from the collection")
+        time.sleep(4)
+        assert serve.log().count("rebuilding it from the collection") == 1, serve.log()
+        filler.unlink()
+        assert wait_until(lambda: answer(serve, rep) == before, timeout=15, interval=0.2), (
+            serve.log()
+        )
         assert serve.stop() == 0
     finally:
         serve.kill()

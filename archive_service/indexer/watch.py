@@ -632,10 +632,13 @@ class Indexer:
                     why = "consistency rescan" if watching else "periodic rescan"
                 if why is None and self._retry_at and time.monotonic() >= self._retry_at:
                     why = "a rescan after an error"
-                if why is None and self.store.reported_damage() is not None:
-                    why = "a rebuild of the damaged index"  # a worker met it (Store.damage)
-                if why is None and self._kept and not self.store.exists():
-                    why = "a rebuild of the removed index"  # one stat a second
+                # After a failed write (a full disk), a rebuild waits for the retry above:
+                # tried every second, it logged its ERROR every second and walked as often.
+                if why is None and self._retry_at is None:
+                    if self.store.reported_damage() is not None:
+                        why = "a rebuild of the damaged index"  # a worker met it (Store.damage)
+                    elif self._kept and not self.store.exists():
+                        why = "a rebuild of the removed index"  # one stat a second
                 if why is not None:
                     watching = self._rescan(why, watching)
                     next_full = self._next_full(watching)
