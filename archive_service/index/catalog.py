@@ -109,9 +109,12 @@ class _Reader:
                 return
             # Noted before the generation is read: a commit in between is seen next time.
             self.seen, self.read_at = seen, now
-        if not self.conn.in_transaction and self.store.inode() != self.inode:
+        now = self.store.inode()
+        # None: the file was removed under us (the indexer rebuilds it); until then this
+        # connection still reads it, where opening the path would make an empty index.
+        if not self.conn.in_transaction and now not in (self.inode, None):
             self.conn.close()  # a damaged index was rebuilt: read the new file
-            self.inode = self.store.inode()
+            self.inode = now
             self.conn = self.store.connect(readonly=True)
         self.key = self.state()
 

@@ -107,15 +107,21 @@ def next_generation(conn: sqlite3.Connection) -> None:
 
 # ------------------------------------------------------------------------------- store
 
-_CORRUPT, _NOTADB = 11, 26  # SQLite's primary result codes: SQLITE_CORRUPT, SQLITE_NOTADB
+# SQLite's primary result codes: SQLITE_ERROR, SQLITE_IOERR, SQLITE_CORRUPT, SQLITE_NOTADB
+_ERROR, _IOERR, _CORRUPT, _NOTADB = 1, 10, 11, 26
 
 
 def is_damage(exc: BaseException) -> bool:
     """Whether an SQLite error says the index file is damaged ('database disk image is
-    malformed', 'file is not a database'): not busy, full or read-only, which pass."""
-    return isinstance(exc, sqlite3.DatabaseError) and (
-        getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    ) in (_CORRUPT, _NOTADB)
+    malformed', 'file is not a database'), or is no longer the file its WAL belongs to
+    ('disk I/O error': the WAL removed under it) or no index at all ('no such table': the
+    file emptied, or removed and opened anew): not busy, full or read-only, which pass."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    return code in (_IOERR, _CORRUPT, _NOTADB) or (
+        code == _ERROR and str(exc).startswith("no such table")
+    )
 
 
 class Damaged(Exception):
@@ -213,14 +219,16 @@ class Store:
             return str(exc) if is_damage(exc) else None
         return None if rows == [("ok",)] else " ".join(str(rows[0][0]).split())  # one line
 
-    def replace_with(self, other: Store) -> None:
+    def replace_with(self, other: Store) -> bool:
         """Put the index `other` built (closed, its WAL checkpointed away) at this path. The
         damaged file is kept beside it as `<index>.bad` (one, the latest) for whoever wants
-        to know what happened; its WAL and shared memory go: they belong to it alone."""
+        to know what happened; its WAL and shared memory go: they belong to it alone.
+        Whether there was a file to keep."""
+        kept = True
         try:
             os.replace(self.path, f"{self.path}.bad")
         except FileNotFoundError:
-            pass
+            kept = False  # removed under us
         for suffix in ("-wal", "-shm"):
             try:
                 os.unlink(f"{self.path}{suffix}")
@@ -234,6 +242,7 @@ class Store:
                 pass
         self._forget_damage()
         self.note_change()
+        return kept
 
     # After each refresh the writer touches `<index>.refreshed`: when the index was last
     # brought up to date, for the Archive's page and /health, without a write to the index
@@ -455,13 +464,13 @@ class Writer:
             result = Writer(fresh, log_problems=self.log_problems)._refresh(
                 None, progress=progress, verify=False
             )
-            store.replace_with(fresh)
+            kept = store.replace_with(fresh)
         result.seconds = time.monotonic() - started
         log.info(
-            "rebuilt the index %s from the collection: %s; the damaged file is %s.bad",
+            "rebuilt the index %s from the collection: %s%s",
             store.path,
             result,
-            store.path,
+            f"; the damaged file is {store.path}.bad" if kept else "",
         )
         return result
 

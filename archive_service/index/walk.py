@@ -158,6 +158,19 @@ def estimate_items(root: str | os.PathLike) -> int:
 def scope_of(parts: list[str], is_directory: bool) -> str | None:
     """The smallest part of the collection a change at `parts` (path segments below the
     root) can affect, as a scope for `Walk.items`; None when it affects no item."""
+    scope = _scope_of(parts, is_directory)
+    # An IBI is text: a directory named in bytes that are not UTF-8 (held with lone
+    # surrogates) names no item, and SQLite refuses such a key (UnicodeEncodeError stopped
+    # the indexer at each event under a Latin-1 name).
+    if scope and not scope.isascii():
+        try:
+            scope.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+    return scope
+
+
+def _scope_of(parts: list[str], is_directory: bool) -> str | None:
     n = len(parts)
     if n == 0:
         return ""

@@ -209,6 +209,7 @@ class Indexer:
         self._retry_at: float | None = None
         self._state: str | None = None
         self._verified_at: float | None = None  # when a refresh last checked the index file
+        self._kept = False  # a refresh of ours ended: the index file is there to keep
         self.real_root = store.real_root
 
     # -- events ------------------------------------------------------------------------
@@ -520,7 +521,12 @@ class Indexer:
             or time.monotonic() - self._verified_at >= (self.consistency_interval or float("inf"))
         )
         try:
-            result = self.writer.refresh(scopes, progress=scopes is None, verify=bool(verify))
+            lost = self._lost(scopes)
+            if lost is not None:
+                # Built beside the path and swapped in: readers keep what they read until then.
+                result = self.writer.rebuild(lost, progress=True)
+            else:
+                result = self.writer.refresh(scopes, progress=scopes is None, verify=bool(verify))
         except (sqlite3.Error, OSError) as exc:
             # The collection gone, or the index unwritable (a full disk): keep the index as it
             # is, say so once, and try everything again a little later.
@@ -531,12 +537,25 @@ class Indexer:
             self._retry_at = time.monotonic() + RETRY_SECONDS
             return None
         self._retry_at = None
+        self._kept = True
         if verify:
             self._verified_at = time.monotonic()
         self.waves += 1
         if result.read or result.removed or scopes is None:
             log.info("%s: %s", why, result)
         return result
+
+    def _lost(self, scopes: Iterable[str] | None) -> str | None:
+        """Why the index this indexer kept is gone from under it (its file removed or emptied
+        while serving: a cleanup of the state directory, `: >` on it), or None. A partial
+        refresh of what is left would make an index of that part alone, served as whole."""
+        if not self._kept:
+            return None
+        if not self.store.exists():
+            return "its file was removed"
+        if scopes is not None and not self.store.is_complete():
+            return "it no longer holds the whole collection"
+        return None
 
     def _rescan(self, why: str, watching: bool) -> bool:
         """A full refresh; then whether we (still, or again) watch."""
@@ -613,8 +632,13 @@ class Indexer:
                     why = "consistency rescan" if watching else "periodic rescan"
                 if why is None and self._retry_at and time.monotonic() >= self._retry_at:
                     why = "a rescan after an error"
-                if why is None and self.store.reported_damage() is not None:
-                    why = "a rebuild of the damaged index"  # a worker met it (Store.damage)
+                # After a failed write (a full disk), a rebuild waits for the retry above:
+                # tried every second, it logged its ERROR every second and walked as often.
+                if why is None and self._retry_at is None:
+                    if self.store.reported_damage() is not None:
+                        why = "a rebuild of the damaged index"  # a worker met it (Store.damage)
+                    elif self._kept and not self.store.exists():
+                        why = "a rebuild of the removed index"  # one stat a second
                 if why is not None:
                     watching = self._rescan(why, watching)
                     next_full = self._next_full(watching)
