@@ -1,0 +1,40 @@
+"""Mistakes a new administrator makes, each answered by one plain line saying what is wrong,
+where, and the fix when it is obvious: never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from archive_service import settings
+from archive_service.cli import main
+
+ITEM = "example.org/archive/2026/11.27.03.08.09"
+SERVICE = "LK47B6WD4K/4GS3LR8"
+
+
+def _item(collection: Path, sidecar: str) -> Path:
+    item = collection / ITEM
+    (item / "doc").mkdir(parents=True)
+    (item / "doc" / "a.txt").write_text("a\n")
+    (item / "item.yaml").write_text(sidecar)
+    return item
+
+
+def test_a_date_that_is_no_date_in_a_sidecar_is_a_problem_of_its_item(tmp_path, capsys):
+    # An unquoted `timestamp: 2026-02-30` made PyYAML raise a bare ValueError: `check`,
+    # `index` and `serve` stopped with a traceback.
+    _item(tmp_path / "col", "timestamp: 2026-02-30\n")
+    assert main(["check", str(tmp_path / "col")]) == 1
+    out = capsys.readouterr().out
+    assert f"{ITEM}/item.yaml: YAML syntax error at line 1, column 12:" in out
+    assert "'2026-02-30' is not a valid date" in out and "quote it" in out
+
+
+def test_a_date_that_is_no_date_in_the_config_file_is_one_line(tmp_path):
+    path = tmp_path / "archive-service.yaml"
+    path.write_text("collection: col\nworkers: 2026-13-01\n")
+    with pytest.raises(settings.ConfigError) as caught:
+        settings.load(str(path), {}, {})
+    assert str(caught.value).startswith(f"config file {path} line 2: '2026-13-01' is not a valid")
