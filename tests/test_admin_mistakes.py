@@ -38,3 +38,22 @@ def test_a_date_that_is_no_date_in_the_config_file_is_one_line(tmp_path):
     with pytest.raises(settings.ConfigError) as caught:
         settings.load(str(path), {}, {})
     assert str(caught.value).startswith(f"config file {path} line 2: '2026-13-01' is not a valid")
+
+
+@pytest.mark.parametrize("kind, why", [("missing", "no such directory"), ("file", "is a file, not a directory")])
+def test_a_collection_that_is_no_directory_stops_before_anything_is_minted(
+    tmp_path, capsys, kind, why
+):
+    collection = tmp_path / "col"
+    if kind == "file":
+        collection.write_text("")
+    state = tmp_path / "state"
+    config = tmp_path / "archive-service.yaml"
+    config.write_text(f"collection: {collection}\nstate_dir: {state}\nresolver: none\n")
+    for command in (["query", SERVICE], ["serve"], ["check"], ["index"]):
+        assert main([*command, "--config", str(config)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            f"archive-service: setting collection = '{collection}' (config file {config}): {why}"
+        ], command
+    assert not state.exists()  # no service IBI minted, no index made
