@@ -3,12 +3,14 @@ where, and the fix when it is obvious: never a traceback."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
 from archive_service import settings
 from archive_service.cli import main
+from serve_process import SAMPLE, run_command
 
 ITEM = "example.org/archive/2026/11.27.03.08.09"
 SERVICE = "LK47B6WD4K/4GS3LR8"
@@ -40,7 +42,9 @@ def test_a_date_that_is_no_date_in_the_config_file_is_one_line(tmp_path):
     assert str(caught.value).startswith(f"config file {path} line 2: '2026-13-01' is not a valid")
 
 
-@pytest.mark.parametrize("kind, why", [("missing", "no such directory"), ("file", "is a file, not a directory")])
+@pytest.mark.parametrize(
+    "kind, why", [("missing", "no such directory"), ("file", "is a file, not a directory")]
+)
 def test_a_collection_that_is_no_directory_stops_before_anything_is_minted(
     tmp_path, capsys, kind, why
 ):
@@ -57,3 +61,25 @@ def test_a_collection_that_is_no_directory_stops_before_anything_is_minted(
             f"archive-service: setting collection = '{collection}' (config file {config}): {why}"
         ], command
     assert not state.exists()  # no service IBI minted, no index made
+
+
+@pytest.mark.process
+def test_a_bind_address_in_use_says_which_setting_and_why(tmp_path):
+    # gunicorn said "Connection in use: ('127.0.0.1', 8080)" and "Can't connect to …":
+    # neither the setting to change nor that another process holds the port.
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        bind = f"127.0.0.1:{holder.getsockname()[1]}"
+        done = run_command(
+            ["serve", "--collection", str(SAMPLE), "--state-dir", str(tmp_path / "state")]
+            + ["--no-announce", "--bind", bind, "--archiveserviceibi", SERVICE]
+        )
+    assert done.returncode == 1
+    assert "Connection in use" not in done.stderr and "Can't connect" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.endswith(
+        f"ERROR gunicorn.error: cannot listen on {bind} (setting bind): [Errno 98] Address "
+        "already in use; another process listens there (ss -ltnp shows which): stop it, or "
+        "give another bind"
+    )
