@@ -83,3 +83,26 @@ def test_a_bind_address_in_use_says_which_setting_and_why(tmp_path):
         "already in use; another process listens there (ss -ltnp shows which): stop it, or "
         "give another bind"
     )
+
+
+@pytest.mark.parametrize(
+    "variable, meant",
+    [
+        ("ARCHIVE_SERVICE_COLECTION", "ARCHIVE_SERVICE_COLLECTION"),
+        ("ARCHIVE_SERVICE_WORKRES", "ARCHIVE_SERVICE_WORKERS"),
+        ("archive_service_state_dir", "ARCHIVE_SERVICE_STATE_DIR"),
+    ],
+)
+def test_a_mistyped_environment_variable_is_named_with_the_setting_meant(variable, meant):
+    # It was ignored in silence: the admin read only "setting collection is missing".
+    with pytest.warns(settings.ConfigWarning) as caught:
+        settings.collect(None, {}, {variable: "/srv/col"})
+    assert [str(w.message) for w in caught] == [
+        f"environment variable {variable} is no setting and is ignored (did you mean {meant}?)"
+    ]
+
+
+def test_other_variables_of_the_prefix_are_no_mistake(recwarn):
+    others = ("CONFIG", "RESOLVER_TIMEOUT", "TEST_STATE_DIR", "BENCH_CACHE", "COLLECTION")
+    settings.collect(None, {}, {f"ARCHIVE_SERVICE_{name}": "x" for name in others})
+    assert not [w for w in recwarn if issubclass(w.category, settings.ConfigWarning)]
