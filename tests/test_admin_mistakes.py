@@ -106,3 +106,18 @@ def test_other_variables_of_the_prefix_are_no_mistake(recwarn):
     others = ("CONFIG", "RESOLVER_TIMEOUT", "TEST_STATE_DIR", "BENCH_CACHE", "COLLECTION")
     settings.collect(None, {}, {f"ARCHIVE_SERVICE_{name}": "x" for name in others})
     assert not [w for w in recwarn if issubclass(w.category, settings.ConfigWarning)]
+
+
+def test_serve_as_root_is_warned_of_once_with_what_it_does_to_the_state_dir(tmp_path, monkeypatch):
+    from archive_service.serve import runner
+
+    config = settings.load(None, {"collection": str(tmp_path), "state_dir": "/srv/state"}, {})
+    monkeypatch.setattr(runner.os, "geteuid", lambda: 1000)
+    assert runner.root_warning(config) is None
+    monkeypatch.setattr(runner.os, "geteuid", lambda: 0)
+    warning = runner.root_warning(config)
+    assert warning.startswith("serve runs as root, which it never needs")
+    assert (
+        "state_dir /srv/state belongs to root" in warning and "sudo -u archive-service" in warning
+    )
+    assert "\n" not in warning
