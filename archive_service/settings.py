@@ -27,7 +27,7 @@ import yaml
 
 from . import __version__
 from .common.postgres import redacted as postgres_redacted
-from .common.yamlsafe import SafeLoader
+from .common.yamlsafe import SafeLoader, tab_hint
 from .protocol import ibi as ibimod
 
 ENV_PREFIX = "ARCHIVE_SERVICE_"
@@ -500,14 +500,18 @@ def read_file(
 ) -> dict[str, Any]:
     """The settings in a YAML config file; ConfigError (one line) if it cannot be used."""
     path = Path(path)
+    text = b""
     try:
         with open(path, "rb") as stream:
-            data = yaml.load(stream, Loader=SafeLoader)
+            text = stream.read()
+        data = yaml.load(text, Loader=SafeLoader)
     except OSError as exc:
         raise ConfigError(f"config file {path}: {exc.strerror}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
-        raise ConfigError(f"config file {path} line {mark.line + 1}: {exc.problem}") from None
+        raise ConfigError(
+            f"config file {path} line {mark.line + 1}: {exc.problem}{tab_hint(text, mark)}"
+        ) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {path}: not YAML ({exc})") from None
     if data is None:

@@ -121,3 +121,23 @@ def test_serve_as_root_is_warned_of_once_with_what_it_does_to_the_state_dir(tmp_
         "state_dir /srv/state belongs to root" in warning and "sudo -u archive-service" in warning
     )
     assert "\n" not in warning
+
+
+def test_a_tab_and_a_misspelt_key_in_a_sidecar_are_named(tmp_path, capsys):
+    item = _item(tmp_path / "col", "langauge: en\n")
+    assert main(["check", str(tmp_path / "col")]) == 1
+    assert "unknown key 'langauge' (ignored; did you mean language?)" in capsys.readouterr().out
+    (item / "item.yaml").write_text("language: en\ndc:\n\ttitle: A\n")
+    assert main(["check", str(tmp_path / "col")]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "YAML syntax error at line 3, column 1: found character that cannot start any token "
+        "(a tab: YAML indents with spaces only)"
+    ) in out
+
+
+def test_a_tab_in_the_config_file_is_named(tmp_path):
+    path = tmp_path / "archive-service.yaml"
+    path.write_text("collection: col\ntrusted_proxies:\n\t- 10.0.0.1\n")
+    with pytest.raises(settings.ConfigError, match=r"line 3: .* \(a tab: YAML indents with spaces"):
+        settings.load(str(path), {}, {})

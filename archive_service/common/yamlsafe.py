@@ -37,6 +37,18 @@ except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     SafeDumper = yaml.SafeDumper
 
 
+def tab_hint(text: bytes, mark) -> str:
+    """PyYAML says 'found character that cannot start any token' for a tab that indents a
+    line: name the tab, which an editor shows as spaces."""
+    if mark is None:
+        return ""
+    lines = text.split(b"\n")
+    line = lines[mark.line] if mark.line < len(lines) else b""
+    if b"\t" in line[: mark.column + 1]:
+        return " (a tab: YAML indents with spaces only)"
+    return ""
+
+
 def dump_sidecar(data) -> str:
     """A sidecar's keys as the block YAML deposits, updates and imports write: keys in the
     order given, text as it is (no \\u escapes), no folding of long lines."""
