@@ -27,7 +27,7 @@ import yaml
 
 from . import __version__
 from .common.postgres import redacted as postgres_redacted
-from .common.yamlsafe import SafeLoader
+from .common.yamlsafe import SafeLoader, tab_hint
 from .protocol import ibi as ibimod
 
 ENV_PREFIX = "ARCHIVE_SERVICE_"
@@ -500,14 +500,18 @@ def read_file(
 ) -> dict[str, Any]:
     """The settings in a YAML config file; ConfigError (one line) if it cannot be used."""
     path = Path(path)
+    text = b""
     try:
         with open(path, "rb") as stream:
-            data = yaml.load(stream, Loader=SafeLoader)
+            text = stream.read()
+        data = yaml.load(text, Loader=SafeLoader)
     except OSError as exc:
         raise ConfigError(f"config file {path}: {exc.strerror}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
-        raise ConfigError(f"config file {path} line {mark.line + 1}: {exc.problem}") from None
+        raise ConfigError(
+            f"config file {path} line {mark.line + 1}: {exc.problem}{tab_hint(text, mark)}"
+        ) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {path}: not YAML ({exc})") from None
     if data is None:
@@ -601,6 +605,7 @@ def collect(
     default: a caller with rules of its own (serve's announcing) adds its problems to these
     and reports them all at once. A config file that cannot be read still raises."""
     environ = os.environ if environ is None else environ
+    _warn_mistyped_environment(environ, table)
     problems: list[str] = []
     by_name = {s.name: s for s in table}
     options = {k: v for k, v in (options or {}).items() if v is not None}
@@ -635,6 +640,38 @@ def collect(
             values[setting.name] = os.path.abspath(values[setting.name])
     config = Config(values, sources, by_name)
     return config, problems + config.missing(*required)
+
+
+# ARCHIVE_SERVICE_* variables that are no setting of the Archive's table, yet no typo: the
+# WSGI entry's config file, the resolver's own table, the tests' and the benchmark's.
+_OTHER_VARIABLES = ("CONFIG",)
+_OTHER_PREFIXES = ("RESOLVER_", "TEST_", "BENCH_")
+
+
+def _warn_mistyped_environment(environ: Mapping[str, str], table: tuple[Setting, ...]) -> None:
+    """A warning for each variable of the table's prefix that is none of its settings but
+    close to one: ARCHIVE_SERVICE_COLECTION was silently ignored, and the admin read only
+    'setting collection is missing'."""
+    prefix = table[0].env_prefix if table else ENV_PREFIX
+    known = {s.env[len(prefix) :]: s.env for s in table}
+    for name in environ:
+        upper = name.upper()  # archive_service_collection is a mistake of case
+        rest = upper[len(prefix) :]
+        if (
+            not upper.startswith(prefix)
+            or (name == upper and rest in known)
+            or rest in _OTHER_VARIABLES
+            or rest.startswith(_OTHER_PREFIXES)
+        ):
+            continue
+        near = [rest] if rest in known else difflib.get_close_matches(rest, known, 1, 0.8)
+        if near:
+            warnings.warn(
+                f"environment variable {name} is no setting and is ignored "
+                f"(did you mean {known[near[0]]}?)",
+                ConfigWarning,
+                stacklevel=3,
+            )
 
 
 def example_file(values: Mapping[str, Any], table: tuple[Setting, ...] = SETTINGS) -> str:

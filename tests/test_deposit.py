@@ -210,6 +210,8 @@ def test_deposit_without_any_form_is_refused(capsys, settings, collection, files
     )
     assert code == 1 and out == ""
     assert "no IBI can be minted" in err and "two or more words" in err
+    # the options deposit has (it has no --ip, which mint's message named)
+    assert "an IBIp needs an IP address (archiveip or --archiveip)" in err
     assert snapshot(collection) == before
 
 

@@ -167,7 +167,7 @@ def add_parser(
     """The `import` command; returns its subparsers, for more sources."""
     parser = sub.add_parser(
         "import",
-        help="bring an existing repository in (manifest, BagIt), re-runnable",
+        help="bring an existing repository in (manifest, BagIt, OAI-PMH), re-runnable",
         description="Bring items of an existing repository into the collection without moving "
         "its files elsewhere: each record of the source is minted an IBI once (the mapping "
         "source id -> IBI is kept in state_dir or the database), updated when it changed, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 
 from .. import settings
@@ -40,7 +41,11 @@ def load_config(
     """The settings of `table` from the options, the environment and the --config file;
     those named in `required` must be set."""
     options = {s.name: getattr(args, s.name, None) for s in table}
-    return settings.load(args.config, options, environ, table=table, required=required)
+    config, problems = settings.collect(args.config, options, environ, table, required)
+    problems += collection_problems(config, required)
+    if problems:
+        raise settings.ConfigError(*problems)
+    return config
 
 
 def collect_config(
@@ -48,7 +53,28 @@ def collect_config(
 ) -> tuple[settings.Config, list[str]]:
     """`load_config`, the problems returned rather than raised (see settings.collect)."""
     options = {s.name: getattr(args, s.name, None) for s in settings.SETTINGS}
-    return settings.collect(args.config, options, environ, required=required)
+    config, problems = settings.collect(args.config, options, environ, required=required)
+    return config, problems + collection_problems(config, required)
+
+
+def collection_problems(config: settings.Config, required: tuple[str, ...]) -> list[str]:
+    """A line if the collection a command needs is not a directory, with where the setting
+    came from: said before anything starts or is minted (serve logged "serving /x" and then
+    stopped with "collection /x is not a directory", naming neither the setting nor its
+    source)."""
+    if "collection" not in required or not config.get("collection"):
+        return []
+    path = config.collection
+    try:
+        if stat.S_ISDIR(os.stat(path).st_mode):
+            return []
+        why = "is a file, not a directory"
+    except FileNotFoundError:
+        why = "no such directory"
+    except OSError as exc:
+        why = f"cannot be read ({exc.strerror})"
+    source = config.sources.get("collection", "default")
+    return [f"setting collection = {path!r} ({source}): {why}"]
 
 
 def say_state_dir(config: settings.Config, command: str) -> None:

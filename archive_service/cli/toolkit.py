@@ -59,9 +59,9 @@ def cmd_mint(args: argparse.Namespace, load_config: LoadConfig) -> int:
     # --host/--ip describe a subsystem on their own; without them it is this Archive's
     # (archiveaddress, archiveip).
     if args.host or args.ip:
-        source = depositmod.subsystem({}, args.host, args.ip, args.port)
+        source = depositmod.subsystem({}, args.host, args.ip, args.port, ("--host", "--ip"))
     else:
-        source = depositmod.subsystem(config, port=args.port)
+        source = depositmod.subsystem(config, port=args.port, options=("--host", "--ip"))
     try:
         form = form or source.form
         missing = [f for f in ("rep", "ibip") if form in (f, "both") and f not in source.forms]

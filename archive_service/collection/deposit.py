@@ -122,9 +122,12 @@ def subsystem(
     host: str | None = None,
     ip: str | None = None,
     port: int | None = None,
+    options: tuple[str, str] = ("--archiveaddress", "--archiveip"),
 ) -> Subsystem:
     """The identification subsystem of this Archive: host and port from `archiveaddress`, IP
-    from `archiveip`, unless given. A form whose inputs are missing or invalid is left out."""
+    from `archiveip`, unless given. A form whose inputs are missing or invalid is left out.
+    `options` are the calling command's options that give a host and an IP, named in the
+    reasons (deposit has no --host or --ip: its message named mint's)."""
     why_not: dict[str, str] = {}
     if host is None and config.get("archiveaddress"):
         host, address_port = split_address(config["archiveaddress"])
@@ -132,14 +135,14 @@ def subsystem(
     if ip is None:
         ip = config.get("archiveip") or None
     if host is None:
-        why_not["rep"] = "a repository name needs a host (archiveaddress or --host)"
+        why_not["rep"] = f"a repository name needs a host (archiveaddress or {options[0]})"
     else:
         try:
             mintmod.rep_prefix(host, mintmod.REP_DEFAULT_PORT if port is None else port)
         except ibimod.IbiError as exc:
             why_not["rep"], host = f"no repository name: {exc}", None
     if ip is None:
-        why_not["ibip"] = "an IBIp needs an IP address (archiveip or --ip)"
+        why_not["ibip"] = f"an IBIp needs an IP address (archiveip or {options[1]})"
     else:
         try:
             ibipmod.encode_prefix(ip, ibipmod.IBIP_DEFAULT_PORT if port is None else port)

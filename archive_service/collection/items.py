@@ -10,6 +10,7 @@ model and the claim rule both catalogs follow are protocol/catalog.py's.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import logging
 import os
@@ -369,9 +370,13 @@ def load_item(
     if has_sidecar:
         side = sidecarmod.read(sidecar_path)
         for key in side.unknown_keys:
+            near = difflib.get_close_matches(key, sidecarmod.KEYS, n=1)
+            hint = f"; did you mean {near[0]}?" if near else ""
             problems.append(
                 Problem(
-                    f"{directory}/{sidecarmod.SIDECAR}", f"unknown key {key!r} (ignored)", "warning"
+                    f"{directory}/{sidecarmod.SIDECAR}",
+                    f"unknown key {key!r} (ignored{hint})",
+                    "warning",
                 )
             )
         for message in side.warnings:

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from ..common.yamlsafe import SafeLoader as _SafeLoader
+from ..common.yamlsafe import tab_hint
 from ..protocol import ibi as ibimod
 
 _YAML = "tag:yaml.org,2002:"
@@ -428,7 +429,9 @@ def read(path: str | os.PathLike) -> Sidecar:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SidecarError(str(path), [f"YAML syntax error{where}: {exc.problem}"]) from None
+        raise SidecarError(
+            str(path), [f"YAML syntax error{where}: {exc.problem}{tab_hint(text, mark)}"]
+        ) from None
     except yaml.YAMLError as exc:
         raise SidecarError(str(path), [f"YAML error: {exc}"]) from None
     except OSError as exc:

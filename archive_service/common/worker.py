@@ -26,6 +26,46 @@ class Logger(glogging.Logger):
         self.error_fmt = logs.line_format()
         super().setup(cfg)
 
+    # gunicorn's lines when it cannot listen: "Connection in use: ('127.0.0.1', 8080)", then
+    # "connection to … failed: [Errno 98] …" five times, then "Can't connect to …" and exit 1.
+    # An admin read neither which setting to change nor why; one line each now says both.
+    _BIND_FAILED = re.compile(r"connection to .* failed: (.*)")
+    _BIND_HINTS = {
+        errno.EADDRINUSE: "another process listens there (ss -ltnp shows which): stop it, "
+        "or give another bind",
+        errno.EADDRNOTAVAIL: "no interface of this machine has that address: give one it "
+        "has, 127.0.0.1 or 0.0.0.0",
+        errno.EACCES: "ports below 1024 need privileges: listen on a higher port behind the "
+        "web server",
+    }
+    bind_failure = ""
+
+    def error(self, msg, *args, **kwargs) -> None:
+        if isinstance(msg, str) and self._rewrite_bind_error(msg):
+            return
+        super().error(msg, *args, **kwargs)
+
+    def _rewrite_bind_error(self, msg: str) -> bool:
+        if msg.startswith(("Connection in use: ", "Invalid address: ")):
+            return True  # the next line says it, with the system's reason
+        bind = ", ".join(getattr(self.cfg, "bind", None) or ()) or "?"
+        failed = self._BIND_FAILED.match(msg)
+        if failed:
+            self.bind_failure = failed.group(1)
+            self.warning("cannot listen on %s (%s); trying again in 1 s", bind, failed.group(1))
+            return True
+        if msg.startswith("Can't connect to "):
+            number = re.match(r"\[Errno (\d+)\]", self.bind_failure)
+            hint = self._BIND_HINTS.get(int(number.group(1)) if number else 0)
+            super().error(
+                "cannot listen on %s (setting bind): %s%s",
+                bind,
+                self.bind_failure or "failed",
+                f"; {hint}" if hint else "",
+            )
+            return True
+        return False
+
     def atoms(self, resp, req, environ, request_time) -> dict:
         # Keys come in query strings (COUNTER_SUSHI's api_key to the Archive, an Archive's
         # registrationkey to the resolver): the access log keeps each request without them.

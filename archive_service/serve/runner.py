@@ -142,9 +142,27 @@ def _flush_uses(arbiter, worker) -> None:
         store.flush()
 
 
+def root_warning(config: settings.Config) -> str | None:
+    """What an admin trying `sudo archive-service serve` should know: the service needs no
+    privilege, and what it writes now belongs to root (the systemd unit's user, whose state
+    directory root's default is, cannot then write its index or read its URL-key secret)."""
+    if os.geteuid() != 0:
+        return None
+    return (
+        f"serve runs as root, which it never needs (it listens on a high port behind the web "
+        f"server): what it writes in state_dir {config.state_dir} belongs to root, and a "
+        "service running as its own user (contrib/systemd: archive-service) cannot then "
+        "write it; run it as that user (sudo -u archive-service archive-service serve …), "
+        f"or chown -R that user {config.state_dir} afterwards"
+    )
+
+
 def run(config: settings.Config, reload_config: Callable[[], settings.Config] | None = None) -> int:
     for line in identity.describe(config):
         log.info("%s", line)
+    warning = root_warning(config)
+    if warning:
+        log.warning("%s", warning)
     log.info(
         "serving %s at http://%s/%s (listening on %s, %d workers)",
         config.collection,
