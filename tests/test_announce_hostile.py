@@ -147,3 +147,19 @@ def test_an_error_whose_body_stalls_or_is_cut_is_a_resolver_error(scripted, answ
     with pytest.raises(announce.ResolverError, match="HTTP 503 Busy") as error:
         announce.include(announcement(resolver.url), timeout=1)
     assert "could not be read" in str(error.value) and KEY not in str(error.value)
+
+
+def test_the_status_lines_reason_reaches_the_log_printable_and_short(scripted):
+    """The reason phrase is the resolver's own text, up to http.client's 64 KiB line: it went
+    whole and raw into each retry's log line and /health's detail, terminal escapes and all."""
+    reason = b"\x1b]0;owned\x07\x1b[2J" + b"busy " * 10_000
+
+    def script(conn: socket.socket, head: bytes) -> None:
+        conn.sendall(b"HTTP/1.1 503 " + reason + b"\r\nContent-Length: 0\r\n\r\n")
+
+    resolver = scripted(script)
+    with pytest.raises(announce.ResolverError, match="HTTP 503") as error:
+        announce.include(announcement(resolver.url), timeout=5)
+    text = str(error.value)
+    assert text.isprintable() and "\\x1b]0;owned\\x07" in text
+    assert len(text) < 1000

@@ -410,8 +410,13 @@ def _ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, 
                 detail = f"(its body could not be read: {cut!r})"
             finally:
                 exc.close()
+            # The reason phrase is the resolver's text (up to a 64 KiB line): shown escaped and
+            # short (redacted before it is cut), as the body is: it goes to the log and /health.
+            reason = announcement.redact(str(exc.reason))[:100]
+            reason = reason.encode("ascii", "backslashreplace").decode("ascii")
+            reason = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in reason)
             raise ResolverError(
-                f"{shown} answered HTTP {exc.code} {exc.reason} {detail}".rstrip()
+                f"{shown} answered HTTP {exc.code} {reason} {detail}".rstrip()
             ) from None
         except urllib.error.URLError as exc:
             raise ResolverError(f"{shown} could not be reached: {exc.reason}") from None
