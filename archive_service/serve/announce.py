@@ -306,9 +306,11 @@ def status_line(status: Mapping[str, str]) -> str:
     return " ".join(f"{name} {value}" for name, value in status.items()) or "(an empty list)"
 
 
-def _snippet(body: bytes) -> str:
-    text = body[:200].decode("ascii", "backslashreplace")
-    return repr(text) + (" …" if len(body) > 200 else "")
+def _snippet(body: bytes, redact: Callable[[str], str]) -> str:
+    # Redacted before it is cut: a page echoing the request, cut inside the key, showed the
+    # digits before the cut (in the log, and in /health's and the overview's inclusion detail).
+    text = redact(body.decode("ascii", "backslashreplace"))
+    return repr(text[:200]) + (" …" if len(text) > 200 else "")
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -345,15 +347,53 @@ def transport_warning(announcement: Announcement) -> str | None:
 def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, str]:
     """Send one message to the resolver; its answer as a dict of pairs, or ResolverError.
 
-    Redirects are not followed (see `_NoRedirect`): a 3xx is a failure naming where it led."""
+    Redirects are not followed (see `_NoRedirect`): a 3xx is a failure naming where it led.
+    The whole exchange is waited for at most `timeout` (and a second for the request's own
+    timeouts to say it first): urllib's timeout is per read, and a resolver sending a byte
+    now and then held the announcer for as long as it liked, never retrying nor noticing
+    that its master had gone. The request runs in a thread of its own for that."""
+    outcome: list = []
+
+    def exchange() -> None:
+        try:
+            outcome.append((_ask(announcement, subject, timeout), None))
+        except Exception as exc:  # noqa: BLE001 (raised again below, in the caller)
+            outcome.append((None, exc))
+
+    worker = threading.Thread(target=exchange, name=subject, daemon=True)
+    worker.start()
+    worker.join(timeout + 1)
+    if not outcome:
+        shown = announcement.redact(announcement.url(subject))
+        raise ResolverError(f"{shown} gave no answer within {timeout:g} s")
+    status, error = outcome[0]
+    if error is not None:
+        raise error
+    return status
+
+
+def _read(response: Any, deadline: float, timeout: float) -> bytes:
+    """At most MAX_BODY bytes of a body, read until `deadline` (then TimeoutError)."""
+    body = b""
+    while len(body) < MAX_BODY:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the answer did not end within {timeout:g} s")
+        if not (piece := response.read1(MAX_BODY - len(body))):
+            break
+        body += piece
+    return body
+
+
+def _ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, str]:
     shown = announcement.redact(announcement.url(subject))
+    deadline = time.monotonic() + timeout
     request = urllib.request.Request(
         announcement.url(subject), headers={"User-Agent": f"archive-service/{__version__}"}
     )
     try:
         try:
             with _OPENER.open(request, timeout=timeout) as response:
-                body = response.read(MAX_BODY)
+                body = _read(response, deadline, timeout)
         except urllib.error.HTTPError as exc:
             if 300 <= exc.code < 400:
                 exc.close()
@@ -363,9 +403,20 @@ def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, s
                     f"{urlsplit(location).netloc or 'nowhere'}: not followed, the request carries "
                     f"the registration key; if that host is the resolver, set resolver to its URL"
                 ) from None
-            detail = _snippet(exc.read(MAX_BODY)) if exc.fp else ""
+            try:  # here, not in the clauses below: a body that stalled or was cut escaped them
+                body = _read(exc, deadline, timeout) if exc.fp else b""
+                detail = _snippet(body, announcement.redact) if body else ""
+            except (OSError, http.client.HTTPException, ValueError) as cut:
+                detail = f"(its body could not be read: {cut!r})"
+            finally:
+                exc.close()
+            # The reason phrase is the resolver's text (up to a 64 KiB line): shown escaped and
+            # short (redacted before it is cut), as the body is: it goes to the log and /health.
+            reason = announcement.redact(str(exc.reason))[:100]
+            reason = reason.encode("ascii", "backslashreplace").decode("ascii")
+            reason = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in reason)
             raise ResolverError(
-                f"{shown} answered HTTP {exc.code} {exc.reason} {detail}".rstrip()
+                f"{shown} answered HTTP {exc.code} {reason} {detail}".rstrip()
             ) from None
         except urllib.error.URLError as exc:
             raise ResolverError(f"{shown} could not be reached: {exc.reason}") from None
@@ -376,7 +427,8 @@ def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, s
             status = pairsmod.parse(text.strip())
         except (UnicodeDecodeError, pairsmod.PairsError):
             raise ResolverError(
-                f"{shown} answered HTTP 200 but not a list of pairs: {_snippet(body)}"
+                f"{shown} answered HTTP 200 but not a list of pairs: "
+                f"{_snippet(body, announcement.redact)}"
             ) from None
         return dict(status)
     except ResolverError as exc:
