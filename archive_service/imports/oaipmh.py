@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import email.utils
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from oaipmh_scythe.iterator import OAIItemIterator
 from .. import __version__
 from ..collection import sidecar
 from ..common import files
+from ..common.deadline import Overdue, call_within
 from ..common.yamlsafe import dump_sidecar
 from .records import Record
 
@@ -185,27 +185,16 @@ class _Scythe(oaipmh_scythe.Scythe):
         for the request's own timeouts to say it first): httpx's timeouts are per read, and
         a provider that sent its headers a byte at a time, each within the read timeout,
         held the harvest for as long as it liked (the body's deadline began after them)."""
-        outcome: list = []
-
-        def ask() -> None:
-            try:
-                outcome.append((self._read(query), None))
-            except BaseException as exc:  # noqa: BLE001 (raised again below, in the caller)
-                outcome.append((None, exc))
-
-        worker = threading.Thread(target=ask, name="oai-pmh request", daemon=True)
-        worker.start()
-        worker.join(self.limits.timeout + 1)
-        if not outcome:
+        try:
+            return call_within(
+                self.limits.timeout + 1, lambda: self._read(query), "oai-pmh request"
+            )
+        except Overdue:
             self.client.close()  # the worker's next read fails; it ends within a read timeout
             raise HarvestError(
                 f"{self.endpoint} ({_verb(query)}): no answer within "
                 f"{self.limits.timeout:g} s (timed out)"
-            )
-        result, error = outcome[0]
-        if error is not None:
-            raise error
-        return result
+            ) from None
 
     def _read(self, query: dict[str, str]) -> tuple[int, Any, Any]:
         what = f"{self.endpoint} ({_verb(query)})"

@@ -52,6 +52,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from .. import __version__, settings
 from ..common import logs
+from ..common.deadline import Overdue, call_within
 from ..common.processes import child_environment, python_executable
 from ..protocol import pairs as pairsmod
 from ..settings import ConfigError, ConfigWarning
@@ -352,24 +353,11 @@ def ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, s
     timeouts to say it first): urllib's timeout is per read, and a resolver sending a byte
     now and then held the announcer for as long as it liked, never retrying nor noticing
     that its master had gone. The request runs in a thread of its own for that."""
-    outcome: list = []
-
-    def exchange() -> None:
-        try:
-            outcome.append((_ask(announcement, subject, timeout), None))
-        except Exception as exc:  # noqa: BLE001 (raised again below, in the caller)
-            outcome.append((None, exc))
-
-    worker = threading.Thread(target=exchange, name=subject, daemon=True)
-    worker.start()
-    worker.join(timeout + 1)
-    if not outcome:
+    try:
+        return call_within(timeout + 1, lambda: _ask(announcement, subject, timeout), subject)
+    except Overdue:
         shown = announcement.redact(announcement.url(subject))
-        raise ResolverError(f"{shown} gave no answer within {timeout:g} s")
-    status, error = outcome[0]
-    if error is not None:
-        raise error
-    return status
+        raise ResolverError(f"{shown} gave no answer within {timeout:g} s") from None
 
 
 def _read(response: Any, deadline: float, timeout: float) -> bytes:
