@@ -4,12 +4,14 @@ the real nginx balances two real `serve` nodes and passes over one that is kille
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import subprocess
 
 import pytest
 
 from archive_service import settings
+from archive_service.web import client_address
 from fronts import (
     CONTRIB,
     NGINX,
@@ -118,3 +120,21 @@ def test_nginx_passes_over_a_killed_node(public, tmp_path, fronts):
 
 def test_the_contrib_index_names_the_nodes_folder():
     assert "[`nodes/`](nodes/)" in (CONTRIB / "README.md").read_text()
+
+
+BALANCER = "10.0.0.10"  # the balancer's address as the nodes see it (the node settings' own)
+
+
+def test_the_node_settings_take_the_user_from_the_balancer_alone():
+    # Without trusted_proxies, a node behind a balancer on another machine trusted only
+    # loopback: every user was the balancer's address, for licensed items (access by network)
+    # and for COUNTER (one user, double clicks of different people merged).
+    config = settings.load(str(NODE_SETTINGS), environ={})
+    trusted = tuple(ipaddress.ip_network(n) for n in config.trusted_proxies)
+    # HAProxy adds its own X-Forwarded-For after the client's; nginx appends to it.
+    through = {"REMOTE_ADDR": BALANCER, "HTTP_X_FORWARDED_FOR": "150.163.2.175,192.0.2.99"}
+    assert str(client_address(through, trusted)) == "192.0.2.99"
+    direct = {"REMOTE_ADDR": "192.0.2.99", "HTTP_X_FORWARDED_FOR": "150.163.2.175"}
+    assert str(client_address(direct, trusted)) == "192.0.2.99"
+    for balancer in (HAPROXY_CFG, NGINX_NODES):
+        assert "trusted_proxies" in balancer.read_text(), balancer.name

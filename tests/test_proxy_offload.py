@@ -20,6 +20,7 @@ from fronts import (
     APACHE_VHOST,
     BACKEND,
     COLLECTION,
+    FILES_DIR,
     NGINX_SITE,
     TARGET_FILE,
     check_front,
@@ -136,9 +137,75 @@ def test_offloaded_answers_name_the_file_and_still_check_the_user(
     response = app.get(quote(f"/col/{TARGET_FILE}"))
     assert response.status_int == 200 and response.body == b""
     assert response.content_type == "application/pdf"
-    real = collection.resolve() / TARGET_FILE
     if how == "x-sendfile":
-        assert response.headers[header] == os.fsencode(real).decode("latin-1")
+        # The collection as configured (the XSendFilePath), and the file's own ETag.
+        assert response.headers[header] == os.fsencode(collection / TARGET_FILE).decode("latin-1")
+        with create_app(settings).test_client().get(quote(f"/col/{TARGET_FILE}")) as sent:
+            assert response.headers["ETag"] == sent.headers["ETag"]
     else:
         assert response.headers[header] == "/.archive-service-files/" + quote(TARGET_FILE)
     assert app.get(f"/col/{LICENSED}/doc/article.pdf", status=403).headers.get(header) is None
+
+
+needs_xsendfile = pytest.mark.skipif(
+    not (APACHE_MODULES / "mod_xsendfile.so").exists(),
+    reason="mod_xsendfile is not installed (Debian: libapache2-mod-xsendfile)",
+)
+
+
+def head_of(port: int, path: str, headers: dict | None = None) -> tuple[int, dict, bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    try:
+        connection.request("GET", path, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def start_xsendfile_apache(public, tmp_path, fronts, collection: Path, *args: str) -> int:
+    """contrib's Apache site with mod_xsendfile before `serve --file-offload x-sendfile`
+    whose collection (and XSendFilePath, as the file's steps say) is `collection`."""
+    port = free_port()
+    serve = serve_behind(public, tmp_path, port, fronts, "--file-offload", "x-sendfile", *args)
+    site = rewrite(
+        APACHE_VHOST.read_text(),
+        ("*:80", f"*:{port}"),
+        (BACKEND, serve.address),
+        (COLLECTION, str(collection)),
+    )
+    start_debian_apache(fronts, public, port, site, "proxy", "proxy_http", "headers", "xsendfile")
+    return port
+
+
+@pytest.mark.process
+@needs_debian_apache
+@needs_xsendfile
+def test_apache_offloaded_files_keep_their_own_etag(public, tmp_path, fronts):
+    # mod_xsendfile, on a proxied answer, made the ETag from no file: "0" for every file, so a
+    # cache holding any of them (revalidated at each use: no-cache) kept it for ever after the
+    # file changed, and `If-None-Match: "0"` got 304 for every file of the collection.
+    port = start_xsendfile_apache(public, tmp_path, fronts, public / "collection")
+    doc = public / "collection" / FILES_DIR / "doc"
+    one, other = (f"/col/{FILES_DIR}/doc/{name}" for name in ("reference.bib", "leiame.txt"))
+    status, first, _ = head_of(port, one)
+    assert status == 200 and head_of(port, other)[1]["ETag"] != first["ETag"], first
+    assert head_of(port, other, {"If-None-Match": first["ETag"]})[0] == 200
+    assert head_of(port, one, {"If-None-Match": first["ETag"]})[0] == 304
+    (doc / "reference.bib").write_bytes(b"@misc{changed}\n")
+    status, _, body = head_of(port, one, {"If-None-Match": first["ETag"]})
+    assert (status, body) == (200, b"@misc{changed}\n")
+
+
+@pytest.mark.process
+@needs_debian_apache
+@needs_xsendfile
+def test_apache_offloads_files_of_a_collection_reached_through_a_link(public, tmp_path, fronts):
+    # The collection may be a symlink (docs/reliability.md). serve named the file by its real
+    # path, which mod_xsendfile refused (404) under the XSendFilePath the admin wrote: the
+    # collection as configured.
+    link = public / "collection-link"
+    link.symlink_to(public / "collection")
+    port = start_xsendfile_apache(public, tmp_path, fronts, link, "--collection", str(link))
+    status, _, body = head_of(port, quote(f"/col/{TARGET_FILE}"))
+    assert (status, body) == (200, (public / "collection" / TARGET_FILE).read_bytes())

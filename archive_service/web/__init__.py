@@ -86,6 +86,11 @@ def _filename_options(name: str) -> dict[str, str]:
     return {"filename": simple, "filename*": "UTF-8''" + quote(name, safe="!#$&+-.^_`|~")}
 
 
+def _etag(path: Path, st: os.stat_result) -> str:
+    # Werkzeug's own ETag encodes the path as UTF-8; file names here may be any bytes.
+    return f"{st.st_mtime_ns:x}-{st.st_size:x}-{zlib.adler32(os.fsencode(path)):x}"
+
+
 def _send(path: Path) -> Response:
     """The file at `path` with conditional GET and Range (what send_file does), but described
     from the open file: a file replaced or removed meanwhile is served whole from one version,
@@ -111,8 +116,7 @@ def _send(path: Path) -> Response:
         response.last_modified = st.st_mtime
         response.cache_control.no_cache = True
         response.headers.set("Content-Disposition", "inline", **_filename_options(name))
-        # Werkzeug's own ETag encodes the path as UTF-8; file names here may be any bytes.
-        response.set_etag(f"{st.st_mtime_ns:x}-{st.st_size:x}-{zlib.adler32(os.fsencode(path)):x}")
+        response.set_etag(_etag(path, st))
         environ = request.environ
         ranges = parse_range_header(environ.get("HTTP_RANGE"))
         one = ranges is not None and ranges.units.lower() == "bytes" and len(ranges.ranges) == 1
@@ -171,26 +175,37 @@ def _served_here(url: str, site: Links) -> bool:
 OFFLOAD_LOCATION = "/.archive-service-files/"  # nginx's internal location for the collection
 
 
-def _offload(how: str, real: Path, root: Path) -> Response | None:
+def _offload(how: str, real: Path, root: Path, named: Path) -> Response | None:
     """A response that has the proxy in front send the file `real` (X-Accel-Redirect to the
     collection's internal location, percent-encoded as nginx decodes it; or X-Sendfile with
     its path's bytes, which mod_xsendfile 0.12 takes as they are); None when that cannot
-    name it."""
+    name it. `root` is the collection's real path, `named` the collection as configured."""
+    if not real.is_relative_to(root):  # outside (index.resolve_file serves none): serve it
+        return None
     name = _displayable(from_os(real.name))
     response = Response(mimetype=mimetypes.guess_type(name)[0] or "application/octet-stream")
     response.cache_control.no_cache = True
     response.headers.set("Content-Disposition", "inline", **_filename_options(name))
     if how == "x-sendfile":
-        raw = os.fsencode(real)
+        # Under the collection as configured, which is the XSendFilePath the admin writes:
+        # mod_xsendfile compares paths without resolving links, so a symlinked collection
+        # named by its real path was refused (404).
+        raw = os.fsencode(named / real.relative_to(root))
         if any(byte < 0x20 or byte == 0x7F for byte in raw):  # no header can carry those
             return None
+        try:
+            st = os.stat(real)
+        except OSError:
+            return None
         response.headers["X-Sendfile"] = raw.decode("latin-1")  # WSGI: bytes as latin-1
-    elif real.is_relative_to(root):
+        # The file's own ETag, as _send gives it: on a proxied answer mod_xsendfile makes
+        # one from no file ("0" for every file), so a cache kept a changed file for ever
+        # and `If-None-Match: "0"` had 304 for any file. It keeps one the answer carries.
+        response.set_etag(_etag(real, st))
+    else:
         response.headers["X-Accel-Redirect"] = OFFLOAD_LOCATION + quote(
             os.fsencode(real.relative_to(root)), safe="/"
         )
-    else:  # outside the real collection (index.resolve_file serves none today): serve it
-        return None
     return response
 
 
@@ -509,7 +524,9 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
                     if real is None:
                         break
                     if config.file_offload != "none":
-                        offloaded = _offload(config.file_offload, real, real_root)
+                        offloaded = _offload(
+                            config.file_offload, real, real_root, Path(config.collection)
+                        )
                         if offloaded is not None:
                             used(item, counter.REQUEST)
                             return offloaded
