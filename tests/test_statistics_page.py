@@ -98,6 +98,9 @@ def test_months_are_linked_and_a_bad_month_is_a_clear_error(client):
     current = client.get(PAGE, status=200)
     assert "Next month" not in current.text  # the month still going on has no next
     assert "Previous month" in current.text
+    # The first month a use can be in has no previous: its link was a 400 (1969-12).
+    first = client.get(PAGE, params={"month": "1970-01"}, status=200)
+    assert "Previous month" not in first.text and "Next month" in first.text
     bad = client.get(PAGE, params={"month": "2026-13"}, status=400)
     assert "'2026-13' is not a month such as 2026-01 (YYYY-MM)" in bad.text
 

@@ -652,7 +652,10 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             day_chart=shown and usage.chart(shown["days"], 7, usage.day_label),
             month_chart=shown and usage.chart(shown["months"], 3, usage.month_label),
             api=url_for("counter_ir"),
-            previous=url_for("statistics", month=usage.add_months(month, -1).strftime("%Y-%m")),
+            # None in 1970-01: no use is before it, and the link led to a 400.
+            previous=url_for("statistics", month=usage.add_months(month, -1).strftime("%Y-%m"))
+            if month.year > 1970 or month.month > 1
+            else None,
             following=url_for("statistics", month=usage.add_months(month, 1).strftime("%Y-%m"))
             if month < today.replace(day=1)
             else None,
