@@ -467,9 +467,10 @@ class Config(Mapping):
         for name in names:
             if self._values.get(name) in (None, ""):
                 setting = self._table[name]
+                # Its meaning on its own, not in brackets: the help holds brackets of its own.
                 problems.append(
-                    f"setting {name} is missing: give {setting.option}, {setting.env}, "
-                    f"or '{name}:' in the --config file ({setting.help})"
+                    f"setting {name} is missing, {setting.help.split(';')[0]}: give "
+                    f"{setting.option}, {setting.env}, or '{name}:' in the --config file"
                 )
         return problems
 
