@@ -22,6 +22,13 @@ def test_check_passes_on_the_sample(capsys):
     assert "15 items, no problems" in capsys.readouterr().out
 
 
+def test_check_takes_the_state_dir_it_uses_as_an_option(tmp_path, capsys):
+    # It reads state_dir (as the config file or the environment give it); --state-dir was a
+    # usage error.
+    assert main(["check", str(SAMPLE), "--state-dir", str(tmp_path / "state")]) == 0
+    assert "no problems" in capsys.readouterr().out
+
+
 def test_check_lists_every_problem_of_a_broken_collection(collection, capsys):
     break_collection(collection)
     assert main(["check", str(collection)]) == 1

@@ -301,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="links asked at once of one host (default 2)",
     )
-    add_settings(check, names=("collection", "resolver"))
+    add_settings(check, names=("collection", "resolver", "state_dir"))
     check.set_defaults(func=cmd_check)
 
     index = sub.add_parser(
