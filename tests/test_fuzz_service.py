@@ -1,0 +1,70 @@
+"""Generated input through the Archive's app (WebTest) and what feeds its answers: every
+answer is a list of pairs (Table 4.2) that parses back to what was meant, and no request is a
+500. The inputs that once broke it are explicit examples or tests of their own."""
+
+from __future__ import annotations
+
+import shutil
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from archive_service.collection import sidecar
+from archive_service.protocol import pairs
+from archive_service.web import create_app
+from support import ADDRESS, PLATFORM, SAMPLE, SERVICE, Client
+
+ITEM = "iconet.com.br/banon/2009/09.09.22.01"  # LK47B6W/362SFKH
+FIXTURE = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def make_client(root, sidecar_lines: str = "", **more) -> Client:
+    """An app over a copy of the sample, ITEM's sidecar with `sidecar_lines` added."""
+    collection = root / "collection"
+    shutil.copytree(SAMPLE, collection, symlinks=True)
+    side = collection / ITEM / "item.yaml"
+    side.write_text(side.read_text() + sidecar_lines)
+    return Client(
+        create_app(
+            {
+                "collection": str(collection),
+                "archiveaddress": ADDRESS,
+                "archiveserviceibi": SERVICE,
+                "platformsoftware": PLATFORM,
+                "resolver": "none",
+                "state_dir": str(root / "state"),
+                **more,
+            }
+        ),
+        "",
+    )
+
+
+def answer(client: Client, ibi: str, **params) -> dict[str, str]:
+    response = client.url_request(ibi, **params)
+    return dict(pairs.parse(response.text))  # Table 4.2, or PairsError
+
+
+# ----------------------------------------------------------------- the sidecar's location
+
+_URL_CHARS = [chr(c) for c in range(0x21, 0x7F)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(path=st.text(st.sampled_from(_URL_CHARS), max_size=20))
+@example(path="handle/1{2}")  # braces are no word characters: the answer did not parse
+@example(path="{}")
+def test_an_accepted_location_is_a_pairs_word(path):
+    try:
+        url = sidecar.location_url("http://repo.example.org/" + path)
+    except ValueError:
+        return
+    assert pairs.parse(f"url {url}") == [("url", url)]
+
+
+def test_a_location_with_braces_answers_a_list_of_pairs(tmp_path):
+    client = make_client(tmp_path, 'location: "http://repo.example.org/handle/1{2}"\n')
+    got = answer(client, "LK47B6W/362SFKH")
+    assert got["url"] == "http://repo.example.org/handle/1%7B2%7D"
