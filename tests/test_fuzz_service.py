@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+import webtest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -68,3 +70,55 @@ def test_a_location_with_braces_answers_a_list_of_pairs(tmp_path):
     client = make_client(tmp_path, 'location: "http://repo.example.org/handle/1{2}"\n')
     got = answer(client, "LK47B6W/362SFKH")
     assert got["url"] == "http://repo.example.org/handle/1%7B2%7D"
+
+
+# ------------------------------------------------------------------ the pages' query strings
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory) -> Client:
+    return make_client(tmp_path_factory.mktemp("fuzz-service"))
+
+
+def raw(client: Client, path: str, query: str = ""):
+    """A request with PATH_INFO and QUERY_STRING exactly as given (WSGI: latin-1 strings)."""
+    request = webtest.TestRequest.blank("/")
+    request.environ["PATH_INFO"] = path
+    request.environ["QUERY_STRING"] = query
+    return client.test.do_request(request, status="*")
+
+
+PAGES = [
+    "/items",
+    "/statistics",
+    "/about",
+    f"/metadata/{ITEM}",
+    "/metadata/sid.inpe.br/mtc-m18@80/2009/07.21.13.23.47",
+    f"/filelist/{ITEM}",
+    "/r51/status",
+    "/r51/reports",
+    "/r51/reports/ir",
+    "/r51/members",
+]
+_QUERY_PIECES = st.sampled_from(
+    ["q", "after", "before", "month", "format", "begin_date", "item_id", "=", "&", "+", "%"]
+    + ["%ff", "%00", "%zz", "%c3%a9", "\xc3\xa9", "\xff", "\x80", "'", "*", "sid", "2013-01"]
+)
+
+
+@FIXTURE
+@given(page=st.sampled_from(PAGES), query=st.lists(_QUERY_PIECES, max_size=8).map("".join))
+@example(page="/items", query="q=\xff")  # Werkzeug's request.args: UnicodeDecodeError, a 500
+@example(page="/r51/reports/ir", query="month=\xff")
+@example(page=f"/metadata/{ITEM}", query="format=\xc3")
+def test_a_pages_query_string_is_never_a_500(archive: Client, page, query):
+    response = raw(archive, f"/{SERVICE}{page}", query)
+    assert response.status_int < 500, (page, query, response.status, response.text[:300])
+
+
+def test_raw_bytes_that_are_not_utf8_in_a_pages_query_are_400(archive: Client):
+    response = raw(archive, f"/{SERVICE}/items", "q=\xff")
+    assert response.status_int == 400 and response.content_type == "text/plain"
+    assert pairs.parse(response.text)[0][0] == "error" and "UTF-8" in response.text
+    # Raw UTF-8 (what some clients send unescaped) is read as before.
+    assert raw(archive, f"/{SERVICE}/items", "q=\xc3\xa9").status_int == 200
