@@ -122,3 +122,28 @@ def test_raw_bytes_that_are_not_utf8_in_a_pages_query_are_400(archive: Client):
     assert pairs.parse(response.text)[0][0] == "error" and "UTF-8" in response.text
     # Raw UTF-8 (what some clients send unescaped) is read as before.
     assert raw(archive, f"/{SERVICE}/items", "q=\xc3\xa9").status_int == 200
+
+
+# ------------------------------------------------------------- a licensed item, by address
+
+LICENSED = "sid.inpe.br/mtc-m19/2014/02.11.10.05"  # networks 150.163.0.0/16, 2001:12f0::/32
+_V4 = st.tuples(st.sampled_from([150, 10, 8]), st.sampled_from([163, 0]), st.integers(0, 255))
+_ADDRESSES = st.one_of(
+    _V4.map(lambda t: f"{t[0]}.{t[1]}.2.{t[2]}"),
+    _V4.map(lambda t: f"::ffff:{t[0]}.{t[1]}.2.{t[2]}"),  # as a dual-stack socket gives it
+    st.sampled_from(["2001:12f0::1", "2001:db8::1", "::1", "::ffff:a9a3:2af"]),
+)
+
+
+@FIXTURE
+@given(user=_ADDRESSES, proxies=st.lists(_ADDRESSES, max_size=2))
+@example(user="::ffff:150.163.2.175", proxies=[])  # an IPv4 user was outside 150.163.0.0/16
+def test_the_answer_and_col_agree_on_who_is_inside_a_licensed_items_networks(
+    archive: Client, user, proxies
+):
+    got = answer(archive, LICENSED, ip=" ".join([user, *proxies]))
+    data = got["url"].endswith("/article.pdf")
+    col = archive.get(
+        f"/col/{LICENSED}/doc/article.pdf", extra_environ={"REMOTE_ADDR": user}, status="*"
+    )
+    assert data == (col.status_int == 200), (user, got["url"], col.status)
