@@ -8,7 +8,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from archive_service import cli
-from archive_service.protocol import ibi, ibip
+from archive_service.protocol import answers, ibi, ibip
+from archive_service.resolver import purl, resolve
 
 FAST = settings(max_examples=400, deadline=None)
 
@@ -45,3 +46,70 @@ def test_ibi_decode_and_check_of_a_huge_ibip_say_why_without_a_traceback(capsys)
     assert cli.main(["ibi", "check", label]) == 0
     out, err = capsys.readouterr()
     assert out == "ibip\n" and "too long" in err
+
+
+# ---------------------------------------------------------------------- persistent URLs
+
+_IBIS = ["iconet.com.br/banon/2009/09.09.22.01", "LK47B6W/362SFKH", "lk47b6w/362sfkh"]
+_MODIFIER = st.lists(
+    st.sampled_from(["!", "+", "+(pt)", "+(pt-BR)", ":", ":(oai_dc)", "+(x)", ":(y)", "+(", "("]),
+    max_size=4,
+).map("".join)
+_PATH = st.lists(
+    st.lists(st.sampled_from(list("ab.%\\\x00 +&=?é") + ["..", "%2e", "\udcff"]), max_size=6).map(
+        "".join
+    ),
+    max_size=3,
+)
+_VERBS = st.lists(
+    st.sampled_from(
+        ["GetLastEdition", "GetTranslation", "GetTranslation(pt)", "GetMetadata"]
+        + ["GetMetadata(oai_dc)", "GetFileList", "Bad"]
+    ),
+    max_size=4,
+)
+_SEPARATOR = st.sampled_from(["+", "%20", "%2B", "++", "%09", "%0A", "+%09"])
+_OTHERS = st.lists(
+    st.sampled_from(
+        ["a=1", "ibiurl.requireditemstatus=Original", "%69biurl.verblist=GetFileList"]
+        + ["ibiurl.x=1", "&&", "=", "a", "ibiurl.requireditemstatus=copy"]
+    ),
+    max_size=2,
+)
+
+
+@FAST
+@given(ibi_=st.sampled_from(_IBIS), mdf=_MODIFIER, path=_PATH, verbs=_VERBS, others=_OTHERS)
+def test_a_parsed_persistent_url_is_a_urlrequest_the_archive_accepts(
+    ibi_, mdf, path, verbs, others
+):
+    full = ibi_ + mdf + "".join("/" + segment for segment in path)
+    query = "&".join(others + ([f"ibiurl.verblist={'+'.join(verbs)}"] if verbs else []))
+    try:
+        parsed = purl.parse(full, query)
+    except purl.PurlError:
+        return
+    assert ibi.key(parsed.ibi) == ibi.key(ibi_)
+    question = resolve.Question(parsed.ibi, parsed.parsed.relation, parsed.parsed.filelist)
+    request = answers.parse_url_request(question.params("150.163.2.175", parsed.filepath))
+    assert request.verbs == parsed.parsed
+    assert answers.parse_verblist(parsed.verblist) == parsed.parsed
+
+
+@FAST
+@given(mdf=_MODIFIER, verbs=_VERBS, separators=st.lists(_SEPARATOR, min_size=4, max_size=4))
+@example(mdf="!", verbs=["GetLastEdition", "GetLastEdition"], separators=["%09"] * 4)
+@example(mdf="", verbs=["GetMetadata", "GetMetadata"], separators=["%0A"] * 4)
+def test_verbs_mean_the_same_whatever_blanks_or_pluses_join_them(mdf, verbs, separators):
+    """Table 6.4 joins verbs with '+', Example 8.2 with blanks; the Archive takes any run of
+    white space or '+' (answers.parse_verblist): so does the persistent URL, duplicates
+    included."""
+
+    def parse(joined: str):
+        try:
+            return purl.parse("LK47B6W/362SFKH" + mdf, "ibiurl.verblist=" + joined).verbs
+        except purl.PurlError as exc:
+            return str(exc).replace("\t", " ").replace("\n", " ")
+
+    spelled = "".join(v + s for v, s in zip(verbs, separators))
+    assert parse(spelled) == parse("+".join(verbs))

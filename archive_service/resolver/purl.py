@@ -23,7 +23,10 @@ _TOKEN = re.compile(r"!|\+(?:\(([^()]*)\))?|:(?:\(([^()]*)\))?")
 # mdf = ([u [t]] | [t [u]]) [m [t]]  (Table 6.1), over the letters u, t, m.
 _SHAPE = re.compile(r"(?:ut?|tu?)?(?:mt?)?")
 _MDF_CHARS = "!+:"
-_VERB_SPLIT = re.compile(r"[ +]+")
+# As the Archive splits them (answers.parse_verblist): by blanks only, a tab or a newline
+# left two verbs one word, which escaped the union's repetition check (!, then
+# GetLastEdition%09GetLastEdition, was refused where the same with "+" was not).
+_VERB_SPLIT = re.compile(r"[\s+]+")
 IBIURL = "ibiurl."
 REQUIRED_STATUS = "ibiurl.requireditemstatus"
 VERBLIST = "ibiurl.verblist"
