@@ -11,6 +11,7 @@ import webtest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from archive_service import settings as settings_mod
 from archive_service.collection import sidecar
 from archive_service.protocol import pairs
 from archive_service.web import create_app
@@ -147,3 +148,24 @@ def test_the_answer_and_col_agree_on_who_is_inside_a_licensed_items_networks(
         f"/col/{LICENSED}/doc/article.pdf", extra_environ={"REMOTE_ADDR": user}, status="*"
     )
     assert data == (col.status_int == 200), (user, got["url"], col.status)
+
+
+# ------------------------------------------------------- settings that go into every answer
+
+_SETTING_CHARS = st.sampled_from(list("az09.-:/%{} \t\xe9@[]"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(["archiveaddress", "url_base"]), tail=st.text(_SETTING_CHARS))
+@example(name="url_base", tail="files here")  # a blank went into every url pair
+@example(name="url_base", tail="{c}")
+@example(name="url_base", tail="\xe9")  # a non-ASCII answer: every urlRequest a 400
+@example(name="archiveaddress", tail="{b}")
+def test_a_setting_every_answer_carries_is_refused_or_a_pairs_word(name, tail):
+    value = ("http://files.example.org/" if name == "url_base" else "a") + tail
+    try:
+        config = settings_mod.load(None, {name: value}, {})
+    except settings_mod.ConfigError:
+        return
+    taken = getattr(config, name)
+    assert pairs.parse(f"url {taken}/doc/x") == [("url", f"{taken}/doc/x")], taken
