@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from archive_service import cli
-from archive_service.protocol import answers, ibi, ibip
+from archive_service.protocol import answers, ibi, ibip, pairs
 from archive_service.resolver import purl, resolve
 
 FAST = settings(max_examples=400, deadline=None)
@@ -145,3 +145,47 @@ def test_a_long_verb_list_takes_time_linear_in_its_length():
         lambda: _refused("LK47B6W/362SFKH", small)
     )
     assert ratio < 30, f"10 times the verbs took {ratio:.0f} times as long"
+
+
+# ------------------------------------------------------------------------ IBIs and pairs
+
+_IBI_SEGMENT = st.one_of(
+    st.text(st.sampled_from(list("aZ09-.@:+!_ \t\x00é٣WX3")), max_size=10),
+    st.sampled_from(
+        ["sid.inpe.br", "mtc-m18@80", "2013", "09.04.12.27.57", "02.29.00.00", "8JMKD3MGP7W"]
+    ),
+)
+
+
+@FAST
+@given(text=st.lists(_IBI_SEGMENT, min_size=1, max_size=6).map("/".join))
+def test_ibi_parse_refuses_only_with_ibierror_and_ignores_case(text):
+    try:
+        parsed = ibi.parse(text)
+    except ibi.IbiError:
+        return
+    assert text.isascii()
+    for spelling in (text.upper(), text.lower()):
+        assert ibi.parse(spelling).kind == parsed.kind
+        assert ibi.key(spelling) == parsed.key
+
+
+_WORD = st.text(st.sampled_from([chr(c) for c in range(0x21, 0x7B)] + ["|", "~"]), min_size=1)
+_VALUE = st.one_of(_WORD, st.lists(_WORD, max_size=4).map(pairs.value_list))
+
+
+@FAST
+@given(listed=st.dictionaries(_WORD, _VALUE, max_size=6))
+def test_rendered_pairs_parse_back_as_the_same_pairs(listed):
+    body = pairs.render(listed.items())
+    assert pairs.parse(body) == sorted(listed.items())
+
+
+@FAST
+@given(body=st.text(st.sampled_from(list("ab{} \r\n\t\x00é|~%")), max_size=30))
+def test_pairs_parse_refuses_only_with_pairserror(body):
+    try:
+        parsed = pairs.parse(body)
+    except pairs.PairsError:
+        return
+    assert pairs.parse(pairs.render(parsed)) == sorted(parsed, key=lambda p: p[0])

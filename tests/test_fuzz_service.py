@@ -169,3 +169,76 @@ def test_a_setting_every_answer_carries_is_refused_or_a_pairs_word(name, tail):
         return
     taken = getattr(config, name)
     assert pairs.parse(f"url {taken}/doc/x") == [("url", f"{taken}/doc/x")], taken
+
+
+# ------------------------------------------------------- urlRequest: one request, any spelling
+
+_HELD = [ITEM, "LK47B6W/362SFKH", "sid.inpe.br/mtc-m19/2013/09.04.12.27.57", SERVICE]
+_VERB_LISTS = [
+    [],
+    ["GetFileList"],
+    ["GetLastEdition"],
+    ["GetTranslation"],
+    ["GetTranslation(pt)"],
+    ["GetMetadata(oai_dc)"],
+    ["GetLastEdition", "GetMetadata"],
+    ["GetMetadata", "GetTranslation(en)"],
+    ["GetFileList", "GetLastEdition"],
+]
+
+
+def _body(client: Client, query: str):
+    response = raw(client, f"/{SERVICE}", query)
+    assert response.status_int in (200, 400), (query, response.status)
+    got = pairs.parse(response.text)
+    return response.status_int, [p for p in got if p[0] != "urlkey"]
+
+
+@FIXTURE
+@given(
+    ibi_=st.sampled_from(_HELD),
+    verbs=st.sampled_from(_VERB_LISTS),
+    filepath=st.sampled_from(["", "/reference.bib", "reference.bib", "//./reference.bib"]),
+    flips=st.lists(st.booleans(), min_size=60, max_size=60),
+    separator=st.sampled_from(["+", "%20", "%2B", "%09", "+%2B"]),
+)
+def test_spellings_of_one_urlrequest_get_the_same_answer(
+    archive: Client, ibi_, verbs, filepath, flips, separator
+):
+    """Either case of the IBI (SPEC §2), '+' or blanks between verbs (§3, Contract), the file
+    path with or without its slash (Example 7.11): the same answer but for its urlkey."""
+
+    def query(ibi_text: str, joined: str) -> str:
+        return (
+            "servicesubject=urlRequest&clientinformation.ipaddress=150.163.2.175"
+            f"&parsedibiurl.ibi={ibi_text}"
+            + (f"&parsedibiurl.verblist={joined}" if verbs else "")
+            + (f"&parsedibiurl.filepath={filepath}" if filepath else "")
+        )
+
+    cased = "".join(c.upper() if flip else c.lower() for c, flip in zip(ibi_, flips))
+    plain = _body(archive, query(ibi_, "+".join(verbs)))
+    assert plain[0] == 200
+    assert _body(archive, query(cased, separator.join(verbs))) == plain
+
+
+_SUBJECTS = ["urlRequest", "acknowledgment", "inclusionConfirmationRequest", "x", ""]
+_VALUES = st.sampled_from(
+    [ITEM, "LK47B6W/362SFKH", "GetFileList+GetLastEdition", "/reference.bib", "Data", "Copy"]
+    + ["150.163.2.175+::1", "::ffff:150.163.2.175", "1.2.3.4%2b", "1427244889123456-1234567890"]
+    + ["http://x.example/col/a", "%ff", "%00", "{", "}", "%7b", "", "%", "+", "%0d%0a"]
+)
+_NAMES = st.sampled_from(
+    ["clientinformation.ipaddress", "parsedibiurl.ibi", "parsedibiurl.verblist", "ibi"]
+    + ["parsedibiurl.filepath", "contenttype", "state", "url", "url.persistent", "urlkey"]
+)
+
+
+@FIXTURE
+@given(
+    subject=st.sampled_from(_SUBJECTS),
+    params=st.dictionaries(_NAMES, st.lists(_VALUES, min_size=1, max_size=3).map("".join)),
+)
+def test_every_subject_answers_a_list_of_pairs_or_a_400(archive: Client, subject, params):
+    query = f"servicesubject={subject}" + "".join(f"&{n}={v}" for n, v in params.items())
+    _body(archive, query)  # 200 or 400, a list of pairs either way
