@@ -59,7 +59,8 @@ def hostport(value: str) -> str:
     # space or non-ASCII letter there names another host, or none, to some reader of it.
     if not value.isascii():
         raise ValueError("must be ASCII (an internationalized name in its xn-- form)")
-    if not value.isprintable() or any(c in value for c in " @#?/\\"):
+    # Braces too: the address is a word of every answer (Table 4.2), which has none.
+    if not value.isprintable() or any(c in value for c in " @#?/\\{}"):
         raise ValueError("must be host[:port] with no scheme or path, e.g. archive.example.org")
     try:
         parts = urlsplit("//" + value)
@@ -134,6 +135,10 @@ def _resolver(value: str) -> str:
 
 
 def _http_url(value: str) -> str:
+    # url_base begins every url pair of the answers, which are words of Table 4.2: a blank,
+    # a brace or a non-ASCII letter made each answer no list of pairs (or a 400).
+    if not value.isascii() or any(c.isspace() or c in "{}" or not c.isprintable() for c in value):
+        raise ValueError("must be an ASCII URL with no blank or brace (percent-encode them)")
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError("must be an http:// or https:// URL")

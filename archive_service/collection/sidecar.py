@@ -263,7 +263,9 @@ def location_url(value: Any) -> str:
         raise ValueError(f"{text!r} names no host")
     if parts.username is not None or parts.password is not None:
         raise ValueError(f"{text!r} holds a user name or password; a location is public")
-    return text
+    # The answer's `url` value must be a word of Table 4.2, which has no "{" or "}" (a raw
+    # brace made the body no list of pairs); RFC 3986 has them percent-encoded anyway.
+    return text.replace("{", "%7B").replace("}", "%7D")
 
 
 def _networks(value: Any) -> tuple:

@@ -781,6 +781,9 @@ def client_allowed(item: Item, user: ipaddress.IPv4Address | ipaddress.IPv6Addre
         return True
     if user is None:
         return False
+    # An IPv4 user as a dual-stack socket names it (::ffff:a.b.c.d, in a resolver's
+    # clientinformation.ipaddress) is that IPv4 user: /col/ unmapped it, the answer did not.
+    user = getattr(user, "ipv4_mapped", None) or user
     return any(user.version == net.version and user in net for net in item.networks)
 
 

@@ -82,7 +82,10 @@ def _from_digits(text: str, alphabet: str, what: str) -> int:
             )
     # int() does the arithmetic once the symbols are mapped onto the ones it reads.
     table = str.maketrans(alphabet, _STD_DIGITS[: len(alphabet)])
-    return int(text.translate(table), len(alphabet))
+    try:
+        return int(text.translate(table), len(alphabet))
+    except ValueError:  # Python's limit of 4,300 digits: a plain ValueError, not an IbiError
+        raise IbiError(f"{what} is too long ({len(text)} digits)") from None
 
 
 def to_base27(n: int) -> str:
@@ -280,7 +283,11 @@ def decode_suffix(suffix: str) -> tuple[datetime, Decimal]:
         ) from None
     if not separator:
         return time, Decimal(0)
-    digits = str(_canonical_number(fraction_code, "IBIp suffix fraction"))
+    fraction = _canonical_number(fraction_code, "IBIp suffix fraction")
+    try:
+        digits = str(fraction)
+    except ValueError:  # over 4,300 decimal digits: str() refuses, as int() does
+        raise IbiError(f"IBIp suffix {suffix!r}: fraction code is too long") from None
     if len(digits) < 2 or digits[0] != "1" or digits[-1] == "0":
         raise IbiError(
             f"IBIp suffix {suffix!r}: fraction code {fraction_code!r} is {digits}, not '1' "

@@ -460,6 +460,12 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
         problem = limits.problem(request.environ)
         if problem:
             return error_response(problem)
+        try:
+            # Werkzeug's request.args decodes the raw query as strict UTF-8: a raw byte that is
+            # not (`?q=\xff` from a client that escapes nothing) was a 500 on every page.
+            request.environ.get("QUERY_STRING", "").encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            return error_response("the query string has raw bytes that are not UTF-8")
         if request.endpoint not in HEALTH:  # it must answer when the index cannot be read
             catalog.begin()
         return None
