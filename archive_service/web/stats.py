@@ -111,7 +111,9 @@ def _robots() -> re.Pattern:
         for name in ("robot.txt", "machine.txt")  # what is_robot_or_machine matches
         for line in (data / name).read_text(encoding="utf-8").splitlines()
     ]
-    return re.compile("|".join(lines))
+    # The list's README asks for case-insensitive matching: "GOOGLEBOT", "Wget/1.21" and
+    # "CURL/8.5" are on it as much as "Googlebot", "wget" and "curl/".
+    return re.compile("|".join(lines), re.IGNORECASE)
 
 
 ROBOTS = _robots()  # the COUNTER robots list: a User-Agent it matches is a robot's
