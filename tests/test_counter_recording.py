@@ -171,3 +171,24 @@ def test_the_robots_list_matches_in_any_case(tmp_path, agent):
 )
 def test_browsers_are_people_in_any_case(agent):
     assert not stats.is_robot(agent) and not stats.is_robot(agent.upper())
+
+
+def test_a_days_salt_is_gone_from_the_files_once_the_next_is_made(tmp_path):
+    # docs/counter.md: the salt is deleted when the next day's is made, so the address cannot
+    # be recovered by trying every IPv4 address. A DELETE leaves the row's bytes in the WAL
+    # (the frame that inserted it) and in the page's free space: a copy of state_dir had them.
+    clock = [1_767_225_600.0]  # 2026-01-01T00:00:00Z
+    store = stats.Store(tmp_path, clock=lambda: clock[0])
+    seen = stats.Seen("a/b", counter.REQUEST, USER_IP, BROWSER)
+    salts = []
+    for _ in range(3):
+        store.record_use(seen)
+        store.flush()
+        with sqlite3.connect(store.path) as conn:
+            salts.append(bytes(conn.execute("SELECT salt FROM salts").fetchone()[0]))
+        conn.close()
+        clock[0] += 86400
+    files = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert salts[-1] in files, "today's salt is kept"
+    assert not [s for s in salts[:-1] if s in files], "an earlier day's salt is still on disk"
+    store.close()
