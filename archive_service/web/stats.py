@@ -741,11 +741,19 @@ class Store(Statistics):
             # A deleted row stays in its page's free space and in the WAL frame that inserted
             # it: with the salt on disk an address is found again by trying them all. Zeroed
             # on delete, and the WAL emptied once an earlier day's salt is gone.
+            # (For this transaction alone: the retention sweep's deletes need no zeroing.)
             conn.execute("PRAGMA secure_delete=ON")
-            with conn:  # every worker ends up with the first salt written (ON CONFLICT)
-                gone = conn.execute("DELETE FROM salts WHERE day < ?", (day,)).rowcount
-                conn.execute("INSERT INTO salts VALUES (?, ?) ON CONFLICT DO NOTHING", (day, fresh))
-                (salt,) = conn.execute("SELECT salt FROM salts WHERE day = ?", (day,)).fetchone()
+            try:
+                with conn:  # every worker ends up with the first salt written (ON CONFLICT)
+                    gone = conn.execute("DELETE FROM salts WHERE day < ?", (day,)).rowcount
+                    conn.execute(
+                        "INSERT INTO salts VALUES (?, ?) ON CONFLICT DO NOTHING", (day, fresh)
+                    )
+                    (salt,) = conn.execute(
+                        "SELECT salt FROM salts WHERE day = ?", (day,)
+                    ).fetchone()
+            finally:
+                conn.execute("PRAGMA secure_delete=OFF")
         if gone:
             # Its own connection, a second's wait, outside the lock: acknowledgments do not
             # wait for readers. One holding a snapshot keeps the frames until the next day's.
