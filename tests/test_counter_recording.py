@@ -142,3 +142,53 @@ def test_user_agents_on_the_counter_list_are_robots(tmp_path, agent):
     store.record_use(stats.Seen("a/b", counter.REQUEST, USER_IP, agent))
     assert [u.robot for u in store.uses(0, 2**40)] == [True]
     store.close()
+
+
+# The COUNTER-Robots list asks for case-insensitive matching (its README: "we recommend to use
+# case-insensitive matching"): a crawler that shouts its name is still on it.
+@pytest.mark.parametrize(
+    "agent", ["GOOGLEBOT/2.1", "Wget/1.21.4", "CURL/8.5.0", "Python-Requests/2.31", "PYTHON-URLLIB"]
+)
+def test_the_robots_list_matches_in_any_case(tmp_path, agent):
+    assert stats.is_robot(agent.lower()), "on the list in its own case"
+    store = stats.Store(tmp_path)
+    store.record_use(stats.Seen("a/b", counter.REQUEST, USER_IP, agent))
+    assert [u.robot for u in store.uses(0, 2**40)] == [True]
+    store.close()
+
+
+@pytest.mark.parametrize(
+    "agent",
+    [
+        BROWSER,
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Chrome/126.0.0.0 Safari/537.36 Edg/126.0.2592.87",
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 "
+        "(KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1",
+        "Mozilla/5.0 (Linux; Android 14; SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Chrome/126.0.6478.122 Mobile Safari/537.36",
+    ],
+)
+def test_browsers_are_people_in_any_case(agent):
+    assert not stats.is_robot(agent) and not stats.is_robot(agent.upper())
+
+
+def test_a_days_salt_is_gone_from_the_files_once_the_next_is_made(tmp_path):
+    # docs/counter.md: the salt is deleted when the next day's is made, so the address cannot
+    # be recovered by trying every IPv4 address. A DELETE leaves the row's bytes in the WAL
+    # (the frame that inserted it) and in the page's free space: a copy of state_dir had them.
+    clock = [1_767_225_600.0]  # 2026-01-01T00:00:00Z
+    store = stats.Store(tmp_path, clock=lambda: clock[0])
+    seen = stats.Seen("a/b", counter.REQUEST, USER_IP, BROWSER)
+    salts = []
+    for _ in range(3):
+        store.record_use(seen)
+        store.flush()
+        with sqlite3.connect(store.path) as conn:
+            salts.append(bytes(conn.execute("SELECT salt FROM salts").fetchone()[0]))
+        conn.close()
+        clock[0] += 86400
+    files = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert salts[-1] in files, "today's salt is kept"
+    assert not [s for s in salts[:-1] if s in files], "an earlier day's salt is still on disk"
+    store.close()

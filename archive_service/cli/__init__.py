@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 import warnings
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -169,7 +169,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     try:
         store = stats.open_store(config.state_dir, config.database)
         if args.report == "ir":
-            this_month = date.today().replace(day=1)
+            # UTC's month, as every use's day is: the local date named the wrong month for
+            # the hours around the turn of one.
+            this_month = datetime.now(UTC).date().replace(day=1)
             begin, end = args.begin or args.end or this_month, args.end or args.begin or this_month
             if end < begin:
                 print("archive-service stats: --end is before --begin", file=sys.stderr)

@@ -111,7 +111,9 @@ def _robots() -> re.Pattern:
         for name in ("robot.txt", "machine.txt")  # what is_robot_or_machine matches
         for line in (data / name).read_text(encoding="utf-8").splitlines()
     ]
-    return re.compile("|".join(lines))
+    # The list's README asks for case-insensitive matching: "GOOGLEBOT", "Wget/1.21" and
+    # "CURL/8.5" are on it as much as "Googlebot", "wget" and "curl/".
+    return re.compile("|".join(lines), re.IGNORECASE)
 
 
 ROBOTS = _robots()  # the COUNTER robots list: a User-Agent it matches is a robot's
@@ -736,10 +738,33 @@ class Store(Statistics):
     def _day_salt(self, day: str, fresh: bytes) -> bytes:
         with self._lock:
             conn = self._connection()
-            with conn:  # one transaction: every worker ends up with the first salt written
-                conn.execute("DELETE FROM salts WHERE day < ?", (day,))
-                conn.execute("INSERT INTO salts VALUES (?, ?) ON CONFLICT DO NOTHING", (day, fresh))
-                (salt,) = conn.execute("SELECT salt FROM salts WHERE day = ?", (day,)).fetchone()
+            # A deleted row stays in its page's free space and in the WAL frame that inserted
+            # it: with the salt on disk an address is found again by trying them all. Zeroed
+            # on delete, and the WAL emptied once an earlier day's salt is gone.
+            # (For this transaction alone: the retention sweep's deletes need no zeroing.)
+            conn.execute("PRAGMA secure_delete=ON")
+            try:
+                with conn:  # every worker ends up with the first salt written (ON CONFLICT)
+                    gone = conn.execute("DELETE FROM salts WHERE day < ?", (day,)).rowcount
+                    conn.execute(
+                        "INSERT INTO salts VALUES (?, ?) ON CONFLICT DO NOTHING", (day, fresh)
+                    )
+                    (salt,) = conn.execute(
+                        "SELECT salt FROM salts WHERE day = ?", (day,)
+                    ).fetchone()
+            finally:
+                conn.execute("PRAGMA secure_delete=OFF")
+        if gone:
+            # Its own connection, a second's wait, outside the lock: acknowledgments do not
+            # wait for readers. One holding a snapshot keeps the frames until the next day's.
+            try:
+                spare = sqlite3.connect(self.path, timeout=1, isolation_level=None)
+                try:
+                    spare.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                finally:
+                    spare.close()
+            except sqlite3.Error:
+                pass
         return bytes(salt)
 
     def _insert_uses(self, rows: list[tuple[float, str, str, str, bool, str]]) -> None:
