@@ -353,6 +353,18 @@ def test_two_files_of_one_name_are_refused(capsys, settings, tmp_path, files):
     assert code == 1 and "two files are named 'dados.csv'" in err
 
 
+@pytest.mark.parametrize("name", ["new\nline.pdf", "back\\slash.pdf"])
+def test_a_file_name_never_served_is_refused(capsys, settings, collection, tmp_path, name):
+    """Deposited, its item's one file got no URL (a backslash: no url pair at all) and
+    `check` reported the new item."""
+    upload = tmp_path / name
+    upload.write_text("x")
+    before = snapshot(collection)
+    code, _, err = run(capsys, *deposit_args(settings, upload))
+    assert code == 1 and "a control character or a backslash" in err, err
+    assert snapshot(collection) == before
+
+
 def _config(settings: dict) -> dict:
     return dict(settings, archiveip=IP)
 

@@ -444,6 +444,12 @@ def _sources(
             raise DepositError(f"{path}: not a regular file")
         if not os.access(path, os.R_OK):
             raise DepositError(f"{path}: cannot be read")
+        if index.UNSERVED.search(path.name):
+            # It would be in doc/, never served nor listed: an item whose one file gets no URL.
+            raise DepositError(
+                f"{path}: its name holds a control character or a backslash, which is never "
+                "served; rename it"
+            )
         if path.name in sources:
             raise DepositError(
                 f"two files are named {path.name!r} ({sources[path.name]} and "

@@ -58,6 +58,10 @@ class Problem:
 # A name with one of these gets no URL: a CR or LF would split a pairs line or a log line
 # wherever the name is shown undecoded (issue 15).
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # a file name holding one gets no URL
+# What a served name may not hold: a control character, or a backslash, which `_resolve` (so
+# /col/) and a urlRequest's filepath refuse. A single `a\b.pdf` in doc/ was the default
+# target, so the item's answer had no url pair at all, and `check` said nothing.
+UNSERVED = re.compile("[\x00-\x1f\x7f-\x9f\\\\]")
 
 
 _O_PATH = getattr(os, "O_PATH", 0)
@@ -145,7 +149,7 @@ def resolve_file(root: str | os.PathLike, directory: str, relpath: str) -> Path 
     """The real path of the file `relpath` of the item at `directory` that /col/ serves and
     answers hand out a URL for (the rule of `_resolve`), or None: also for a directory, and
     for a name holding a control character (CR, LF, ...), which never gets a URL."""
-    if not relpath or CONTROL.search(relpath):
+    if not relpath or UNSERVED.search(relpath):
         return None
     found = _resolve(root, directory, relpath)
     if found is None or not stat.S_ISREG(found[1].st_mode):
@@ -220,7 +224,7 @@ def list_files(collection: Path, item: Item) -> list[tuple[str, int]]:
             real = resolve_file(collection, item.directory, rel)
             if real is not None:
                 listed.append((rel, os.stat(real).st_size))
-        elif not CONTROL.search(rel):
+        elif not UNSERVED.search(rel):
             listed.append((rel, st.st_size))
     return listed
 
@@ -241,11 +245,12 @@ def doc_problems(
         )
     names = []
     for rel, st in files:
-        if CONTROL.search(rel):
+        if UNSERVED.search(rel):
             problems.append(
                 Problem(
                     directory,
-                    f"doc/{rel!r} has a control character in its name: it gets no URL",
+                    f"doc/{rel!r} has a control character or a backslash in its name: "
+                    "it gets no URL",
                     "warning",
                 )
             )
