@@ -699,10 +699,14 @@ def deposit(
             if os.path.lexists(final):
                 raise DepositError(f"{final} already exists; nothing changed")
             os.rename(temp, final)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(temp, ignore_errors=True)
             for update in updates:
                 sidecar_update.discard(update)
+            if isinstance(exc, OSError):
+                # The collection full, a file unreadable: nothing is left of the item, say so
+                # in one line (the command printed a traceback).
+                raise DepositError(f"cannot build the item: {exc}; nothing changed") from exc
             raise
         filesmod.fsync_dir(final.parent)
         for update in updates:
