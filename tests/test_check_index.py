@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from archive_service.cli import main
+from archive_service.collection import items as index
 from support import ROOT, break_collection
 
 ITEM = "sid.inpe.br/mtc-m19/2013/09.04.12.27.57"
@@ -35,6 +36,7 @@ def check(capsys, collection: Path) -> tuple[int, list[str]]:
 COUNTED = """
 import sys
 from archive_service.cli import main
+from archive_service.collection import items as index
 opened = []
 sys.addaudithook(lambda event, args: opened.append(1) if event == "open"
                  and str(args[0]).endswith("/item.yaml") else None)
@@ -118,3 +120,42 @@ def test_check_leaves_another_users_index_alone(collection, tmp_path):
     assert sidecars_opened(collection, state) >= 10
     assert sorted((state / "index").iterdir()) == index_files
     assert {p: p.stat().st_mtime_ns for p in index_files} == before
+
+
+def test_a_long_edition_chain_is_checked_in_one_pass(tmp_path, capsys):
+    """Every item's chain was followed from its start: a chain of n editions cost n*n/2
+    look-ups (10,000 editions: `check` took 100 s with the index, 23 s without, and every
+    scan of the in-memory catalog as long). Each item is now looked up once; the cycles found
+    are the same."""
+    root = tmp_path / "collection"
+    n = 400
+    names = [f"sid.inpe.br/mtc-m99/2020/01.01.{i // 60:02d}.{i % 60:02d}" for i in range(n)]
+    for i, name in enumerate(names):
+        (root / name / "doc").mkdir(parents=True)
+        (root / name / "doc" / "a.txt").write_text("x")
+        # The last ten editions loop back to the tenth from the end.
+        nxt = names[i + 1] if i + 1 < n else names[n - 10]
+        (root / name / "item.yaml").write_text(f"nextedition: {nxt}\n")
+    catalog = index.scan(root)
+    looked_up = []
+
+    def lookup(ref):
+        looked_up.append(ref)
+        return catalog.lookup(ref)
+
+    problems = index.edition_cycles(catalog.by_directory.values(), lookup)
+    assert len(looked_up) <= n
+    assert [p.where for p in problems] == names
+    assert all(p.message.endswith(f"cycle through {names[n - 10]}") for p in problems[:-10])
+    assert [p.message.rsplit(" ", 1)[1] for p in problems[-10:]] == names[-10:]
+    settings = {"collection": str(root), "state_dir": str(tmp_path / "state")}
+    assert (
+        main(
+            ["index", "--collection", settings["collection"], "--state-dir", settings["state_dir"]]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["check", str(root), "--state-dir", settings["state_dir"]]) == 1
+    out = capsys.readouterr().out
+    assert out.count("nextedition chain has a cycle through") == n

@@ -531,16 +531,38 @@ class Catalog:
 
 
 def edition_cycles(items: Iterable[Item], lookup: Callable[[Ibi], Item | None]) -> list[Problem]:
-    """A problem for each of `items` whose nextedition chain loops (both catalogs)."""
+    """A problem for each of `items` whose nextedition chain loops (both catalogs): the item
+    `follow_editions` meets a second time. Each item of the chains is looked up once: following
+    every chain from its start looked the items of a chain of n editions up n*n/2 times (a
+    chain of 10,000: `check` took 100 s, and every scan of the in-memory catalog 23 s)."""
+    cycle_at: dict[str, Item | None] = {}  # an item's key -> what follow_editions meets twice
     problems = []
     for item in items:
-        chain = follow_editions(lookup, item)
-        if chain.cycle_at is not None:
+        path: list[Item] = []
+        on_path: dict[str, int] = {}
+        current: Item | None = item
+        met: Item | None = None
+        while current is not None and current.name.key not in cycle_at:
+            if current.name.key in on_path:  # round a loop: path[i:] is the loop itself
+                i = on_path[current.name.key]
+                for looped in path[i:]:
+                    cycle_at[looped.name.key] = looped
+                path, met = path[:i], path[i]
+                break
+            on_path[current.name.key] = len(path)
+            path.append(current)
+            current = lookup(current.nextedition) if current.nextedition is not None else None
+        else:
+            if current is not None:  # joins a chain followed before
+                known = cycle_at[current.name.key]
+                on_loop = known is not None and known.name.key == current.name.key
+                met = current if on_loop else known
+        for walked in path:
+            cycle_at[walked.name.key] = met
+        found = cycle_at[item.name.key]
+        if found is not None:
             problems.append(
-                Problem(
-                    item.directory,
-                    f"nextedition chain has a cycle through {chain.cycle_at.directory}",
-                )
+                Problem(item.directory, f"nextedition chain has a cycle through {found.directory}")
             )
     return problems
 
