@@ -353,6 +353,18 @@ def test_two_files_of_one_name_are_refused(capsys, settings, tmp_path, files):
     assert code == 1 and "two files are named 'dados.csv'" in err
 
 
+@pytest.mark.parametrize("name", ["new\nline.pdf", "back\\slash.pdf"])
+def test_a_file_name_never_served_is_refused(capsys, settings, collection, tmp_path, name):
+    """Deposited, its item's one file got no URL (a backslash: no url pair at all) and
+    `check` reported the new item."""
+    upload = tmp_path / name
+    upload.write_text("x")
+    before = snapshot(collection)
+    code, _, err = run(capsys, *deposit_args(settings, upload))
+    assert code == 1 and "a control character or a backslash" in err, err
+    assert snapshot(collection) == before
+
+
 def _config(settings: dict) -> dict:
     return dict(settings, archiveip=IP)
 
@@ -418,7 +430,7 @@ def test_a_deposit_failing_before_the_rename_cleans_up(settings, collection, fil
     def disk_full(temp: Path) -> None:
         raise OSError(28, "No space left on device")
 
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(deposit.DepositError, match="No space left.*; nothing changed"):
         deposit.deposit(
             _config(settings),
             [files["data"]],
@@ -428,6 +440,25 @@ def test_a_deposit_failing_before_the_rename_cleans_up(settings, collection, fil
             before_rename=disk_full,
         )
     assert snapshot(collection) == before  # no .deposit-*, no staged .item.yaml.*.tmp
+
+
+def test_a_full_collection_is_a_one_line_refusal(capsys, settings, tmp_path):
+    """The collection on a 2 MB tmpfs, a 3 MB file: the command printed a traceback."""
+    disk = tmp_path / "small"
+    disk.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)])
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (root only)")
+    try:
+        big = tmp_path / "big.bin"
+        big.write_bytes(os.urandom(3_000_000))
+        code, out, err = run(capsys, *deposit_args(dict(settings, collection=str(disk)), big))
+        assert code == 1 and out == "", err
+        assert err.startswith("archive-service deposit: cannot build the item: ")
+        assert "No space left on device" in err and err.rstrip().endswith("nothing changed")
+        assert os.listdir(disk) == []  # the half-built .deposit-* is gone
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 @pytest.mark.process

@@ -254,7 +254,7 @@ def test_file_names_one_doc_cannot_hold_apart_or_serve_are_refused(config, tree)
     # Paper.pdf and paper.pdf, café in two Unicode forms: one file on a case-insensitive or
     # normalizing disk, the other silently replaced; a name with a newline is never served.
     (tree / "other").mkdir()
-    for name in ("Paper.pdf", "caf\u00e9.pdf", "new\nline.pdf"):
+    for name in ("Paper.pdf", "caf\u00e9.pdf", "new\nline.pdf", "back\\slash.pdf"):
         (tree / "papers" / name).write_bytes(b"1")
     for name in ("paper.pdf", "cafe\u0301.pdf"):
         (tree / "other" / name).write_bytes(b"2")
@@ -262,13 +262,15 @@ def test_file_names_one_doc_cannot_hold_apart_or_serve_are_refused(config, tree)
         tree,
         "a,papers/Paper.pdf;other/paper.pdf,,,,,,,\n"
         "b,papers/caf\u00e9.pdf;other/cafe\u0301.pdf,,,,,,,\n"
-        '"c","papers/new\nline.pdf",,,,,,,\n',
+        '"c","papers/new\nline.pdf",,,,,,,\n'
+        "d,papers/back\\slash.pdf,,,,,,,\n",
     )
     problems = refused(config, path)
     assert [p.split(": ", 1)[1] for p in problems] == [
         "two file names differ only in case or Unicode form; doc/ holds one file per name",
         "two file names differ only in case or Unicode form; doc/ holds one file per name",
-        "file name 'new\\nline.pdf' holds a control character",
+        "file name 'new\\nline.pdf' holds a control character or a backslash",
+        "file name 'back\\\\slash.pdf' holds a control character or a backslash",
     ]
 
 

@@ -203,6 +203,36 @@ def test_distributor_max_wait_catches_a_clock_set_back(tmp_path):
     assert distributor.last() == 2000000000
 
 
+def test_mint_and_deposit_refuse_to_sleep_through_a_clock_set_back(tmp_path, capsys):
+    """The last date an hour ahead of the clock (set back by NTP, or a state_dir copied from
+    a host whose clock ran ahead): mint slept the hour without a word, holding the locks."""
+    from archive_service import cli
+
+    (tmp_path / mint.STATE_FILE).write_text("1287591715\n")
+    clock = FakeClock(1287588115)
+    with pytest.raises(mint.MintError, match="clock set back"):
+        mint.mint("mtc-m18.sid.inpe.br", state_dir=tmp_path, now=clock, sleep=clock.sleep)
+    assert clock.slept == [] and (tmp_path / mint.STATE_FILE).read_text() == "1287591715\n"
+    # A step's wait, and clocks of nodes a little apart, are still waited for.
+    (tmp_path / mint.STATE_FILE).write_text("1287588174\n")  # 59 s ahead
+    minted = mint.mint("mtc-m18.sid.inpe.br", state_dir=tmp_path, now=clock, sleep=clock.sleep)
+    assert minted.time == 1287588175 and clock.slept == [Decimal(60)]
+    # The command says so in one line (the real clock is far behind 2100).
+    (tmp_path / mint.STATE_FILE).write_text("4102444800\n")
+    argv = ["mint", "--host", "mtc-m18.sid.inpe.br", "--state-dir", str(tmp_path)]
+    assert cli.main(argv) == 1
+    assert "was the clock set back?" in capsys.readouterr().err
+    from archive_service.collection import deposit
+
+    (tmp_path / "collection").mkdir()
+    (tmp_path / "a.txt").write_text("x")
+    config = {"collection": str(tmp_path / "collection"), "state_dir": str(tmp_path)}
+    config["archiveaddress"] = "mtc-m18.sid.inpe.br"
+    with pytest.raises(mint.MintError, match="clock set back"):
+        deposit.deposit(config, [tmp_path / "a.txt"], now=clock, sleep=clock.sleep)
+    assert os.listdir(tmp_path / "collection") == []
+
+
 # --- mint ---
 
 

@@ -16,7 +16,7 @@ from archive_service.collection import items as index
 from archive_service.protocol import pairs
 from archive_service.testing import wait_until
 from archive_service.web import create_app
-from support import SERVICE, Client, settings_for
+from support import ADDRESS, SERVICE, Client, settings_for
 
 ITEM = "iconet.com.br/banon/2009/09.09.22.01"  # LK47B6W/362SFKH, target @relatorio.pdf
 IBIP = "LK47B6W/362SFKH"
@@ -244,3 +244,20 @@ def test_a_file_named_with_cr_lf_gets_no_url_and_no_link(collection, settings, c
     assert main(["check", str(collection)]) == 1
     out = capsys.readouterr().out
     assert "control character" in out
+
+
+def test_a_file_named_with_a_backslash_is_no_target_and_check_says_so(collection, settings, capsys):
+    """/col/ and a filepath refuse a backslash: as the only file of doc/ it was the default
+    target, so the answer had no url pair at all (not even the file list), the file-list page
+    linked it to a 404, and `check` was silent."""
+    doc = collection / OTHER / "doc"
+    for name in list(doc.iterdir()):
+        name.unlink()
+    (doc / "a\\b.pdf").write_text("x")
+    client = Client(create_app(settings), "")
+    ibi = index.scan(collection).item_at(OTHER).name.text
+    assert urls(client.url_request(ibi)) == {"url": f"http://{ADDRESS}/{SERVICE}/filelist/{OTHER}"}
+    client.get(f"/col/{OTHER}/doc/a%5Cb.pdf", status=404)
+    assert "a%5Cb" not in filelist(client, OTHER).text
+    assert main(["check", str(collection)]) == 1
+    assert "doc/'a\\\\b.pdf' has a control character or a backslash" in capsys.readouterr().out

@@ -444,6 +444,12 @@ def _sources(
             raise DepositError(f"{path}: not a regular file")
         if not os.access(path, os.R_OK):
             raise DepositError(f"{path}: cannot be read")
+        if index.UNSERVED.search(path.name):
+            # It would be in doc/, never served nor listed: an item whose one file gets no URL.
+            raise DepositError(
+                f"{path}: its name holds a control character or a backslash, which is never "
+                "served; rename it"
+            )
         if path.name in sources:
             raise DepositError(
                 f"two files are named {path.name!r} ({sources[path.name]} and "
@@ -693,10 +699,14 @@ def deposit(
             if os.path.lexists(final):
                 raise DepositError(f"{final} already exists; nothing changed")
             os.rename(temp, final)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(temp, ignore_errors=True)
             for update in updates:
                 sidecar_update.discard(update)
+            if isinstance(exc, OSError):
+                # The collection full, a file unreadable: nothing is left of the item, say so
+                # in one line (the command printed a traceback).
+                raise DepositError(f"cannot build the item: {exc}; nothing changed") from exc
             raise
         filesmod.fsync_dir(final.parent)
         for update in updates:

@@ -286,6 +286,12 @@ def default_state_dir() -> Path:
 
 FORMS = ("rep", "ibip", "both")
 
+# The most `mint` waits beyond one granularity step (Algorithm 4 waits at most one step while
+# the clock goes forward; nodes sharing the database may differ by a little). Unbounded, a
+# clock set back an hour made `mint`, `deposit` and `import` sleep an hour without a word,
+# holding the minting and deposit locks, so every other deposit waited too.
+CLOCK_SLACK = 60.0
+
 
 def mint(
     host: str | None = None,
@@ -298,6 +304,7 @@ def mint(
     now: Callable[[], Decimal | int | float] = time.time,
     sleep: Callable[[float], object] = time.sleep,
     database: str = "",
+    max_wait: float | None = None,
 ) -> Minted:
     """Mint a new IBI of the identification subsystem (host or IP, port).
 
@@ -311,7 +318,9 @@ def mint(
     The time comes from `Distributor(state_dir, granularity, clock=now, sleep=sleep)`
     (state_dir default: `default_state_dir()`), or with `database` (the setting) from the
     `SharedDistributor` every node shares, so it may wait up to `granularity` seconds;
-    a test that fakes `now` must fake `sleep` too, or the clock never catches up. Every label is
+    a test that fakes `now` must fake `sleep` too, or the clock never catches up. A wait
+    longer than `max_wait` (default: one step and CLOCK_SLACK seconds), the clock set back, is
+    a MintError and draws nothing. Every label is
     checked with `archive_service.protocol.ibi.parse`; bad inputs raise IbiError before any
     time is drawn.
     """
@@ -328,14 +337,16 @@ def mint(
             raise IbiError(f"form {form!r} needs an IP address")
         ibip_pre = ibip.encode_prefix(ip, ibip.IBIP_DEFAULT_PORT if port is None else port)
     directory = default_state_dir() if state_dir is None else state_dir
+    if max_wait is None:
+        max_wait = float(as_granularity(granularity)) + CLOCK_SLACK
     if database:
         forms = [f"rep:{rep_pre}"] if rep_pre else []
         forms += [f"ibip:{ibip_pre}"] if ibip_pre else []
         distributor = SharedDistributor(
-            database, forms, directory, granularity, clock=now, sleep=sleep
+            database, forms, directory, granularity, clock=now, sleep=sleep, max_wait=max_wait
         )
     else:
-        distributor = Distributor(directory, granularity, clock=now, sleep=sleep)
+        distributor = Distributor(directory, granularity, clock=now, sleep=sleep, max_wait=max_wait)
     t = distributor.next_time()
     minted = Minted(
         time=t,

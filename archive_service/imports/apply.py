@@ -247,8 +247,10 @@ def _problems(
                 "one file per name"
             )
         for name in names:
-            if itemsmod.CONTROL.search(name):  # it would be in doc/, never served nor listed
-                problems.append(f"{where}: file name {name!r} holds a control character")
+            if itemsmod.UNSERVED.search(name):  # it would be in doc/, never served nor listed
+                problems.append(
+                    f"{where}: file name {name!r} holds a control character or a backslash"
+                )
         # A sidecar past its bound is refused by the index and by every later revision: the
         # item would be written, never served, and the import stuck on it at each re-run.
         own = _own(record, {}, {})

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Bump when a record's shape or what index.load_item derives changes: old indexes are rebuilt.
-SCHEMA = "7"  # 6: the kinds and conflicts tables (issue 18); 7: location (issue 21)
+SCHEMA = "8"  # 6: the kinds and conflicts tables (issue 18); 7: location (issue 21); 8: no
+# target named with a backslash
 BATCH_ITEMS = 1000
 BATCH_SECONDS = 1.0
 PROGRESS_SECONDS = 5.0

@@ -72,8 +72,9 @@ class Editions(NamedTuple):
 
 
 def follow_editions(lookup: Callable[[Ibi], Item | None], item: Item) -> Editions:
-    """Follow nextedition from `item` through the items `lookup` finds (answers, deposit
-    and the catalog's cycle check all follow the chain this way)."""
+    """Follow nextedition from `item` through the items `lookup` finds (answers and deposit
+    follow the chain this way; the catalog's cycle check, `items.edition_cycles`, walks the
+    same links once for every item, and a property test holds it to this function)."""
     seen = {item.name.key}
     while item.nextedition is not None:
         nxt = lookup(item.nextedition)
