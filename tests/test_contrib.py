@@ -11,6 +11,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import unquote_to_bytes, urlsplit
 
@@ -41,7 +42,7 @@ from fronts import (
     unit_values,
 )
 from resolver_double import ResolverDouble
-from serve_process import SAMPLE, SERVICE, Serve
+from serve_process import ROOT, SAMPLE, SERVICE, Serve
 
 UNIT = CONTRIB / "systemd" / "archive-service.service"
 SYSCTL = CONTRIB / "sysctl" / "60-archive-service.conf"
@@ -328,6 +329,34 @@ def test_cgi_file_with_unreadable_settings_says_so_in_one_line(tmp_path):
     head, body = run_cgi(f"/{SERVICE}", "servicesubject=urlRequest", missing, errors)
     assert head.startswith("Status: 500"), head
     assert errors == [f"archive-service.cgi: config file {missing}: No such file or directory"]
+
+
+@pytest.mark.process
+def test_wsgi_file_with_unreadable_settings_says_so_in_one_line(tmp_path):
+    """As the CGI program: a mod_wsgi daemon whose settings cannot be read logs one line and
+    answers 500 (a traceback in Apache's error log at every request before: mod_wsgi imports
+    a failed script file again for each)."""
+    missing = tmp_path / "archive-service.yaml"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import runpy, wsgiref.util as u\n"
+            f"app = runpy.run_path({str(WSGI_FILE)!r})['application']\n"
+            "environ = {'REQUEST_METHOD': 'GET', 'PATH_INFO': '/'}\n"
+            "u.setup_testing_defaults(environ)\n"
+            "print(b''.join(app(environ, lambda status, headers: print(status))).decode())",
+        ],
+        env={**os.environ, "ARCHIVE_SERVICE_CONFIG": str(missing), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"archive-service.wsgi: config file {missing}: No such file or directory"
+    ]
+    assert done.stdout.startswith("500 Internal Server Error\n"), done.stdout
 
 
 # ---------------------------------------------------------------------------- real servers

@@ -6,6 +6,7 @@ import gc
 import logging
 import os
 import signal
+import socket
 from collections.abc import Callable
 
 from gunicorn.app.base import BaseApplication
@@ -87,6 +88,8 @@ class ArchiveServer(BaseApplication):
         if self.reload_config is not None:
             try:
                 config = self.reload_config()
+                if config.bind != self.config.bind:
+                    _can_listen(config.bind, self.config.bind)
                 announced = announce.from_config(config)
                 app = self._build(config)
             except Exception as exc:  # a bad edit must not take the running Archive down
@@ -110,6 +113,30 @@ class ArchiveServer(BaseApplication):
 
     def _on_exit(self, arbiter) -> None:
         self.lifecycle.leave(handing_over=bool(arbiter.reexec_pid))
+
+
+def _can_listen(bind: str, old: str) -> None:
+    """Raise OSError unless the new `bind` can be listened on. gunicorn's reload closes its
+    listeners first and, when the new address fails, the master exits: a SIGHUP naming a busy
+    port took the running Archive down instead of keeping the old settings."""
+    from gunicorn.util import parse_address
+
+    address = parse_address(bind)
+    if isinstance(address, str):  # unix:PATH: gunicorn removes a stale socket file itself
+        return
+    previous = parse_address(old)
+    if not isinstance(previous, str) and previous[1] == address[1]:
+        return  # the same port on another host: free once gunicorn closes the old listener
+    host, port = address
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[
+            0
+        ]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(sockaddr)
+    except OSError as exc:
+        raise OSError(f"cannot listen on {bind} (setting bind): {exc}") from None
 
 
 def _freeze_heap(arbiter, worker) -> None:
