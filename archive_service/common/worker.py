@@ -70,6 +70,11 @@ class Logger(glogging.Logger):
         # Keys come in query strings (COUNTER_SUSHI's api_key to the Archive, an Archive's
         # registrationkey to the resolver): the access log keeps each request without them.
         found = super().atoms(resp, req, environ, request_time)
+        # One look at what the client sent: a urlRequest (no secret, hundreds a second) then
+        # costs one search (2 µs), not a decoding of each name of four atoms (16 µs).
+        sent = (environ.get("QUERY_STRING") or "", environ.get("HTTP_REFERER") or "")
+        if not any(_MAYBE_SECRET.search(text) for text in sent):
+            return found
         for atom in ("r", "q", "f", "{raw_uri}e", "{query_string}e"):
             if isinstance(found.get(atom), str):
                 found[atom] = redact(found[atom])
@@ -83,9 +88,16 @@ _PARAMETER = re.compile(r"((?:^|[?&;])([^=&;?\s]*)=)[^&;\s]*")
 SECRET_NAMES = frozenset(("api_key", "registrationkey"))
 
 
+# A parameter that may be secret: a name holding an escape, or one of SECRET_NAMES as it is.
+_MAYBE_SECRET = re.compile(
+    r"(?:^|[?&;])(?:[^=&;?\s%]*%|(?:" + "|".join(sorted(SECRET_NAMES)) + ")=)",
+    re.IGNORECASE,
+)
+
+
 def redact(text: str) -> str:
     """`text` with the value of each secret parameter (SECRET_NAMES) as `<secret>`."""
-    if "=" not in text:  # a resolution's request line, hundreds a second: nothing to search
+    if "=" not in text or not _MAYBE_SECRET.search(text):
         return text
     return _PARAMETER.sub(
         lambda m: (
