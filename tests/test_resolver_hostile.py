@@ -1,14 +1,12 @@
 """The resolver's web surface against a hostile included Archive and hostile users: an Archive
-is trusted to name its own items, nothing more. The hostile Archive is a plain HTTP server
-on loopback answering whatever the test scripts; the honest one is this project's Archive app;
-the resolver is its WSGI app under WebTest."""
+is trusted to name its own items, nothing more. The hostile Archive is a plain WSGI function
+on a loopback socket answering whatever the test scripts; the honest one is this project's
+Archive app; the resolver is its WSGI app under WebTest."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 import pytest
 import webtest
@@ -38,33 +36,24 @@ class Hostile:
     def __init__(self):
         self.body = b""
         self.asked: list[dict] = []
-        me = self
+        port = free_port()
+        self.server = ThreadedServer(self.answer, port)
+        self.address = f"127.0.0.1:{port}"
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                query = dict(parse_qsl(urlsplit(self.path).query))
-                me.asked.append(query)
-                body = {
-                    "inclusionConfirmationRequest": b"confirmation yes",
-                    "acknowledgment": b"notice {acknowledgment received}",
-                }.get(query.get("servicesubject"), me.body)
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+    def answer(self, environ, start_response):
+        query = dict(parse_qsl(environ.get("QUERY_STRING", "")))
+        self.asked.append(query)
+        body = {
+            "inclusionConfirmationRequest": b"confirmation yes",
+            "acknowledgment": b"notice {acknowledgment received}",
+        }.get(query.get("servicesubject"), self.body)
+        start_response(
+            "200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))]
+        )
+        return [body]
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
 
 
 @pytest.fixture(scope="module")
