@@ -13,6 +13,26 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlsplit
 
+from archive_service.serve import announce
+
+# The Archive the announcer's tests announce, and its registration key.
+SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
+KEY = "9876543210-0123456789"
+
+
+def loopback_announcement(resolver_url: str, address: str = "127.0.0.1:9") -> announce.Announcement:
+    """The announcement of that Archive, at `address` on loopback, to `resolver_url`."""
+    return announce.Announcement.build(
+        resolver_url,
+        archiveaddress=address,
+        archiveserviceibi=SERVICE,
+        archiveip="127.0.0.1",
+        archiveplatformversion="test",
+        archiveadmemailaddress="admin@example.org",
+        registrationkey=KEY,
+        exclusion_timeout=2.0,
+    )
+
 
 @dataclass
 class Received:

@@ -20,12 +20,10 @@ from hypothesis import strategies as st
 from archive_service import cli, settings
 from archive_service.serve import announce
 from archive_service.web import create_app
-from resolver_double import ResolverDouble
+from resolver_double import KEY, SERVICE, ResolverDouble, loopback_announcement
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_collection"
-KEY = "9876543210-0123456789"
-SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
 
 # The seed's Example 5.2 (inclusion) and 5.3 (exclusion), joined into one line each.
 SEED_TAIL = (
@@ -303,19 +301,6 @@ def resolver():
     double = ResolverDouble().start()
     yield double
     double.stop()
-
-
-def loopback_announcement(resolver_url: str, address: str = "127.0.0.1:9") -> announce.Announcement:
-    return announce.Announcement.build(
-        resolver_url,
-        archiveaddress=address,
-        archiveserviceibi=SERVICE,
-        archiveip="127.0.0.1",
-        archiveplatformversion="test",
-        archiveadmemailaddress="admin@example.org",
-        registrationkey=KEY,
-        exclusion_timeout=2.0,
-    )
 
 
 def test_exclusion_is_logged_with_the_resolvers_status(resolver, caplog):

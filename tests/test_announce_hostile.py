@@ -12,9 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from archive_service.serve import announce
-
-KEY = "9876543210-0123456789"
-SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
+from resolver_double import KEY, loopback_announcement
 
 
 class Scripted:
@@ -66,19 +64,6 @@ def scripted():
         server.close()
 
 
-def announcement(url: str) -> announce.Announcement:
-    return announce.Announcement.build(
-        url,
-        archiveaddress="127.0.0.1:9",
-        archiveserviceibi=SERVICE,
-        archiveip="127.0.0.1",
-        archiveplatformversion="test",
-        archiveadmemailaddress="admin@example.org",
-        registrationkey=KEY,
-        exclusion_timeout=2.0,
-    )
-
-
 def trickling(head: bytes) -> Callable[[socket.socket, bytes], None]:
     """Send `head`, then a byte every 0.2 s for as long as the test runs (each well within
     the read timeout), as a resolver, a proxy or a captive portal that never finishes."""
@@ -103,7 +88,7 @@ def test_a_trickling_resolver_is_given_up_within_the_timeout(scripted, head):
     resolver = scripted(trickling(head))
     started = time.monotonic()
     with pytest.raises(announce.ResolverError, match="within 1 s") as error:
-        announce.include(announcement(resolver.url), timeout=1)
+        announce.include(loopback_announcement(resolver.url), timeout=1)
     assert time.monotonic() - started < 4
     assert KEY not in str(error.value)
 
@@ -120,7 +105,7 @@ def test_an_error_page_echoing_the_request_shows_no_digit_of_the_key(scripted):
 
     resolver = scripted(echo)
     with pytest.raises(announce.ResolverError, match="HTTP 404") as error:
-        announce.include(announcement(resolver.url), timeout=5)
+        announce.include(loopback_announcement(resolver.url), timeout=5)
     assert KEY[:6] not in str(error.value)
     assert "registrationkey=<secret>" in str(error.value)
 
@@ -145,7 +130,7 @@ def test_an_error_whose_body_stalls_or_is_cut_is_a_resolver_error(scripted, answ
 
     resolver = scripted(script)
     with pytest.raises(announce.ResolverError, match="HTTP 503 Busy") as error:
-        announce.include(announcement(resolver.url), timeout=1)
+        announce.include(loopback_announcement(resolver.url), timeout=1)
     assert "could not be read" in str(error.value) and KEY not in str(error.value)
 
 
@@ -159,7 +144,7 @@ def test_the_status_lines_reason_reaches_the_log_printable_and_short(scripted):
 
     resolver = scripted(script)
     with pytest.raises(announce.ResolverError, match="HTTP 503") as error:
-        announce.include(announcement(resolver.url), timeout=5)
+        announce.include(loopback_announcement(resolver.url), timeout=5)
     text = str(error.value)
     assert text.isprintable() and "\\x1b]0;owned\\x07" in text
     assert len(text) < 1000
