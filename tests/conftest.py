@@ -118,6 +118,26 @@ def read_only(tmp_path: Path):
 
 
 @pytest.fixture
+def small_disk(tmp_path: Path):
+    """small_disk(size, name): a tmpfs of `size` ("2m") mounted at tmp_path/name until the
+    test ends, for a disk that fills up; the test is skipped where none can be mounted."""
+    mounted: list[Path] = []
+
+    def make_small_disk(size: str, name: str = "small") -> Path:
+        disk = tmp_path / name
+        disk.mkdir()
+        done = _mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk))
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(disk)
+        return disk
+
+    yield make_small_disk
+    for disk in reversed(mounted):
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+@pytest.fixture
 def phone_browser():
     """Debian's chromium, headless, through its chromedriver (selenium), showing pages at
     PHONE's size as a phone does (mobile viewport: `width=device-width` means 360 px)."""

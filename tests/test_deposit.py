@@ -442,23 +442,16 @@ def test_a_deposit_failing_before_the_rename_cleans_up(settings, collection, fil
     assert snapshot(collection) == before  # no .deposit-*, no staged .item.yaml.*.tmp
 
 
-def test_a_full_collection_is_a_one_line_refusal(capsys, settings, tmp_path):
+def test_a_full_collection_is_a_one_line_refusal(capsys, settings, tmp_path, small_disk):
     """The collection on a 2 MB tmpfs, a 3 MB file: the command printed a traceback."""
-    disk = tmp_path / "small"
-    disk.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)])
-    if done.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here (root only)")
-    try:
-        big = tmp_path / "big.bin"
-        big.write_bytes(os.urandom(3_000_000))
-        code, out, err = run(capsys, *deposit_args(dict(settings, collection=str(disk)), big))
-        assert code == 1 and out == "", err
-        assert err.startswith("archive-service deposit: cannot build the item: ")
-        assert "No space left on device" in err and err.rstrip().endswith("nothing changed")
-        assert os.listdir(disk) == []  # the half-built .deposit-* is gone
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
+    disk = small_disk("2m")
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(3_000_000))
+    code, out, err = run(capsys, *deposit_args(dict(settings, collection=str(disk)), big))
+    assert code == 1 and out == "", err
+    assert err.startswith("archive-service deposit: cannot build the item: ")
+    assert "No space left on device" in err and err.rstrip().endswith("nothing changed")
+    assert os.listdir(disk) == []  # the half-built .deposit-* is gone
 
 
 @pytest.mark.process

@@ -192,46 +192,31 @@ def test_the_command_refuses_a_bad_manifest_with_one_line_per_row(tree, tmp_path
     assert done.stdout.startswith("0 minted, 0 updated") and "2 unchanged" in done.stdout
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    """A 2 MB tmpfs mounted at tmp_path/small until the test ends (root only)."""
-    import subprocess
-
-    disk = tmp_path / "small"
-    disk.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
 @pytest.mark.process
 def test_a_full_collection_stops_the_command_with_a_line_and_a_rerun_goes_on(
     tree, tmp_path, small_disk
 ):
     import subprocess
 
+    disk = small_disk("2m")
     (tree / "big.pdf").write_bytes(os.urandom(3_000_000))
     path = tree / "m.csv"
     path.write_text(HEADER + "a,one.pdf,,\nb,big.pdf,,\n")
-    common = ["--collection", str(small_disk), "--state-dir", str(tmp_path / "state")]
+    common = ["--collection", str(disk), "--state-dir", str(tmp_path / "state")]
     common += ["--archiveaddress", "archive.example.org"]
     done = run_command(["import", "manifest", str(path), *common])
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.splitlines()[-1].startswith("archive-service import manifest: stopped: ")
     assert "No space left on device" in done.stderr and "run again to go on" in done.stderr
-    remount = ["mount", "-o", "remount,size=8m", str(small_disk)]
+    remount = ["mount", "-o", "remount,size=8m", str(disk)]
     subprocess.run(remount, check=True)
     done = run_command(["import", "manifest", str(path), *common])
     # a, minted before the disk filled, is as the row says: not copied again (its first
     # copy was kept aside as .replaced-doc-*, doubling what the cut-short run had copied).
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("1 minted, 0 updated") and "1 unchanged" in done.stdout
-    assert len(list(small_disk.rglob("item.yaml"))) == 2
-    assert not list(small_disk.rglob(".replaced-doc-*"))
+    assert len(list(disk.rglob("item.yaml"))) == 2
+    assert not list(disk.rglob(".replaced-doc-*"))
 
 
 @pytest.mark.process

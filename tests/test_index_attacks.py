@@ -4,7 +4,6 @@ the collection, the state directory and the processes themselves misbehaving."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -137,20 +136,6 @@ def test_an_index_file_lost_under_a_running_service_is_rebuilt(
         serve.kill()
 
 
-@pytest.fixture
-def small_state(tmp_path: Path):
-    """A 1 MB tmpfs for the state directory until the test ends (root only)."""
-    disk = tmp_path / "state"
-    disk.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
 def fill(directory: Path) -> Path:
     filler = directory / "filler"
     fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
@@ -167,11 +152,12 @@ def fill(directory: Path) -> Path:
 @pytest.mark.process
 @pytest.mark.slow
 def test_a_rebuild_on_a_full_disk_is_tried_again_later_not_every_second(
-    collection: Path, tmp_path: Path, small_state: Path
+    collection: Path, tmp_path: Path, small_disk
 ) -> None:
     """The index removed while its disk is full: the rebuild fails. Before, the indexer tried
     it again at each of its one-second turns, an ERROR line and a walk of the collection
     each time; now after the retry delay, and the index is back once there is room."""
+    small_state = small_disk("1m", "state")
     serve = serve_collection(tmp_path, collection, small_state)
     try:
         serve.wait_answering(timeout=60)
