@@ -17,6 +17,7 @@ from typing import TextIO
 from .. import settings
 from ..collection import deposit as depositmod
 from ..collection import mint as mintmod
+from ..common.logs import shown
 from ..imports import apply as applymod
 from ..imports.records import Record
 from ..protocol import ibi as ibimod
@@ -56,15 +57,6 @@ class Bar:
         if self.drawn:
             self.stream.write("\n")
             self.stream.flush()
-
-
-def shown(text: str) -> str:
-    """`text` for a terminal or a log: ids, names and values come from someone else's files
-    or server, and a line break or an escape sequence in them would forge a line of ours
-    ("skipped: ...") or drive the admin's terminal."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def run_import(

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .imports import AddSettings, LoadConfig, add_common, run_import, shown
+from ..common.logs import shown
+from .imports import AddSettings, LoadConfig, add_common, run_import
 
 
 def _date(text: str) -> str:

@@ -21,3 +21,12 @@ def line_format(environ: Mapping[str, str] | None = None) -> str:
 def configure() -> None:
     """Log INFO and above to stderr in the one format."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format=line_format())
+
+
+def shown(text: str) -> str:
+    """`text` for a terminal or a log: ids, names and values come from someone else's files
+    or server, and a line break or an escape sequence in them would forge a line of ours
+    ("skipped: ...") or drive the admin's terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)

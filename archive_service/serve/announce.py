@@ -401,8 +401,7 @@ def _ask(announcement: Announcement, subject: str, timeout: float) -> dict[str, 
             # The reason phrase is the resolver's text (up to a 64 KiB line): shown escaped and
             # short (redacted before it is cut), as the body is: it goes to the log and /health.
             reason = announcement.redact(str(exc.reason))[:100]
-            reason = reason.encode("ascii", "backslashreplace").decode("ascii")
-            reason = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in reason)
+            reason = logs.shown(reason.encode("ascii", "backslashreplace").decode("ascii"))
             raise ResolverError(
                 f"{shown} answered HTTP {exc.code} {reason} {detail}".rstrip()
             ) from None
