@@ -131,14 +131,11 @@ def _check_idle(conn) -> None:
     acknowledgment arriving with the server up again went uncounted, once per connection
     and process. Only then is the round trip of psycopg_pool's own check paid (raising
     makes the pool discard the connection and hand out another); a poll costs no round trip."""
-    import select
-
     from psycopg_pool import ConnectionPool
 
-    # poll, not select: select refuses descriptors from 1024 on (a busy worker's).
-    poller = select.poll()
-    poller.register(conn.fileno(), select.POLLIN)
-    if poller.poll(0):
+    from .idle import spoke_while_idle
+
+    if spoke_while_idle(conn.fileno()):
         ConnectionPool.check_connection(conn)
 
 

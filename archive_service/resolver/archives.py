@@ -20,7 +20,6 @@ import os
 import queue
 import re
 import secrets
-import select
 import socket
 import threading
 import time
@@ -34,6 +33,7 @@ from urllib.parse import quote, urlsplit
 import httptools
 
 from .. import __version__
+from ..common.idle import spoke_while_idle
 from ..protocol import pairs as pairsmod
 from .resolve import Answer, ArchiveRef
 
@@ -225,12 +225,8 @@ class _Kept:
     def dropped(self) -> bool:
         """Whether the Archive has closed this idle connection (or sent what it should
         not): a kept connection that can be read from before it was written to."""
-        # poll, not select: select refuses descriptors from 1024 on, which read as dropped,
-        # so a worker with that many files open reused no connection at all.
-        poller = select.poll()
         try:
-            poller.register(self.sock, select.POLLIN)
-            return bool(poller.poll(0))
+            return spoke_while_idle(self.sock)
         except (OSError, ValueError):
             return True
 
