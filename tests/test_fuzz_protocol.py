@@ -31,6 +31,7 @@ _IBIP_WORD = st.one_of(
 @example(prefix="3" * 5000 + "W", suffix="3")  # int() refused 5,000 digits: ValueError
 @example(prefix="8JMKD3MGP7W", suffix="3" * 5000)
 @example(prefix="8JMKD3MGP7W", suffix="3EPGUE5W" + "3" * 3200)  # str() of the fraction
+@example(prefix="TDFKBX", suffix="3" * 3006)  # str() of the seconds, in the error message
 def test_decode_refuses_only_with_ibierror_and_is_encodes_inverse(prefix, suffix):
     label = f"{prefix}/{suffix}"
     try:

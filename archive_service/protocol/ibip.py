@@ -278,8 +278,10 @@ def decode_suffix(suffix: str) -> tuple[datetime, Decimal]:
     try:
         time = datetime.fromtimestamp(IBIP_EPOCH + seconds, _UTC)
     except (OverflowError, OSError, ValueError):
+        # Its seconds as digits of their own: past 4,300 of them str() refuses (a ValueError).
         raise IbiError(
-            f"IBIp suffix {suffix!r}: {seconds} s after 1995-08-01 is past year 9999"
+            f"IBIp suffix {suffix!r}: {len(seconds_code)} base-27 digits of seconds after "
+            "1995-08-01 reach past year 9999"
         ) from None
     if not separator:
         return time, Decimal(0)
