@@ -111,8 +111,14 @@ def _networks(value: str) -> tuple[str, ...]:
 
 
 def ascii_text(value: str) -> str:
-    if not value.isascii() or not value.strip() or " " in value:
-        raise ValueError("must be a single ASCII word")
+    """An ASCII sequence (seed 000 Tab. 5.2, §4.1): printable characters, blanks included
+    (a request carries a blank as %20), but not blank alone nor blank at either end."""
+    if not value.strip():
+        raise ValueError("must not be empty or blank")
+    if not all(" " <= char <= "~" for char in value):
+        raise ValueError("must be printable ASCII (letters, digits, punctuation and blanks)")
+    if value != value.strip():
+        raise ValueError("must not begin or end with a blank")
     return value
 
 
@@ -297,7 +303,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "archiveplatformversion",
         f"archive-service-{__version__}",
-        "platform version sent when announcing (ASCII)",
+        "platform version sent when announcing (printable ASCII, blanks allowed inside)",
         ascii_text,
     ),
     Setting(
