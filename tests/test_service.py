@@ -319,7 +319,7 @@ def test_urls_come_from_archiveaddress_not_the_host_header(client: Client):
 
 
 BAD_REQUESTS = [
-    ({}, "servicesubject is missing"),
+    ({"parsedibiurl.ibi": "LK47B6W/362SFKH"}, "servicesubject is missing"),
     ({"servicesubject": "teleport"}, "unknown servicesubject"),
     (
         {"servicesubject": "urlRequest", "parsedibiurl.ibi": "LK47B6W/362SFKH"},
@@ -440,6 +440,17 @@ def test_malformed_requests_get_400_with_a_pairs_error(client: Client, params, r
     assert response.content_type == "text/plain"
     [(name, value)] = pairs.parse(response.text)
     assert name == "error" and value.startswith("{") and reason in value
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_the_service_url_opened_in_a_browser_is_the_archives_page(client: Client, method):
+    """No query at all: a person, not a resolver (issue 34, point 6); any query stays the
+    protocol's, answered as before (above)."""
+    response = client.test.request(client.path(f"/{SERVICE}"), method=method, status=303)
+    assert response.location.endswith(client.path(f"/{SERVICE}/about"))
+    page = client.test.get(response.location, status=200)
+    assert page.content_type == "text/html"
+    assert client.test.get(client.path(f"/{SERVICE}?"), status=303)  # an empty query too
 
 
 @pytest.mark.parametrize(

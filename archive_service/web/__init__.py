@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from flask import Flask, Response, abort, render_template, request, url_for
+from flask import Flask, Response, abort, redirect, render_template, request, url_for
 from flask.logging import default_handler
 from werkzeug.http import parse_range_header
 from werkzeug.wsgi import wrap_file
@@ -256,7 +256,11 @@ class ServiceEndpoint:
 
     def __call__(self, environ, start_response):
         method = environ.get("REQUEST_METHOD")
-        if environ.get("PATH_INFO") != self.path or method not in ("GET", "HEAD"):
+        if (
+            environ.get("PATH_INFO") != self.path
+            or method not in ("GET", "HEAD")
+            or not environ.get("QUERY_STRING")  # a browser, not a resolver: Flask redirects
+        ):
             return self.app(environ, start_response)
         status, body = self.answer(environ)
         start_response(
@@ -424,7 +428,10 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     @app.get(service_path, endpoint="service")
     def service() -> Response:
         # ServiceEndpoint answers GET and HEAD before Flask; the route gives the path Flask's
-        # 405 and OPTIONS, and answers the same way should anything reach it.
+        # 405 and OPTIONS, and answers the same way should anything reach it. A request with
+        # no query at all is a person who opened the service URL: the Archive's page.
+        if not request.environ.get("QUERY_STRING"):
+            return redirect(url_for("about"), 303)
         status, body = answer(request.environ)
         return Response(body, status=status, content_type=TEXT)
 
