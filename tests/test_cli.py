@@ -58,6 +58,7 @@ def test_query_prints_what_url_request_answers(capsys):
         == 0
     )
     out = capsys.readouterr().out
+    assert out.endswith("\n") and not out.endswith("\n\n")  # a shell prompt starts a new line
     got = dict(pairs.parse(out.strip().replace("\n", "\r\n")))
     assert got["ibi.nextedition"] == "{rep sid.inpe.br/mtc-m18/2012/07.12.18.08}"
     assert got["url.lastedition.metadata(oai_dc)"] == (
@@ -70,6 +71,23 @@ def test_query_reports_bad_input_and_unknown_ibis(capsys):
     assert "error {parsedibiurl.ibi is neither" in capsys.readouterr().err
     assert main(["query", "8JMKD3MGP8W/22222", "--config", str(CONFIG)]) == 0
     assert "not held by this Archive" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, usage",
+    [
+        (["stats", "--collection", "x"], "usage: archive-service stats "),
+        (["import", "manifest", "m.csv", "--nope"], "usage: archive-service import manifest "),
+        (["resolver", "serve", "--nope"], "usage: archive-service resolver serve "),
+    ],
+)
+def test_an_unknown_option_is_refused_with_the_commands_own_usage(argv, usage, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage)
+    assert f"unrecognized arguments: {argv[-2] if argv[0] == 'stats' else argv[-1]}" in err
 
 
 def test_missing_setting_stops_with_one_line(tmp_path, capsys):

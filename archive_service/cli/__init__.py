@@ -230,13 +230,27 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser refuses what it does not know itself, with its own usage: argparse
+    hands a command's unknown arguments up to the top-level parser, whose usage names no
+    option of the command (`stats --collection` printed `archive-service [-h] ... COMMAND`)."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error("unrecognized arguments: " + " ".join(extras))
+        return namespace, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="archive-service",
         description="Serve an on-disk collection as an Archive of the IBI resolution system.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser
+    )
 
     serve = sub.add_parser(
         "serve",
