@@ -135,3 +135,49 @@ def test_missing_announcing_settings_are_listed_together(tmp_path):
     assert "2 settings" in lines[0], lines
     assert [line for line in lines if "archiveip is missing" in line]
     assert [line for line in lines if "archiveadmemailaddress is missing" in line]
+
+
+def test_a_trial_identity_is_minted_again_from_the_real_address(alone):
+    """A trial run (the bind address, no resolver told) fixes no identity: once the admin gives
+    archiveaddress, the service IBI is minted again from it, and said (issue 34, point 5)."""
+    start, state = alone
+    process, _ = start()
+    process.wait_log("not joined to any resolver")
+    trial = (state / "archiveserviceibi").read_text().strip()
+    assert ibimod.parse(trial).kind == "ibip"
+    assert process.stop() == 0
+
+    real, _ = start("--archiveaddress", "archive.example.org")
+    real.wait_log("not joined to any resolver")
+    service = (state / "archiveserviceibi").read_text().strip()
+    assert service.startswith("example.org/archive/"), service
+    assert f"minted {service} from archiveaddress archive.example.org, in place of {trial}" in (
+        real.text()
+    )
+    assert real.stop() == 0
+    again, _ = start("--archiveaddress", "archive.example.org")  # and kept from then on
+    again.wait_log("not joined to any resolver")
+    assert (state / "archiveserviceibi").read_text().strip() == service
+    assert again.stop() == 0
+
+
+def test_an_announced_trial_identity_is_kept_with_a_warning(alone):
+    start, state = alone
+    process, address = start()
+    process.wait_log("not joined to any resolver")
+    trial = (state / "archiveserviceibi").read_text().strip()
+    assert process.stop() == 0
+    inclusion.record(state, "included", "http://127.0.0.1:9/J8LNKB5R7W/3FUQHC5")  # told since
+
+    real, _ = start("--archiveaddress", "archive.example.org")
+    real.wait_log("not joined to any resolver")
+    assert (state / "archiveserviceibi").read_text().strip() == trial
+    warning = [line for line in real.text().splitlines() if "WARNING" in line and trial in line]
+    assert warning and "set archiveserviceibi" in warning[0] and address in warning[0], warning
+    assert real.stop() == 0
+    assert inclusion.read(state).state == "not-joined"  # what happened last: no key this time
+    again, _ = start("--archiveaddress", "archive.example.org")
+    again.wait_log("not joined to any resolver")
+    assert (state / "archiveserviceibi").read_text().strip() == trial  # still, for good
+    assert "set archiveserviceibi" in again.text()
+    assert again.stop() == 0

@@ -225,13 +225,6 @@ def silence(config: settings.Config) -> str:
     )
 
 
-def _local(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return host.lower() == "localhost" or host.lower().endswith(".localhost")
-
-
 def _unreachable(config: settings.Config) -> str | None:
     """Why the resolver could not reach archiveaddress, or None: an address the admin did not
     give (the bind address), or a loopback one sent to a resolver on another machine."""
@@ -242,7 +235,8 @@ def _unreachable(config: settings.Config) -> str | None:
             f"resolver {config.resolver} reaches this Archive"
         )
     host = urlsplit("//" + config.archiveaddress).hostname or ""
-    if _local(host) and not _local(urlsplit(config.resolver).hostname or ""):
+    local = identity.is_loopback_host
+    if local(host) and not local(urlsplit(config.resolver).hostname or ""):
         return (
             f"setting archiveaddress {config.archiveaddress} is a loopback address, which the "
             f"resolver {config.resolver} on another machine cannot reach: give archiveaddress, "
@@ -331,12 +325,7 @@ def transport_warning(announcement: Announcement) -> str | None:
     parts = urlsplit(announcement.resolver)
     if parts.scheme != "http" or not parts.hostname:
         return None
-    host = parts.hostname
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host.lower() == "localhost"
-    if loopback:
+    if identity.is_loopback_host(parts.hostname):
         return None
     return (
         f"the resolver {announcement.resolver} is plain http://: the registrationkey in "

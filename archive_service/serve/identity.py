@@ -20,11 +20,19 @@ from .. import settings
 from ..collection import mint as mintmod
 from ..common import files
 from ..protocol import ibi as ibimod
+from . import inclusion
 
 SERVICE_FILE = "archiveserviceibi"  # in state_dir: the minted service IBI, one line
+# Beside it while that IBI was minted on a trial run (the bind address, or a loopback one): the
+# address it was minted from. Such an IBI is minted again from the real address once the admin
+# gives one, as long as no resolver has been told of it (issue 34).
+TRIAL_FILE = "archiveserviceibi.trial"
+ANNOUNCED = "announced"  # after the address in TRIAL_FILE: a resolver was told of that IBI
 BIND_SOURCE = "default: the bind address"
 MINTED_SOURCE = "minted"
 KEPT_SOURCE = "state_dir"
+REMINTED_SOURCE = "reminted"  # "reminted <trial IBI> <path>": that IBI replaced
+TRIAL_KEPT_SOURCE = "trial"  # "trial <trial address> <path>": minted there, announced, kept
 
 
 def address_of_bind(bind: str) -> str:
@@ -42,6 +50,23 @@ def address_of_bind(bind: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     return settings.hostport(f"{host}:{port}")
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a host names this machine only: a loopback address, `localhost` or a name
+    under `.localhost` (RFC 6761)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        host = host.lower().rstrip(".")
+        return host == "localhost" or host.endswith(".localhost")
+
+
+def is_trial_address(config: settings.Config) -> bool:
+    """Whether archiveaddress is one no resolver is told of: defaulted from the bind
+    address, or naming this machine only."""
+    host = urlsplit("//" + config.archiveaddress).hostname or "localhost"
+    return address_defaulted(config) or is_loopback_host(host)
 
 
 def address_defaulted(config: settings.Config) -> bool:
@@ -73,8 +98,13 @@ def with_service_ibi(config: settings.Config, problems: list[str]) -> settings.C
     path = Path(config.state_dir) / SERVICE_FILE
     try:
         service, source = kept(path), KEPT_SOURCE
+        if service is not None:
+            service, source = _past_trial(config, path, service)
         if service is None:
+            replaced = source
             service, source = _mint_once(config, path)
+            if source == MINTED_SOURCE and replaced.startswith(REMINTED_SOURCE):
+                source = replaced
     except (OSError, ValueError, mintmod.MintError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         problems.append(
@@ -99,11 +129,35 @@ def kept(path: Path) -> str | None:
         raise ValueError(f"{path} holds {text!r}, not an IBI ({exc})") from None
 
 
+def _past_trial(config: settings.Config, path: Path, service: str) -> tuple[str | None, str]:
+    """The kept `service` IBI and its source, or (None, source) when it was minted on a trial
+    run that no resolver was told of and the admin has since given a real address: it is then
+    removed, to be minted again from that address. Once announced, an identity is kept."""
+    trial = path.with_name(TRIAL_FILE)
+    try:
+        minted_from, _, announced = trial.read_text(encoding="utf-8").strip().partition(" ")
+    except FileNotFoundError:
+        return service, KEPT_SOURCE
+    if is_trial_address(config):
+        return service, KEPT_SOURCE
+    told = inclusion.read(config.state_dir)
+    if announced or (told is not None and told.state != "not-joined"):
+        if not announced:  # for good: inclusion.json says only what happened last
+            files.replace_file(trial, f"{minted_from} {ANNOUNCED}\n")
+        return service, f"{TRIAL_KEPT_SOURCE} {minted_from or '?'}"
+    path.unlink(missing_ok=True)
+    trial.unlink(missing_ok=True)
+    return None, f"{REMINTED_SOURCE} {service}"
+
+
 def _mint_once(config: settings.Config, path: Path) -> tuple[str, str]:
     """Mint the service IBI and keep it at `path`; if another process kept one first, that
-    one (the file is linked into place whole, never written over)."""
+    one (the file is linked into place whole, never written over). Minted from a trial
+    address, it is marked so (TRIAL_FILE) before it is put in place."""
     path.parent.mkdir(parents=True, exist_ok=True)
     service = mint_service_ibi(config)
+    if is_trial_address(config):
+        files.replace_file(path.with_name(TRIAL_FILE), config.archiveaddress + "\n")
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.unlink(missing_ok=True)
     files.write_new(temporary, service + "\n")
@@ -153,7 +207,14 @@ def describe(config: settings.Config) -> list[str]:
             "the host[:port] where users and the resolver reach this Archive"
         )
     source = config.sources.get("archiveserviceibi", "")
-    if source.startswith(MINTED_SOURCE):
+    if source.startswith(REMINTED_SOURCE):
+        _, trial, path = source.split(" ", 2)
+        lines.append(
+            f"archiveserviceibi is not set: minted {config.archiveserviceibi} from archiveaddress "
+            f"{config.archiveaddress}, in place of {trial}, minted on a trial run and never "
+            f"announced; kept in {path} for every later start"
+        )
+    elif source.startswith(MINTED_SOURCE):
         lines.append(
             f"archiveserviceibi is not set: minted {config.archiveserviceibi} for this "
             f"Archive's service, kept in {source.split(' ', 1)[1]} for every later start"
@@ -164,3 +225,18 @@ def describe(config: settings.Config) -> list[str]:
             f"first start and kept in {source.split(' ', 1)[1]}"
         )
     return lines
+
+
+def trial_warning(config: settings.Config) -> str | None:
+    """The warning for a service IBI minted on a trial run and kept because a resolver has
+    been told of it since, or None."""
+    source = config.sources.get("archiveserviceibi", "")
+    if not source.startswith(TRIAL_KEPT_SOURCE + " "):
+        return None
+    _, trial, path = source.split(" ", 2)
+    return (
+        f"archiveserviceibi {config.archiveserviceibi} (kept in {path}) was minted from the "
+        f"trial address {trial}, not from archiveaddress {config.archiveaddress}; it has been "
+        "announced to a resolver, so it stays this Archive's identity. To take another, set "
+        "archiveserviceibi (and tell the resolver's operator)"
+    )

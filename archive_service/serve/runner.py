@@ -187,9 +187,9 @@ def root_warning(config: settings.Config) -> str | None:
 def run(config: settings.Config, reload_config: Callable[[], settings.Config] | None = None) -> int:
     for line in identity.describe(config):
         log.info("%s", line)
-    warning = root_warning(config)
-    if warning:
-        log.warning("%s", warning)
+    for warning in (root_warning(config), identity.trial_warning(config)):
+        if warning:
+            log.warning("%s", warning)
     log.info(
         "serving %s at http://%s/%s (listening on %s, %d workers)",
         config.collection,
