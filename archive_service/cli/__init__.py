@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import logging
@@ -151,6 +152,31 @@ def _count(text: str) -> int:
     return int(text)
 
 
+@contextlib.contextmanager
+def _describer(config: settings.Config):
+    """What the Item Report says of each item (title, publisher, year, type, persistent URL),
+    read from the collection's index when the settings name a collection that has one;
+    otherwise None: items are named by their IBI (said once)."""
+    from ..index.catalog import StoreCatalog
+    from ..index.store import Store
+    from ..web import counter, persistent_url
+
+    store = Store(config.collection, config.state_dir) if config.collection else None
+    if store is None or not store.exists() or not store.is_complete():
+        print(
+            "archive-service stats: no index of a collection (give --collection, or a --config "
+            "naming it): items are named by their IBI, with no title, publisher or type",
+            file=sys.stderr,
+        )
+        yield None
+        return
+    catalog = StoreCatalog(store)
+    try:
+        yield counter.describer(catalog.lookup, lambda ibi: persistent_url(config.resolver, ibi))
+    finally:
+        catalog.close()
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     from ..serve import identity
     from ..web import counter, stats
@@ -182,7 +208,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
                     platform = identity.kept(Path(config.state_dir) / identity.SERVICE_FILE)
                 except (ValueError, OSError):
                     platform = None
-            report = store.item_report(begin, end, platform or "archive-service")
+            with _describer(config) as describe:
+                report = store.item_report(
+                    begin, end, platform or "archive-service", describe=describe
+                )
         else:
             report = store.report(args.since, args.top or None)
     except stats.StatsError as exc:
@@ -380,7 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--begin", type=_month, metavar="YYYY-MM", help="first month of --report ir"
     )
     report.add_argument("--end", type=_month, metavar="YYYY-MM", help="last month of --report ir")
-    add_settings(report, names=("state_dir", "database", "archiveserviceibi"))
+    add_settings(
+        report, names=("state_dir", "database", "archiveserviceibi", "collection", "resolver")
+    )
     report.set_defaults(func=cmd_stats)
 
     init = sub.add_parser(

@@ -676,7 +676,13 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
         return Response(page, content_type=HTML)
 
     api = sushi.Api(
-        store, config.archiveserviceibi, config.counter_api_key, config.stats_retention_days
+        store,
+        config.archiveserviceibi,
+        config.counter_api_key,
+        config.stats_retention_days,
+        describe=counter.describer(
+            catalog.lookup, lambda ibi: persistent_url(config.resolver, ibi)
+        ),
     )
 
     def counter_api(answer: Callable[[], tuple[int, Any]]) -> Response:

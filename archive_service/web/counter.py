@@ -20,8 +20,9 @@ the Archive cannot see.
 
 from __future__ import annotations
 
+import unicodedata
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
@@ -76,6 +77,107 @@ COLUMNS = (
     "Reporting_Period_Total",
 )
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+# R5.1's Data_Type values (Code §3.3.2) an item's `dc:type` is mapped onto: each is named by
+# the words (English, Portuguese, DCMI Type Vocabulary, COAR/info:eu-repo's last segment) a
+# type may hold, lower case without accents. Checked in order: the first whose word a type
+# holds wins ("conference paper" is a Conference_Item before an Article).
+DATA_TYPES = (
+    ("Thesis_or_Dissertation", ("thesis", "dissertation", "doctoralthesis", "masterthesis",
+                                "bachelorthesis", "tese", "dissertacao", "monografia", "tcc")),
+    ("Conference_Item", ("conferencepaper", "conference paper", "conferenceobject",
+                         "conferenceposter", "conference item", "artigo em evento",
+                         "trabalho em evento", "proceedings paper")),
+    ("Conference", ("conference", "proceedings", "congresso", "anais", "evento")),
+    ("Book_Segment", ("bookpart", "book part", "book chapter", "chapter", "capitulo")),
+    ("Book", ("book", "livro", "monograph")),
+    ("Article", ("article", "artigo", "journal paper", "preprint", "review")),
+    ("Report", ("report", "relatorio", "technical note", "nota tecnica", "workingpaper",
+                "working paper")),
+    ("Dataset", ("dataset", "data set", "conjunto de dados", "dados")),
+    ("Software", ("software", "programa de computador")),
+    ("Image", ("image", "stillimage", "imagem", "figura", "mapa", "map", "photograph")),
+    ("Audiovisual", ("movingimage", "video", "audiovisual", "filme")),
+    ("Sound", ("sound", "audio", "som")),
+    ("Patent", ("patent", "patente")),
+    ("Standard", ("standard", "norma")),
+    ("Interactive_Resource", ("interactiveresource", "interactive resource")),
+    ("Multimedia", ("multimedia", "multimidia")),
+    ("News_Item", ("news", "noticia")),
+    ("Journal", ("journal", "periodical", "revista", "periodico")),
+)  # fmt: skip
+UNSPECIFIED, OTHER = "Unspecified", "Other"  # no type given; a type that maps onto none
+YOP_UNKNOWN = "0001"  # as the Code spells an unknown year of publication
+
+
+@dataclass(frozen=True)
+class Described:
+    """What an IR says of an item beyond its figures: its title (the IBI when it has none),
+    publisher, year of publication, Data_Type and URI (its persistent URL, or empty)."""
+
+    title: str
+    publisher: str = ""
+    yop: str = YOP_UNKNOWN
+    data_type: str = UNSPECIFIED
+    uri: str = ""
+
+
+def data_type(types: Iterable[str]) -> str:
+    """The Data_Type of an item whose `dc:type` values are `types`."""
+    given = [_folded(t) for t in types if t.strip()]
+    for name, words in DATA_TYPES:
+        if any(word in t for t in given for word in words):
+            return name
+    return OTHER if given else UNSPECIFIED
+
+
+def year_of_publication(dates: Iterable[str]) -> str:
+    """The year of the first `dc:date` that begins with one (YYYY, 1000-9999)."""
+    for text in dates:
+        year = text.strip()[:4]
+        if len(year) == 4 and year.isdigit() and year >= "1000":
+            return year
+    return YOP_UNKNOWN
+
+
+def describe_item(ibi: str, dc: dict[str, list[str]] | None, uri: str | None) -> Described:
+    """The IR's description of the item `ibi` from its Dublin Core (None: none given)."""
+    dc = dc or {}
+
+    def first(name: str) -> str:
+        return next((v.strip() for v in dc.get(name, ()) if v.strip()), "")
+
+    return Described(
+        title=first("title") or ibi,
+        publisher=first("publisher"),
+        yop=year_of_publication(dc.get("date", ())),
+        data_type=data_type(dc.get("type", ())),
+        uri=uri or "",
+    )
+
+
+def describer(
+    lookup: Callable[[str], Any], persistent_url: Callable[[str], str | None]
+) -> Callable[[str], Described]:
+    """`describe` for `item_report` from a catalog's `lookup` (an `Item` with its `dc`, or
+    None for an item no longer held) and the rule of the persistent URL."""
+
+    def describe(ibi: str) -> Described:
+        item = lookup(ibi)
+        return describe_item(ibi, item.dc if item else None, persistent_url(ibi))
+
+    return describe
+
+
+def _folded(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def named_by_ibi(ibi: str) -> Described:
+    """The description of an item nothing more is known of: its IBI."""
+    return Described(ibi)
 
 
 @dataclass(frozen=True)
@@ -156,10 +258,12 @@ def item_report(
     end: date,
     platform: str,
     created: datetime,
+    describe: Callable[[str], Described] = named_by_ibi,
 ) -> dict[str, Any]:
     """The IR of the `figures` counted for the months `begin`..`end` (first days of months):
     COUNTER_SUSHI's Report_Header, and Report_Items one per item (`sushi` nests them as the
-    API does), each with an Attribute_Performance per Access_Type it was used under."""
+    API does), each with an Attribute_Performance per Access_Type it was used under, and
+    what `describe(ibi)` says of it (the IBI alone by default: an item no longer held)."""
     last = month_end(end)
     header = {
         "Report_Name": "Item Report",
@@ -182,28 +286,30 @@ def item_report(
     }
     items = []
     for ibi, by_access in sorted(counted.items()):
+        described = describe(ibi)
         attributes = []
         for access, metrics in sorted(by_access.items()):
             performance = {m: dict(sorted(metrics[m].items())) for m in METRIC_TYPES if metrics[m]}
             if performance:
                 attributes.append(
                     {
-                        # Nothing says what kind of work an item is: not Other, which the
-                        # Code keeps for a known type it has no name for.
-                        "Data_Type": "Unspecified",
-                        "YOP": "0001",  # unknown, as the Code spells it
+                        "Data_Type": described.data_type,
+                        "YOP": described.yop,
                         "Access_Type": access,
                         "Access_Method": "Regular",
                         "Performance": performance,
                     }
                 )
         if attributes:
+            item_id = {"Proprietary": f"{platform}:{ibi}"}
+            if described.uri:
+                item_id["URI"] = described.uri
             items.append(
                 {
-                    "Item": ibi,
-                    "Item_ID": {"Proprietary": f"{platform}:{ibi}"},
+                    "Item": described.title,
+                    "Item_ID": item_id,
                     "Platform": platform,
-                    "Publisher": "",
+                    "Publisher": described.publisher,
                     "Attribute_Performance": attributes,
                 }
             )
@@ -266,7 +372,7 @@ def tsv_rows(report: dict[str, Any]) -> list[list[str]]:
                         "",
                         "",
                         "",
-                        "",
+                        item["Item_ID"].get("URI", ""),
                         attrs["Data_Type"],
                         attrs["YOP"],
                         attrs["Access_Type"],

@@ -416,9 +416,15 @@ class Statistics:
                 return
 
     def item_report(
-        self, begin: date, end: date, platform: str, created: datetime | None = None
+        self,
+        begin: date,
+        end: date,
+        platform: str,
+        created: datetime | None = None,
+        describe: Callable[[str], counter.Described] | None = None,
     ) -> dict[str, Any]:
-        """The COUNTER Item Report of the months `begin` to `end` (any day of each)."""
+        """The COUNTER Item Report of the months `begin` to `end` (any day of each); its
+        items described by `describe` (counter.describer), else named by their IBI."""
         self.flush()  # this process's own uses too
         first, last = begin.replace(day=1), end.replace(day=1)
         days = [
@@ -431,7 +437,9 @@ class Statistics:
             for month in counter.months(first, last)
         }
         created = created or datetime.now(UTC)
-        return counter.item_report(counter.figures(rows), first, last, platform, created)
+        return counter.item_report(
+            counter.figures(rows), first, last, platform, created, describe or counter.named_by_ibi
+        )
 
     def record_use(self, seen: Seen) -> None:
         """Record one use for the COUNTER reports, later: it joins this process's buffer,

@@ -96,9 +96,10 @@ class Api:
         key: str = "",
         retention_days: int = 0,
         clock: Callable[[], float] = lambda: datetime.now(UTC).timestamp(),
+        describe: Callable[[str], counter.Described] = counter.named_by_ibi,
     ):
         self.store, self.platform, self.key = store, platform, key
-        self.retention_days, self.clock = retention_days, clock
+        self.retention_days, self.clock, self.describe = retention_days, clock, describe
 
     def _today(self) -> date:
         return datetime.fromtimestamp(self.clock(), UTC).date()
@@ -179,7 +180,9 @@ class Api:
             kept = f"uses are kept {self.retention_days} days: complete from {first:%Y-%m}"
             found.append(exception(3032, kept))
         if begin <= shown_end and not any(e["Code"] == 3060 for e in found):
-            report = counter.sushi(self.store.item_report(begin, shown_end, self.platform))
+            report = counter.sushi(
+                self.store.item_report(begin, shown_end, self.platform, describe=self.describe)
+            )
             if not report["Report_Items"]:
                 found.append(exception(3030, f"no use from {begin:%Y-%m} to {shown_end:%Y-%m}"))
         else:  # nothing that can be reported: the header alone
