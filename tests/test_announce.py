@@ -216,6 +216,29 @@ def test_key_from_systemd_credentials(tmp_path):
     assert announcement.value("registrationkey") == KEY
 
 
+@pytest.mark.parametrize("content", ["", "\n", "  \n"])
+def test_an_empty_systemd_credential_means_not_joined(tmp_path, content):
+    """contrib/systemd's way to run the unit before a key is had: LoadCredential= needs the
+    file, left empty (issue 34, point 9; it was a settings error, exit 2)."""
+    private_file(tmp_path / "registrationkey", content)
+    environ = {"CREDENTIALS_DIRECTORY": str(tmp_path)}
+    assert announce.from_config(config(registrationkey=None), environ=environ) is None
+    problems: list[str] = []
+    announce.from_config(config(registrationkey=None), environ=environ, problems=problems)
+    assert problems == []
+
+
+def test_the_units_documentation_is_installed_by_a_step_of_the_readme():
+    contrib = Path(__file__).resolve().parent.parent / "contrib" / "systemd"
+    steps = (contrib / "README.md").read_text()
+    for unit in contrib.glob("*.service"):
+        for line in unit.read_text().splitlines():
+            if line.startswith("Documentation="):
+                for url in line.split("=", 1)[1].split():
+                    assert url.startswith("file://"), url
+                    assert f" {url.removeprefix('file://')}\n" in steps, (unit.name, url)
+
+
 def test_key_file_problems_are_one_line_without_the_content(tmp_path):
     wrong = private_file(tmp_path / "key", "12345 not a key 1234567890123")
     with pytest.raises(settings.ConfigError) as error:

@@ -27,6 +27,7 @@ thread there that waits at most `exclusion_timeout` is safe.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.client
 import ipaddress
@@ -209,6 +210,11 @@ def registration_key(config: Mapping[str, Any], environ: Mapping[str, str] | Non
     credentials = environ.get("CREDENTIALS_DIRECTORY")
     if credentials and (Path(credentials) / CREDENTIAL).exists():
         path = Path(credentials) / CREDENTIAL
+        with contextlib.suppress(OSError):  # unreadable: _read_key says so
+            if not path.read_bytes().strip():
+                # LoadCredential= needs the file to exist: left empty, it is how the unit runs
+                # not joined (contrib/systemd/README.md), not a mistyped key.
+                return ""
         return _read_key(path, f"systemd credential {path}")
     return ""
 
