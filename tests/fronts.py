@@ -147,6 +147,10 @@ def check_front(front: str, collection: Path, light: bool = False) -> None:
     for link in pages[:1] if light else pages:
         got = fetch(front + link)
         assert got[0] == 200, (link, got)
+    # The site's root is the Archive's page, not the web server's default page.
+    status, page = fetch(f"{front}/")
+    assert status == 200 and SERVICE.encode() in page, (status, page[:300])
+    assert b"Default Page" not in page and b"Welcome to nginx" not in page
     # The health check answers through the front, under the service's path (200, or 503 with
     # the reason when, say, the front's user cannot write the state directory).
     status, body = fetch(f"{front}/{SERVICE}/health")

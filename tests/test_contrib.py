@@ -219,21 +219,61 @@ def test_apache_alias_maps_exactly_the_files_the_app_links():
             assert not regex.match(outside), outside
 
 
-def test_apache_cgi_script_alias_covers_both_route_families():
-    [[pattern, target]] = directives(APACHE_CGI.read_text(), "ScriptAliasMatch")
-    regex = re.compile(pattern)
-    assert target.endswith("archive-service.cgi/$1")
+def cgi_route(text: str, path: str) -> str | None:
+    """The PATH_INFO Apache hands the CGI program for `path` (decoded), or None when the CGI
+    site's ScriptAlias and ScriptAliasMatch lines do not route it (mod_alias: a prefix ends
+    at a segment boundary; the first matching line wins)."""
+    for alias, target in directives(text, "ScriptAlias"):
+        if path == alias or path.startswith(alias.rstrip("/") + "/"):
+            assert target.startswith(CGI_PROGRAM)
+            return target[len(CGI_PROGRAM) :] + path[len(alias) :]
+    for pattern, target in directives(text, "ScriptAliasMatch"):
+        if match := re.match(pattern, path):
+            assert target.startswith(CGI_PROGRAM)
+            return match.expand(target[len(CGI_PROGRAM) :].replace("$1", r"\1"))
+    return None
+
+
+CGI_PROGRAM = "/usr/lib/cgi-bin/archive-service.cgi"
+
+
+def test_apache_cgi_routes_the_service_col_and_the_root_to_the_app():
+    text = APACHE_CGI.read_text()
     item_dir = FILES_DIR
     for path in (
         f"/{SERVICE}",
         f"/{SERVICE}/filelist/{item_dir}",
         f"/{SERVICE}/metadata/{item_dir}",
-        *(p for p, _ in app_file_paths()),
+        "/",
+        "/robots.txt",
+        *(unquote_bytes(p) for p, _ in app_file_paths()),
     ):
-        match = regex.match(unquote_bytes(path))
-        assert match and "/" + match.group(1) == unquote_bytes(path), path
-    for path in ("/", "/index.html", f"/{SERVICE}x", "/col/"):
-        assert not regex.match(path), path
+        assert cgi_route(text, path) == path, path
+    for path in ("/index.html", f"/{SERVICE}x", "/col", "/cgi-bin/x"):
+        assert cgi_route(text, path) is None, path
+
+
+def test_apache_cgi_replacing_the_service_ibi_as_documented_leaves_none_behind():
+    """The file's steps say to replace the sample's service IBI by one's own: every route of
+    the service must then name the new one (a regex-escaped spelling was missed: 404)."""
+    mine = "archive.example.edu/repositorio/2026/11.27.10.21"
+    text = APACHE_CGI.read_text().replace(SERVICE, mine)
+    assert "sid" not in text.replace("# ", "").split("<VirtualHost")[1], "a spelling was missed"
+    assert cgi_route(text, f"/{mine}/filelist/x") == f"/{mine}/filelist/x"
+    assert cgi_route(text, f"/{SERVICE}") is None
+
+
+def test_apache_and_nginx_proxies_route_the_root_and_robots_to_the_archive():
+    [[pattern, target]] = directives(APACHE_VHOST.read_text(), "ProxyPassMatch")
+    for path in ("/", "/robots.txt"):
+        match = re.match(pattern, path)
+        assert match and match.expand(target.replace("$1", r"\1")) == f"http://{BACKEND}{path}"
+    assert not re.match(pattern, "/index.html")
+    live = "\n".join(
+        line for line in NGINX_SITE.read_text().splitlines() if not line.lstrip().startswith("#")
+    )
+    locations = re.findall(r"location\s+(=|\^~)\s+(\S+)\s*\{", live)
+    assert ("=", "/") in locations and ("=", "/robots.txt") in locations
 
 
 def test_nginx_locations_cover_the_service_and_col():
