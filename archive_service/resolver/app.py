@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from flask import Flask, Response, jsonify, redirect, render_template, request
 from flask.logging import default_handler
+from flask_babel import lazy_gettext
 
 from .. import settings
 from ..common import pages
@@ -38,13 +39,13 @@ _PATH_SAFE = "/!+:()@$,;=~*'-._"
 # resolver/templates/, around the layout all the kit's pages share (see common/pages.py).
 PAGE_SOURCES = pages.sources(Path(__file__).with_name("templates"), ("alert.html", "home.html"))
 
-TITLES = {
-    400: "Not a persistent URL",
-    404: "Information item not found",
-    409: "Conflicting Archives",
-    502: "No Archive answered",
-    503: "No Archive available",
-    508: "Resolution did not end",
+TITLES = {  # in the request's language when shown
+    400: lazy_gettext("Not a persistent URL"),
+    404: lazy_gettext("Information item not found"),
+    409: lazy_gettext("Conflicting Archives"),
+    502: lazy_gettext("No Archive answered"),
+    503: lazy_gettext("No Archive available"),
+    508: lazy_gettext("Resolution did not end"),
 }
 
 
@@ -99,7 +100,8 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         "acknowledgments": acknowledgments,
         "answered": answered,
     }
-    pages.install(app, PAGE_SOURCES)
+    # The switch of an alert links home: a persistent URL's query is the item's.
+    pages.install(app, PAGE_SOURCES, home="home", foreign=("persistent",))
     service_path = "/" + config.resolveribi
     bind = config.bind if not config.bind.startswith("unix:") else "localhost"
     address = config.address or bind
@@ -137,7 +139,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         reason = reason.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         page = render_template(
             "alert.html",
-            title=TITLES.get(status, "Not resolved"),
+            title=TITLES.get(status) or lazy_gettext("Not resolved"),
             reason=reason,
             persistent=persistent,
             suspects=kw.get("suspects", ()),
