@@ -23,7 +23,7 @@ from flask_babel import lazy_gettext
 from .. import settings
 from ..common import pages
 from ..common.http import TEXT, answer_unexpected_errors, error_response
-from ..protocol import pairs
+from ..protocol import landing, pairs
 from ..protocol.answers import RequestError
 from . import config as rconfig
 from . import purl as purlmod
@@ -220,11 +220,19 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         target = outcome.url
         if purl.passthrough:  # the item's own query pairs (a web service's parameters)
             target += ("&" if "?" in target else "?") + purl.passthrough
+        if landing.wants_description(list(request.accept_mimetypes)):
+            # BibTeX, CSL JSON …: the item's landing page at its Archive negotiates them.
+            match = outcome.reading.match
+            item = (resolvemod.first_form(match.ibi) if match and match.ibi else None) or (
+                outcome.questions[-1].ibi
+            )
+            target = landing.landing_url(chosen.address, chosen.serviceibi, item)
         # The access log shows where the user went (Location) and the Archive (server.py):
         # a second line per resolution cost 6 % of the resolver's CPU.
         request.environ["archive_service.archive"] = chosen.serviceibi
         log.debug("%s -> %s from %s after %d round(s)", persistent_url, target, chosen, rounds)
         response = redirect(target, 302)
+        response.vary.add("Accept")  # a BibTeX request goes elsewhere than a browser
         if request.method != "HEAD":  # a link checker's HEAD is no access to thank for
             thanks = resolvemod.acknowledgment(outcome.reading, ips, persistent_url)
             # Queued once the redirect has been written: a sender woken earlier would hold
