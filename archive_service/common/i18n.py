@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlencode
 
+from babel.dates import format_datetime
 from babel.units import format_unit
 from flask import Flask, Response, g, request, url_for
-from flask_babel import Babel, format_datetime, format_decimal, get_locale, gettext
+from flask_babel import Babel, format_decimal, get_locale, lazy_gettext
 
 TRANSLATIONS = Path(__file__).resolve().parent.parent / "translations"
 # BCP 47 tag (lang, hreflang, Content-Language, ?lang=, the cookie) -> Babel's locale name.
@@ -73,28 +74,34 @@ def when(value: datetime | str | float | None, style: str = "medium") -> str:
         return str(value)
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return format_datetime(value, style)
+    # Babel's own, not Flask-Babel's (which looks up the app's timezone on every call): a
+    # page of 50 items writes 50 dates.
+    return format_datetime(value, style, tzinfo=UTC, locale=get_locale())
+
+
+# An item's state or content type (the protocol's words), or an inclusion's state
+# (serve/inclusion.py), for people; lazy: each is translated when shown, one at a time.
+TERMS = {
+    "Original": lazy_gettext("Original"),
+    "Copy": lazy_gettext("Copy"),
+    "Deleted": lazy_gettext("Deleted"),
+    "Data": lazy_gettext("Data"),
+    "Metadata": lazy_gettext("Metadata"),
+    "not-joined": lazy_gettext("not joined"),
+    "announcing": lazy_gettext("announcing"),
+    "included": lazy_gettext("included"),
+    "unconfirmed": lazy_gettext("unconfirmed"),
+    "excluded": lazy_gettext("excluded"),
+    "failed": lazy_gettext("failed"),
+    "left": lazy_gettext("left"),
+    "standby": lazy_gettext("standby"),
+}
 
 
 def term(word: str) -> str:
-    """An item's state or content type (the protocol's words), or an inclusion's state
-    (serve/inclusion.py), for people."""
-    words = {
-        "not-joined": gettext("not joined"),
-        "announcing": gettext("announcing"),
-        "included": gettext("included"),
-        "unconfirmed": gettext("unconfirmed"),
-        "excluded": gettext("excluded"),
-        "failed": gettext("failed"),
-        "left": gettext("left"),
-        "standby": gettext("standby"),
-        "Original": gettext("Original"),
-        "Copy": gettext("Copy"),
-        "Deleted": gettext("Deleted"),
-        "Data": gettext("Data"),
-        "Metadata": gettext("Metadata"),
-    }
-    return words.get(word, word)
+    """A word of TERMS in the request's language; any other as it is."""
+    found = TERMS.get(word)
+    return str(found) if found is not None else word
 
 
 def elsewhere() -> None:
