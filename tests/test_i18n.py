@@ -152,3 +152,20 @@ def test_the_resolver_pages_in_portuguese(tmp_path):
     assert "Não é uma URL persistente" in alert.text
     # The alert's switch goes home: the persistent URL's query is the item's.
     assert 'href="/?lang=en" hreflang="en"' in alert.text
+
+
+def test_the_statistics_charts_label_days_and_months_for_the_locale(archive):
+    en = archive.get(f"/{SERVICE}/statistics?month=2026-01").text
+    pt = archive.get(f"/{SERVICE}/statistics?month=2026-01", headers=PT).text
+    labels = re.compile(r'text-anchor="middle">([^<]+)<')
+    assert labels.findall(en)[:2] == ["Jan 3", "Jan 10"] and "Jan ’26" in labels.findall(en)
+    assert labels.findall(pt)[:2] == ["3 de jan.", "10 de jan."]
+    assert labels.findall(pt)[-1] == "jan. de 2026"
+
+
+def test_an_archive_made_for_cgi_translates(settings):
+    """contrib's CGI program and mod_wsgi file make the app with refresh=False: templates
+    compiled when first rendered, the same catalog."""
+    create_app(settings)  # the index, as `archive-service index` would leave it
+    cgi = Client(create_app(settings, refresh=False), "")
+    assert "Itens do Arquivo" in cgi.get(f"/{SERVICE}/items", headers=PT).text
