@@ -56,7 +56,9 @@ def test_the_archive_page_says_what_it_holds(settings, path):
     said = facts(page)
     assert said["Resolver"].startswith("none")
     assert said["Inclusion"].startswith("unknown")
-    assert said["Last brought up to date"].endswith("+00:00")
+    assert said["Last brought up to date"].endswith("UTC")  # formatted for the locale
+    refreshed = page.html.find("dt", string="Last brought up to date").find_next_sibling("dd")
+    assert refreshed.time["datetime"].endswith("+00:00")
     links = {a.get_text(strip=True): a["href"] for a in page.html.find_all("a")}
     assert links["List and search the items"] == f"/archive/{SERVICE}/items"
     client.test.get(links["List and search the items"], status=200)

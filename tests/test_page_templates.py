@@ -73,7 +73,7 @@ def test_the_file_list_is_a_captioned_table_with_column_headers(settings):
     table = page.html.find("table")
     assert table.caption is not None and table.caption.get_text(strip=True)
     headers = [th.get_text(strip=True) for th in table.thead.find_all("th")]
-    assert headers == ["File", "Size (bytes)"]
+    assert headers == ["File", "Size"]
     assert all(th.get("scope") == "col" for th in table.thead.find_all("th"))
     for row in table.tbody.find_all("tr"):
         assert row.th is not None and row.th.get("scope") == "row"  # the file names each row

@@ -132,3 +132,29 @@ def test_the_statistics_charts_fit_a_phone(served, phone_browser, tmp_path):
     got_width, got_height, rows = png_facts(shot.read_bytes())
     assert (got_width, got_height) == (width, full) and full > height
     assert rows > 100, f"the screenshot looks blank ({rows} distinct rows)"
+
+
+PORTUGUESE_PHONE = (390, 844)  # CSS pixels: a current phone held upright
+
+
+def test_the_pages_in_portuguese_fit_a_phone(served, phone_browser, shots):
+    """Issue 32: the switch to Português (Brasil) sticks from page to page (its cookie), the
+    longer words still fit a 390 px phone, and each page is saved as a picture to look at."""
+    width, height = PORTUGUESE_PHONE
+    phone_browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": True},
+    )
+    phone_browser.get(f"http://{served.address}/{SERVICE}/about?lang=pt-BR")
+    for name, path in PAGES.items():
+        phone_browser.get(f"http://{served.address}{path}")
+        lang = phone_browser.execute_script("return document.documentElement.lang")
+        assert lang == "pt-BR", (name, lang)
+        scroll = phone_browser.execute_script("return document.documentElement.scrollWidth")
+        assert scroll <= width, f"{name}: {scroll} px wide, more than the phone's {width}"
+        shot = shots / f"pt-BR-{name}.png"
+        shot.write_bytes(phone_browser.get_screenshot_as_png())
+        got_width, got_height, rows = png_facts(shot.read_bytes())
+        assert (got_width, got_height) == (width, height), (name, got_width, got_height)
+        assert rows > 20, f"{name}: the screenshot looks blank ({rows} distinct rows)"
+        assert name != "items" or phone_browser.title.startswith("Itens"), phone_browser.title

@@ -167,3 +167,25 @@ def test_the_resolvers_pairs_are_its_own_however_percent_encoded(query):
     assert parsed.passthrough == "page=2"
     with pytest.raises(PurlError, match="the one value is Original"):
         purl.parse("LK47B6W/362SFKH", query.replace("Original", "Copy"))
+
+
+@pytest.mark.parametrize("query", ["?", "info"])
+@pytest.mark.parametrize(
+    "path, verbs",
+    [
+        ("8JMKD3MGP8W/35MMLL8", ("GetMetadata",)),
+        ("8JMKD3MGP8W/35MMLL8!", ("GetLastEdition", "GetMetadata")),
+        ("8JMKD3MGP8W/35MMLL8:", ("GetMetadata",)),  # already the metadata: no second ":"
+    ],
+)
+def test_the_metadata_inflections_ask_what_the_colon_asks(query, path, verbs):
+    """Issue 32: `<persistent URL>??` (seed 003, N2T/ARK; WSGI's query is the second "?")
+    and `?info` are the item's metadata, as `:` is; nothing is passed on to the item."""
+    parsed = purl.parse(path, query)
+    assert parsed.verbs == verbs and parsed.passthrough == ""
+    assert parsed.parsed == purl.parse(path if path.endswith(":") else path + ":").parsed
+
+
+def test_other_queries_are_still_the_items():
+    assert purl.parse("8JMKD3MGP8W/35MMLL8", "information=1").passthrough == "information=1"
+    assert purl.parse("8JMKD3MGP8W/35MMLL8", "info=").verbs == ()

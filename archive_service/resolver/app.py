@@ -18,11 +18,12 @@ from urllib.parse import quote
 
 from flask import Flask, Response, jsonify, redirect, render_template, request
 from flask.logging import default_handler
+from flask_babel import lazy_gettext
 
 from .. import settings
 from ..common import pages
 from ..common.http import TEXT, answer_unexpected_errors, error_response
-from ..protocol import pairs
+from ..protocol import landing, pairs
 from ..protocol.answers import RequestError
 from . import config as rconfig
 from . import purl as purlmod
@@ -38,13 +39,13 @@ _PATH_SAFE = "/!+:()@$,;=~*'-._"
 # resolver/templates/, around the layout all the kit's pages share (see common/pages.py).
 PAGE_SOURCES = pages.sources(Path(__file__).with_name("templates"), ("alert.html", "home.html"))
 
-TITLES = {
-    400: "Not a persistent URL",
-    404: "Information item not found",
-    409: "Conflicting Archives",
-    502: "No Archive answered",
-    503: "No Archive available",
-    508: "Resolution did not end",
+TITLES = {  # in the request's language when shown
+    400: lazy_gettext("Not a persistent URL"),
+    404: lazy_gettext("Information item not found"),
+    409: lazy_gettext("Conflicting Archives"),
+    502: lazy_gettext("No Archive answered"),
+    503: lazy_gettext("No Archive available"),
+    508: lazy_gettext("Resolution did not end"),
 }
 
 
@@ -99,7 +100,8 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         "acknowledgments": acknowledgments,
         "answered": answered,
     }
-    pages.install(app, PAGE_SOURCES)
+    # The switch of an alert links home: a persistent URL's query is the item's.
+    pages.install(app, PAGE_SOURCES, home="home", foreign=("persistent",))
     service_path = "/" + config.resolveribi
     bind = config.bind if not config.bind.startswith("unix:") else "localhost"
     address = config.address or bind
@@ -137,7 +139,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         reason = reason.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         page = render_template(
             "alert.html",
-            title=TITLES.get(status, "Not resolved"),
+            title=TITLES.get(status) or lazy_gettext("Not resolved"),
             reason=reason,
             persistent=persistent,
             suspects=kw.get("suspects", ()),
@@ -218,11 +220,19 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         target = outcome.url
         if purl.passthrough:  # the item's own query pairs (a web service's parameters)
             target += ("&" if "?" in target else "?") + purl.passthrough
+        if landing.wants_description(list(request.accept_mimetypes)):
+            # BibTeX, CSL JSON …: the item's landing page at its Archive negotiates them.
+            match = outcome.reading.match
+            item = (resolvemod.first_form(match.ibi) if match and match.ibi else None) or (
+                outcome.questions[-1].ibi
+            )
+            target = landing.landing_url(chosen.address, chosen.serviceibi, item)
         # The access log shows where the user went (Location) and the Archive (server.py):
         # a second line per resolution cost 6 % of the resolver's CPU.
         request.environ["archive_service.archive"] = chosen.serviceibi
         log.debug("%s -> %s from %s after %d round(s)", persistent_url, target, chosen, rounds)
         response = redirect(target, 302)
+        response.vary.add("Accept")  # a BibTeX request goes elsewhere than a browser
         if request.method != "HEAD":  # a link checker's HEAD is no access to thank for
             thanks = resolvemod.acknowledgment(outcome.reading, ips, persistent_url)
             # Queued once the redirect has been written: a sender woken earlier would hold

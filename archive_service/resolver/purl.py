@@ -27,6 +27,9 @@ _MDF_CHARS = "!+:"
 # left two verbs one word, which escaped the union's repetition check (!, then
 # GetLastEdition%09GetLastEdition, was refused where the same with "+" was not).
 _VERB_SPLIT = re.compile(r"[\s+]+")
+# The whole query of `<persistent URL>??` (seed 003's metadata suffix, N2T/ARK's inflection:
+# the WSGI query is the second "?") and of `<persistent URL>?info`: the item's metadata.
+METADATA_INFLECTIONS = ("?", "info")
 IBIURL = "ibiurl."
 REQUIRED_STATUS = "ibiurl.requireditemstatus"
 VERBLIST = "ibiurl.verblist"
@@ -142,6 +145,8 @@ def parse(path: str, query_string: str = "") -> PersistentUrl:
     if not path:
         raise PurlError("no IBI: a persistent URL is /<ibi><modifier><path>?<query>")
     ibi, mdf, filepath = split_ibi(path)
+    if query_string in METADATA_INFLECTIONS:  # the metadata, as ":" asks (unless it does)
+        query_string, mdf = "", mdf if ":" in mdf else mdf + ":"
     verbs = modifier_verbs(mdf)
     if not query_string.isascii():
         raise PurlError("the query has bytes that are not ASCII; percent-encode them")

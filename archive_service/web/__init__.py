@@ -28,6 +28,7 @@ from urllib.parse import quote, urlsplit
 
 from flask import Flask, Response, abort, redirect, render_template, request, url_for
 from flask.logging import default_handler
+from flask_babel import gettext
 from werkzeug.http import parse_range_header
 from werkzeug.wsgi import wrap_file
 
@@ -367,7 +368,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     app.extensions["archive_index"] = live
     # Each request reads one snapshot of the index: never half of an indexer's commit.
     app.teardown_request(lambda exc: catalog.end())
-    pages.install(app, PAGE_SOURCES, compile_now=refresh)
+    pages.install(app, PAGE_SOURCES, compile_now=refresh, home="about")
     service_path = "/" + config.archiveserviceibi
 
     @app.context_processor
@@ -376,9 +377,9 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
         # Archive's page by its path under the service's, which every deployment forwards.
         return {
             "nav": [
-                ("The Archive", url_for("about")),
-                ("Items", url_for("items")),
-                ("Statistics", url_for("statistics")),
+                (gettext("The Archive"), url_for("about")),
+                (gettext("Items"), url_for("items")),
+                (gettext("Statistics"), url_for("statistics")),
             ]
         }
 
@@ -527,10 +528,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
                 item = catalog.item_at("/".join(segments[:size]))
                 if item is not None and item.state != "Deleted":  # a tombstone serves nothing
                     if not licensed_to_user(item):  # before the path: no probing either
-                        abort(
-                            403,
-                            "This item is licensed: its files are served only inside its networks.",
-                        )
+                        abort(403, gettext("Licensed: served only inside its networks."))
                     real = index.resolve_file(
                         catalog.root, item.directory, "/".join(segments[size + 1 :])
                     )
@@ -601,8 +599,9 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
                     archiveaddress=config.archiveaddress,
                     search=search,
                     list_url=url_for("items"),
-                    unavailable="The item list needs the index, which cannot be kept now "
-                    "(see /health).",
+                    unavailable=gettext(
+                        "The item list needs the index, which cannot be kept now (see /health)."
+                    ),
                 ),
                 status=503,
                 content_type=HTML,

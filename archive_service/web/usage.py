@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from babel.dates import format_skeleton
+from flask_babel import get_locale
+
 from . import counter
 
 DAYS = 30  # the chart of requests per day
@@ -161,13 +164,14 @@ class Bar:
 
 
 def day_label(day: str) -> str:
-    """'Jan 5' of 2026-01-05: short enough for every 7th bar of 30 at a phone's width."""
-    return f"{counter.MONTHS[int(day[5:7]) - 1]} {int(day[8:10])}"
+    """'Jan 5' of 2026-01-05 in the page's language (pt-BR '5 de jan.'): short enough for
+    every 7th bar of 30 at a phone's width."""
+    return format_skeleton("MMMd", date.fromisoformat(day), locale=get_locale() or "en")
 
 
 def month_label(month: str) -> str:
-    """'Jan 26' of 2026-01."""
-    return f"{counter.MONTHS[int(month[5:7]) - 1]} {month[2:4]}"
+    """'Jan ’26' of 2026-01 in the page's language (pt-BR 'jan. de 2026')."""
+    return format_skeleton("MMMyy", date.fromisoformat(month + "-01"), locale=get_locale() or "en")
 
 
 def chart(series: list[tuple[str, int]], every: int, short: Callable[[str], str]) -> dict:
