@@ -119,6 +119,18 @@ def run_import(
     return 0
 
 
+def add_allow_internal(parser: argparse.ArgumentParser) -> None:
+    """--allow-internal: the `allow_internal` setting, yes, as a flag."""
+    parser.add_argument(
+        "--allow-internal",
+        dest="allow_internal",
+        action="store_const",
+        const="yes",
+        help="let links and redirects reach loopback, link-local and private addresses "
+        "(the allow_internal setting)",
+    )
+
+
 def add_common(parser: argparse.ArgumentParser, add_settings: AddSettings) -> None:
     """The options every import subcommand takes."""
     parser.add_argument(
