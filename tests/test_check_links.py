@@ -260,3 +260,15 @@ def test_check_links_names_an_internal_location_without_allow_internal(tmp_path,
         "contacted (allow_internal: no); named by a.example.org/rep/2020/01.01.00.01 (location)"
     ) in done.stdout
     assert site.methods == []
+
+
+@pytest.mark.process
+def test_the_allow_internal_setting_lets_check_links_reach_loopback(tmp_path, site):
+    collection = tmp_path / "collection"
+    item(collection, "a.example.org/rep/2020/01.01.00.01", f"location: {site.base}/gone\n")
+    done = run_command(
+        ["check", str(collection), "--links", "--resolver", "none"],
+        env={"ARCHIVE_SERVICE_ALLOW_INTERNAL": "yes"},
+    )
+    assert f"broken link: {site.base}/gone: HTTP 404;" in done.stdout, done.stdout + done.stderr
+    assert site.methods == ["HEAD"]

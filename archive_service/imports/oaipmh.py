@@ -34,6 +34,7 @@ import hashlib
 import json
 import socket
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -65,6 +66,9 @@ HARVESTS_FILE = "oai-pmh.json"
 MAX_DC_BYTES = sidecar.MAX_BYTES // 2
 # Lines kept of the records skipped (each is counted): an endless list of them is no memory.
 MAX_SKIPPED_LINES = 1000
+# Record identifiers a harvest remembers to tell a page of new records from a list going
+# round (8 bytes each, some 15 MB at most).
+MAX_REMEMBERED = 200_000
 
 
 class HarvestError(Exception):
@@ -180,7 +184,10 @@ class _Scythe(oaipmh_scythe.Scythe):
         self.limits, self.sleep = limits, sleep
         self.tokens: set[bytes] = set()  # digests: a provider's tokens may be long
         self.responses, self.response_date = 0, ""
-        self.identifiers: set[str] = set()
+        # The identifiers listed so far, as short digests, the latest MAX_REMEMBERED only:
+        # a list going round further back than that is stopped by the caps.
+        self.identifiers: set[bytes] = set()
+        self.remembered: deque[bytes] = deque()
         self.stale_pages = 0
         self.bytes, self.waited = 0, 0.0
         self.ends = time.monotonic() + limits.max_seconds
@@ -272,8 +279,12 @@ class _Scythe(oaipmh_scythe.Scythe):
         an empty list for ever) is a loop no repeated token shows: stop it."""
         page = root.find(OAI + "ListRecords")
         listed = () if page is None else page.iterfind(f"{OAI}record/{OAI}header/{OAI}identifier")
-        new = {(e.text or "").strip() for e in listed} - self.identifiers
+        digests = {_digest((e.text or "").strip()) for e in listed}
+        new = digests - self.identifiers
         self.identifiers |= new
+        self.remembered.extend(new)
+        while len(self.remembered) > MAX_REMEMBERED:
+            self.identifiers.discard(self.remembered.popleft())
         self.stale_pages = 0 if new else self.stale_pages + 1
         if self.stale_pages >= self.limits.max_stale_pages:
             raise HarvestError(
@@ -353,6 +364,10 @@ class _Scythe(oaipmh_scythe.Scythe):
         if root.getroottree().docinfo.internalDTD is not None or _has_entities(root):
             raise HarvestError(f"{what}: a DTD or an entity in the XML (OAI-PMH has none)")
         return status, headers, root
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode(), digest_size=8).digest()
 
 
 def _has_entities(root) -> bool:
