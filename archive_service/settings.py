@@ -244,6 +244,25 @@ def file_path(value: str) -> str:
     return str(value)
 
 
+def _yes_no(value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text in ("yes", "true", "on", "1"):
+        return True
+    if text in ("no", "false", "off", "0"):
+        return False
+    raise ValueError("must be yes or no")
+
+
+def _whole_seconds(value: Any) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not 1 <= number < float("inf"):
+        raise ValueError("must be a number of seconds, 1 or more")
+    return number
+
+
 SYSTEM_STATE_DIR = "/var/lib/archive-service"  # contrib/systemd's StateDirectory=
 
 
@@ -434,6 +453,41 @@ SETTINGS: tuple[Setting, ...] = (
         "seconds between full rescans while the collection is watched, repairing changes "
         "the kernel dropped; 0 turns them off",
         _interval_or_off,
+    ),
+    # What the kit fetches from elsewhere (issue 30): check --links and the OAI-PMH harvester.
+    Setting(
+        "allow_internal",
+        False,
+        "yes lets check --links and import oai-pmh's redirects reach internal addresses "
+        "(loopback, link-local, private ranges); no (the default) names them as problems, "
+        "never contacted; also --allow-internal",
+        _yes_no,
+    ),
+    Setting(
+        "oai_max_records",
+        1_000_000,
+        "records one import oai-pmh harvest takes at most; then it stops, keeping what it applied",
+        positive_int,
+    ),
+    Setting(
+        "oai_max_bytes",
+        20_000_000_000,
+        "bytes of responses one import oai-pmh harvest reads at most; then it stops, keeping "
+        "what it applied",
+        positive_int,
+    ),
+    Setting(
+        "oai_max_seconds",
+        86400.0,
+        "seconds one import oai-pmh harvest may last; then it stops, keeping what it applied",
+        _whole_seconds,
+    ),
+    Setting(
+        "oai_max_retry_wait",
+        3600.0,
+        "seconds the waits a provider asks for (503 or 429 with Retry-After) may add up to "
+        "in one import oai-pmh harvest; then it stops, keeping what it applied",
+        _whole_seconds,
     ),
 )
 BY_NAME = {s.name: s for s in SETTINGS}

@@ -36,7 +36,7 @@ GRANULARITY = Decimal("0.001")  # what the minting allows, not the clock, sets t
 
 def harvest(url: str, from_date: str | None = None) -> tuple[float, list]:
     started = time.perf_counter()
-    records = oaipmh.Harvest(url, from_date=from_date).collect()
+    records = list(oaipmh.Harvest(url, from_date=from_date))
     return time.perf_counter() - started, records
 
 

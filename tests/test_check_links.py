@@ -6,6 +6,7 @@ one that never answers; relations to items elsewhere through the resolver; at mo
 from __future__ import annotations
 
 import http.server
+import socket
 import threading
 import time
 from pathlib import Path
@@ -78,6 +79,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             elif path == "/moved":
                 self.send_response(301)
                 self.send_header("Location", "/ok")
+            elif path.startswith("/to?"):
+                self.send_response(302)
+                self.send_header("Location", path[len("/to?") :])
             elif path == "/moved-gone":
                 self.send_response(302)
                 self.send_header("Location", "/gone")
@@ -133,7 +137,7 @@ def test_broken_links_are_reported_with_status_and_redirects(tmp_path, site):
     )
     started = time.monotonic()
     done = run_command(
-        ["check", str(collection), "--links", "--links-timeout", "1"]
+        ["check", str(collection), "--links", "--links-timeout", "1", "--allow-internal"]
         + ["--resolver", f"{base}/J8LNKB5R7W/3FUQHC5"]
     )
     took = time.monotonic() - started
@@ -158,7 +162,7 @@ def test_broken_links_are_reported_with_status_and_redirects(tmp_path, site):
 def test_at_most_per_host_requests_at_once(site):
     found = [links.Link(f"{site.base}/slow/{n}", [f"item {n}"]) for n in range(12)]
     started = time.monotonic()
-    outcomes = links.Checker(timeout=5, per_host=2).check_all(found)
+    outcomes = links.Checker(timeout=5, per_host=2, allow_internal=True).check_all(found)
     took = time.monotonic() - started
     assert all(not outcome.broken for _, outcome in outcomes)
     assert site.most == 2
@@ -172,5 +176,99 @@ def test_outside_links_are_each_asked_once(tmp_path, site):
     catalog = index.scan(collection)
     (link,) = links.outside_links(catalog.by_directory.values(), catalog.lookup, lambda i: None)
     assert len(link.named_by) == 3
-    links.Checker().check_all([link])
+    links.Checker(allow_internal=True).check_all([link])
+    assert site.methods == ["HEAD"]
+
+
+class Dribble(http.server.ThreadingHTTPServer):
+    """Sends its status line and headers a byte every 0.2 s, for at most 30 s."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), DribbleHandler)
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()
+
+
+class DribbleHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_HEAD(self):
+        head = b"HTTP/1.1 200 OK\r\n" + b"X-Slow: " + b"a" * 150 + b"\r\n\r\n"
+        try:
+            for byte in head:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(0.2)
+        except OSError:
+            pass  # the checker gave up and hung up: what it should do
+
+
+def test_a_link_costs_its_timeout_however_slowly_the_headers_come():
+    server = Dribble()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/x"
+        started = time.monotonic()
+        outcome = links.Checker(timeout=1, allow_internal=True).check(url)
+        took = time.monotonic() - started
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert outcome.error == "no answer within 1 s", outcome
+    assert took < 10, took  # each byte within the 1 s per read: 30 s before the deadline
+
+
+def test_internal_addresses_are_never_contacted(site):
+    """Loopback, a name that resolves to it, a redirect to it: named, not asked; the line
+    is the same whether something listens there or not (no port scanner)."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: "connection refused" were it asked
+    checker = links.Checker(timeout=5)
+    listening = checker.check(f"{site.base}/ok")
+    refused = checker.check(f"http://127.0.0.1:{port}/ok")
+    by_name = checker.check(f"http://localhost:{site.server_address[1]}/ok")
+    assert site.methods == []
+    for outcome in (listening, refused, by_name):
+        assert outcome.broken
+        assert "is an internal address (loopback), not contacted" in outcome.error, outcome
+    assert listening.error.replace(str(site.server_address[1]), "P") == refused.error.replace(
+        str(port), "P"
+    )
+    assert "localhost (127.0.0.1)" in by_name.error or "localhost (::1)" in by_name.error
+
+
+@pytest.mark.parametrize(
+    "address", ["169.254.169.254", "10.0.0.1", "192.168.1.1", "[::1]", "[::ffff:127.0.0.1]"]
+)
+def test_other_internal_ranges_are_not_contacted(address):
+    outcome = links.Checker(timeout=5).check(f"http://{address}/latest/meta-data/")
+    assert "is an internal address" in outcome.error, outcome
+
+
+@pytest.mark.process
+def test_check_links_names_an_internal_location_without_allow_internal(tmp_path, site):
+    collection = tmp_path / "collection"
+    item(collection, "a.example.org/rep/2020/01.01.00.01", f"location: {site.base}/ok\n")
+    done = run_command(["check", str(collection), "--links", "--resolver", "none"])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        f"broken link: {site.base}/ok: 127.0.0.1 is an internal address (loopback), not "
+        "contacted (allow_internal: no); named by a.example.org/rep/2020/01.01.00.01 (location)"
+    ) in done.stdout
+    assert site.methods == []
+
+
+@pytest.mark.process
+def test_the_allow_internal_setting_lets_check_links_reach_loopback(tmp_path, site):
+    collection = tmp_path / "collection"
+    item(collection, "a.example.org/rep/2020/01.01.00.01", f"location: {site.base}/gone\n")
+    done = run_command(
+        ["check", str(collection), "--links", "--resolver", "none"],
+        env={"ARCHIVE_SERVICE_ALLOW_INTERNAL": "yes"},
+    )
+    assert f"broken link: {site.base}/gone: HTTP 404;" in done.stdout, done.stdout + done.stderr
     assert site.methods == ["HEAD"]

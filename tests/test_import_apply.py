@@ -387,3 +387,33 @@ def test_an_archive_that_cannot_mint_is_refused_before_anything(config, tree, dr
     assert "no IBI can be minted" in str(refused.value)
     assert "archiveaddress" in str(refused.value) and "archiveip" in str(refused.value)
     assert not any(Path(config["collection"]).iterdir())
+
+
+def test_streamed_records_are_applied_a_batch_at_a_time(config) -> None:
+    """A harvest's records (`batch`): read as they come, each batch checked then applied; a
+    record listed again in a later batch is the same item (its mapping read per batch), one
+    listed twice in a batch is applied as listed last; a bad batch is refused alone, those
+    before it kept."""
+
+    def records(count: int, last_title: str = "again"):
+        for n in range(count):
+            yield Record(f"r{n}", location=f"https://repo.example.org/{n}", title=f"t{n}")
+        yield Record("r0", location="https://repo.example.org/0", title="moved")
+        yield Record("r0", location="https://repo.example.org/0", title=last_title)
+
+    stream = records(7)
+    first = apply(config, "oai-pmh:x", stream, complete=False, batch=3, keep_actions=False)
+    assert first.minted == 7 and first.updated == 1  # r0 revised in the last batch
+    assert first.ibis == {} and first.actions == []  # nothing kept per record
+    sidecars = list(Path(config["collection"]).rglob("item.yaml"))
+    assert len(sidecars) == 7
+    assert sum("title: again" in p.read_text() for p in sidecars) == 1
+
+    def bad():
+        yield from (Record(f"r{n}", location=f"https://repo.example.org/{n}") for n in range(3))
+        yield Record("r9", location="gopher://x.example.org/")
+
+    with pytest.raises(ImportRefused) as refused:
+        apply(config, "oai-pmh:x", bad(), complete=False, batch=3)
+    assert refused.value.applied == 3
+    assert refused.value.problems[0].startswith("record 'r9': location:")

@@ -124,7 +124,11 @@ def _check_links(args: argparse.Namespace, config: settings.Config) -> int:
         lambda ibi: persistent_url(config.resolver, ibi),
     )
     bar = imports_cli.Bar(label="links") if sys.stderr.isatty() else None
-    checker = links.Checker(timeout=args.links_timeout, per_host=args.links_per_host)
+    checker = links.Checker(
+        timeout=args.links_timeout,
+        per_host=args.links_per_host,
+        allow_internal=config.allow_internal,
+    )
     try:
         outcomes = checker.check_all(found, bar)
     finally:
@@ -346,6 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="links asked at once of one host (default 2)",
     )
+    imports_cli.add_allow_internal(check)
     add_settings(check, names=("collection", "resolver", "state_dir"))
     check.set_defaults(func=cmd_check)
 

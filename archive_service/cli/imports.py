@@ -37,12 +37,18 @@ class Bar:
         self.started = self.shown = time.monotonic()
         self.drawn = False
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int | None) -> None:
+        """`total` None: not known (a streamed import), the count and the rate only."""
         now = time.monotonic()
-        if done < total and now - self.shown < 0.2:
+        if (total is None or done < total) and now - self.shown < 0.2:
             return
         self.shown = now
         rate = done / max(now - self.started, 1e-9)
+        if total is None:
+            self.stream.write(f"\r{self.label} {done} {rate:.0f}/s ")
+            self.stream.flush()
+            self.drawn = True
+            return
         width = 30
         filled = width * done // max(total, 1)
         left = (total - done) / rate if rate else 0
@@ -66,9 +72,13 @@ def run_import(
     read: Callable[[], Iterable[Record] | tuple[Iterable[Record], list[str]]],
     *,
     complete: bool,
+    batch: int | None = None,
+    stops: tuple[type[Exception], ...] = (),
 ) -> int:
     """Read the records (`read`: the records, or the records and the problems met reading
-    them), apply them, print what was done; the shared tail of every `import` subcommand."""
+    them), apply them, print what was done; the shared tail of every `import` subcommand.
+    `batch`: the records are streamed (imports/apply.py); `stops`: the errors of reading
+    them midway (a harvest's), reported as a stop."""
     command = f"import {args.import_command}"
     config = load_config(args, "collection")
     bar = Bar() if sys.stderr.isatty() else None
@@ -84,13 +94,20 @@ def run_import(
             progress=bar,
             granularity=args.granularity,
             problems=problems,
+            batch=batch,
+            keep_actions=args.dry_run or args.verbose,
         )
     except applymod.ImportRefused as exc:
         from ..imports.manifest import shorten
 
         for problem in shorten(exc.problems):
             print(shown(problem), file=sys.stderr)
-        print(f"archive-service {command}: refused, nothing changed", file=sys.stderr)
+        before = (
+            f"; the {exc.applied} records before its batch are applied and kept"
+            if exc.applied
+            else ", nothing changed"
+        )
+        print(f"archive-service {command}: refused{before}", file=sys.stderr)
         return 1
     # OSError: the collection full or read-only midway (apply says so); it was a traceback.
     except (
@@ -99,6 +116,7 @@ def run_import(
         mintmod.MintError,
         ValueError,
         OSError,
+        *stops,
     ) as exc:
         print(
             f"archive-service {command}: stopped: {shown(str(exc))}; what was done before is "
@@ -119,7 +137,21 @@ def run_import(
     return 0
 
 
-def add_common(parser: argparse.ArgumentParser, add_settings: AddSettings) -> None:
+def add_allow_internal(parser: argparse.ArgumentParser) -> None:
+    """--allow-internal: the `allow_internal` setting, yes, as a flag."""
+    parser.add_argument(
+        "--allow-internal",
+        dest="allow_internal",
+        action="store_const",
+        const="yes",
+        help="let links and redirects reach loopback, link-local and private addresses "
+        "(the allow_internal setting)",
+    )
+
+
+def add_common(
+    parser: argparse.ArgumentParser, add_settings: AddSettings, names: tuple[str, ...] = NAMES
+) -> None:
     """The options every import subcommand takes."""
     parser.add_argument(
         "--dry-run", action="store_true", help="check everything and print what would be done"
@@ -132,7 +164,7 @@ def add_common(parser: argparse.ArgumentParser, add_settings: AddSettings) -> No
         help=f"seconds between the IBIs minted (default {applymod.GRANULARITY}: up to "
         f"{int(1 / applymod.GRANULARITY)} a second)",
     )
-    add_settings(parser, names=NAMES)
+    add_settings(parser, names=names)
 
 
 def cmd_manifest(args: argparse.Namespace, load_config: LoadConfig) -> int:

@@ -4,10 +4,15 @@ apply its records through `run_import` (cli/imports.py); only arguments and prin
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 
 from ..common.logs import shown
-from .imports import AddSettings, LoadConfig, add_common, run_import
+from .imports import NAMES, AddSettings, LoadConfig, add_allow_internal, add_common, run_import
+
+# Records a streamed harvest applies at a time (checked, then applied): memory stays flat.
+BATCH = 500
+LIMITS = ("oai_max_records", "oai_max_bytes", "oai_max_seconds", "oai_max_retry_wait")
 
 
 def _date(text: str) -> str:
@@ -23,26 +28,50 @@ def cmd_oaipmh(args: argparse.Namespace, load_config: LoadConfig) -> int:
     from ..imports import oaipmh
 
     config = load_config(args, "collection")  # the settings' problems before a long harvest
+    start = None
     try:
         start = args.from_date or oaipmh.last_harvest(config, args.url, args.set)
-        harvest = oaipmh.Harvest(args.url, set_spec=args.set, from_date=start)
-        records = harvest.collect()
+        harvest = oaipmh.Harvest(
+            args.url, set_spec=args.set, from_date=start, limits=oaipmh.Limits.of(config)
+        )
+        records = iter(harvest)
+        first = next(records, None)  # the provider's refusals come before any change
     except oaipmh.HarvestError as exc:
         print(
             f"archive-service import oai-pmh: {shown(str(exc))}; nothing changed", file=sys.stderr
         )
         return 1
+    # Streamed into the import a batch at a time; deletions come as deleted headers (a record
+    # a harvest did not list is not gone).
+    stream = itertools.chain(() if first is None else (first,), records)
+    source = oaipmh.source_name(args.url)
+    status = run_import(
+        args,
+        load_config,
+        source,
+        lambda: stream,
+        complete=False,
+        batch=BATCH,
+        stops=(oaipmh.HarvestError,),
+    )
     for line in harvest.skipped:
         print(f"skipped: {shown(line)}", file=sys.stderr)
+    if harvest.skipped_count > len(harvest.skipped):
+        print(f"skipped: {harvest.skipped_count - len(harvest.skipped)} more", file=sys.stderr)
     print(
-        f"harvested {len(records)} records"
+        f"harvested {harvest.count} records"
         + (f" changed since {start}" if start else "")
-        + f", {len(harvest.skipped)} skipped",
+        + f", {harvest.skipped_count} skipped",
         file=sys.stderr,
     )
-    # Deletions come as deleted headers; a record a harvest did not list is not gone.
-    source = oaipmh.source_name(args.url)
-    status = run_import(args, load_config, source, lambda: records, complete=False)
+    if harvest.stopped is not None:
+        kept = "checked (dry run)" if args.dry_run else "applied and kept"
+        print(
+            f"archive-service import oai-pmh: stopped: {harvest.stopped}; the "
+            f"{harvest.count} records harvested before were {kept}",
+            file=sys.stderr,
+        )
+        return 1
     if status == 0 and not args.dry_run:
         oaipmh.remember_harvest(config, harvest)
     return status
@@ -60,7 +89,11 @@ def add_parser(
         "dc:identifier) and whose inline dc is its Dublin Core; a deleted record becomes a "
         "Deleted tombstone; a record with no landing page is skipped and named. The "
         "provider's date of the last harvest applied is kept in state_dir: the next run "
-        "asks only for what changed since (--from overrides it).",
+        "asks only for what changed since (--from overrides it). Records are applied as they "
+        "come, a batch at a time; a harvest stops at its caps (oai_max_records, "
+        "oai_max_bytes, oai_max_seconds, oai_max_retry_wait), saying which, and keeps what it "
+        "applied. A redirect to another host is refused when that host is an internal "
+        "address (loopback, link-local, private) unless --allow-internal.",
         epilog="example: archive-service import oai-pmh --config archive.yaml "
         "https://repo.example.org/oai/request --set theses",
     )
@@ -74,5 +107,6 @@ def add_parser(
         help="only records changed since DATE (YYYY-MM-DD or YYYY-MM-DDThh:mm:ssZ, UTC); "
         "1970-01-01 harvests everything again",
     )
-    add_common(parser, add_settings)
+    add_allow_internal(parser)
+    add_common(parser, add_settings, names=(*NAMES, *LIMITS))
     parser.set_defaults(func=lambda args: cmd_oaipmh(args, load_config))

@@ -5,14 +5,23 @@ The links: each item's `location` (where an imported item's content lives), and 
 persistent URL at the configured resolver (which redirects to the Archive that holds it).
 Each URL is asked once however many items name it, in parallel, at most `per_host` at a
 time per host (politeness: a repository is not hammered by its own mirror), each within
-`timeout` seconds per network wait; redirects are followed (at most 10) and reported with a
-broken link. Broken: an HTTP status of 400 or more, a failed connection, a timeout.
+`timeout` seconds in all, whatever the server does (`common/deadline`: urllib's timeout is per
+read, and headers sent a byte a second kept a 3 s check running past 300 s); redirects are
+followed (at most 10) and reported with a broken link. Broken: an HTTP status of 400 or more,
+a failed connection, a timeout, an internal address.
 
-No web framework; urllib of the standard library (HEAD, then GET when HEAD is refused).
+An internal address (loopback, link-local, private: `common/netguard`), whether a link's, a
+name's or a redirect's, is never contacted unless `allow_internal`: it is reported as such,
+the same whatever listens there (a checker that told "connection refused" from "HTTP 403"
+there would be a port scanner for whoever writes the links).
+
+No web framework; urllib of the standard library (HEAD, then GET when HEAD is refused), no
+proxy from the environment (the connection is made to the checked address itself).
 """
 
 from __future__ import annotations
 
+import http.client
 import socket
 import threading
 import urllib.error
@@ -22,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from ..common import netguard
+from ..common.deadline import Overdue, call_within
 from .items import Item
 
 TIMEOUT = 10.0
@@ -83,8 +94,8 @@ def outside_links(
 class _Recorder(urllib.request.HTTPRedirectHandler):
     max_redirections = MAX_REDIRECTS
 
-    def __init__(self):
-        self.seen: list[str] = []
+    def __init__(self, seen: list[str]):
+        self.seen = seen
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         self.seen.append(newurl)
@@ -94,9 +105,83 @@ class _Recorder(urllib.request.HTTPRedirectHandler):
         return new
 
 
+class _Sockets:
+    """The connections of one link's check, each to an address `netguard` let through; shut
+    down when the link's time is up, so that the abandoned check ends at once."""
+
+    def __init__(self, allow_internal: bool):
+        self.allow_internal = allow_internal
+        self.lock = threading.Lock()
+        self.open: list[socket.socket] = []
+        self.closed = False
+
+    def connect(self, address, timeout=None, source_address=None) -> socket.socket:
+        sock = netguard.connect(
+            address[0], address[1], timeout, source_address, allow_internal=self.allow_internal
+        )
+        with self.lock:
+            if self.closed:
+                sock.close()
+                raise TimeoutError("the link's time is up")
+            self.open.append(sock)
+        return sock
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            for sock in self.open:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
+
+    def connection(self, cls):
+        def make(*args, **kwargs):
+            conn = cls(*args, **kwargs)
+            conn._create_connection = self.connect  # every connection, redirects' too
+            return conn
+
+        return make
+
+
+def _opener(sockets: _Sockets, seen: list[str]) -> urllib.request.OpenerDirector:
+    """http and https through `sockets` and nothing else: no proxy, no ftp:, no file: (a
+    redirect there is an unknown URL type)."""
+
+    class Http(urllib.request.HTTPHandler):
+        def http_open(self, req):
+            return self.do_open(sockets.connection(http.client.HTTPConnection), req)
+
+    class Https(urllib.request.HTTPSHandler):
+        def https_open(self, req):
+            return self.do_open(
+                sockets.connection(http.client.HTTPSConnection), req, context=self._context
+            )
+
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        Http(),
+        Https(),
+        _Recorder(seen),
+        urllib.request.UnknownHandler(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener
+
+
 class Checker:
-    def __init__(self, timeout: float = TIMEOUT, per_host: int = PER_HOST, workers: int = WORKERS):
+    def __init__(
+        self,
+        timeout: float = TIMEOUT,
+        per_host: int = PER_HOST,
+        workers: int = WORKERS,
+        allow_internal: bool = False,
+    ):
         self.timeout, self.per_host, self.workers = timeout, per_host, workers
+        self.allow_internal = allow_internal
         self._hosts: dict[str, threading.Semaphore] = {}
         self._lock = threading.Lock()
 
@@ -105,32 +190,48 @@ class Checker:
         with self._lock:
             return self._hosts.setdefault(host, threading.Semaphore(self.per_host))
 
-    def _ask(self, url: str, method: str) -> Outcome:
-        recorder = _Recorder()
-        opener = urllib.request.build_opener(recorder)
+    def _ask(self, url: str, method: str, opener, seen: list[str]) -> Outcome:
         request = urllib.request.Request(url, method=method, headers={"User-Agent": USER_AGENT})
+        late = f"no answer within {self.timeout:g} s"
         try:
-            # Redirects may lead to another host: the slot is the first host's, for the
-            # length of the whole chain (what that host's link costs).
-            with self._slot(url), opener.open(request, timeout=self.timeout) as response:
-                return Outcome(url, response.status, recorder.seen)
+            with opener.open(request, timeout=self.timeout) as response:
+                return Outcome(url, response.status, list(seen))
         except urllib.error.HTTPError as exc:
-            return Outcome(url, exc.code, recorder.seen)
+            return Outcome(url, exc.code, list(seen))
         except TimeoutError:
-            return Outcome(url, None, recorder.seen, f"no answer within {self.timeout:g} s")
+            return Outcome(url, None, list(seen), late)
         except urllib.error.URLError as exc:
             reason = exc.reason
+            if isinstance(reason, netguard.InternalAddress):
+                return Outcome(url, None, list(seen), f"{reason} (allow_internal: no)")
             if isinstance(reason, (TimeoutError, socket.timeout)):
-                return Outcome(url, None, recorder.seen, f"no answer within {self.timeout:g} s")
-            return Outcome(url, None, recorder.seen, f"cannot connect: {reason}")
-        except (OSError, ValueError) as exc:  # a reset, a bad URL, a bad status line
-            return Outcome(url, None, recorder.seen, f"failed: {exc}")
+                return Outcome(url, None, list(seen), late)
+            return Outcome(url, None, list(seen), f"cannot connect: {reason}")
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            return Outcome(url, None, list(seen), f"failed: {exc}")  # a reset, a bad URL …
+
+    def _follow(self, url: str, sockets: _Sockets, seen: list[str]) -> Outcome:
+        opener = _opener(sockets, seen)
+        outcome = self._ask(url, "HEAD", opener, seen)
+        if outcome.status in (403, 405, 501):  # servers that refuse HEAD but serve GET
+            seen.clear()
+            outcome = self._ask(url, "GET", opener, seen)
+        return outcome
 
     def check(self, url: str) -> Outcome:
-        outcome = self._ask(url, "HEAD")
-        if outcome.status in (403, 405, 501):  # servers that refuse HEAD but serve GET
-            outcome = self._ask(url, "GET")
-        return outcome
+        """`url` followed, in `timeout` seconds at most whatever the server does."""
+        sockets, seen = _Sockets(self.allow_internal), []
+        # Redirects may lead to another host: the slot is the first host's, for the
+        # length of the whole chain (what that host's link costs).
+        with self._slot(url):
+            try:
+                return call_within(
+                    self.timeout, lambda: self._follow(url, sockets, seen), "link check"
+                )
+            except Overdue:
+                return Outcome(url, None, list(seen), f"no answer within {self.timeout:g} s")
+            finally:
+                sockets.close()
 
     def check_all(
         self, links: list[Link], progress: Callable[[int, int], object] | None = None

@@ -99,6 +99,7 @@ class ImportRefused(Exception):
 
     def __init__(self, problems: list[str]):
         self.problems = problems
+        self.applied = 0  # records of a streamed import applied before (kept)
         super().__init__("\n".join(problems))
 
 
@@ -372,6 +373,8 @@ def apply(
     progress: Callable[[int, int], object] | None = None,
     granularity: Decimal | int | float | str = GRANULARITY,
     problems: Iterable[str] = (),
+    batch: int | None = None,
+    keep_actions: bool = True,
 ) -> Summary:
     """Apply `records` of `source` (a stable name: "manifest:/path/x.csv", "oai-pmh:URL")
     to the collection of `config` (see the module docstring).
@@ -382,48 +385,120 @@ def apply(
     applied. `problems`: faults the source met reading its records (a manifest's bad cells),
     refused together with those found here, in the order of their places.
 
-    Raises ImportRefused (nothing changed) when a record cannot be applied, and DepositError
-    or OSError when the collection refuses a change midway: what was done by then is
-    mapped, and a re-run goes on from there."""
+    `batch`: the records are streamed (an OAI-PMH harvest, `complete=False`): read, checked
+    and applied `batch` at a time, so that memory does not grow with their number; a record
+    listed twice in one batch is applied as listed last; `summary.ibis` is not kept, nor
+    `summary.actions` unless `keep_actions`; `progress` gets None for the total.
+
+    Raises ImportRefused (nothing changed; streamed, nothing of its batch, `applied` records
+    before it kept) when a record cannot be applied, and DepositError or OSError when the
+    collection refuses a change midway: what was done by then is mapped, and a re-run goes
+    on from there."""
+    if batch is not None and complete:
+        raise ValueError("a streamed import is never complete")
+    how = {"complete": complete, "progress": progress, "granularity": granularity}
     summary = Summary(dry_run=dry_run)
-    records = list(records)
+    whole = batch is None
     with _import_lock(config, source):
         mapping = open_mapping(config)
         try:
-            mapped = mapping.load(source)
-            # A row whose item never appeared (a crash between recording and making it).
-            for source_id, row in list(mapped.items()):
-                if not row.deleted and not _directory(config, row.ibi).is_dir():
-                    del mapped[source_id]
-            languages: dict[str, str] = {}
-            problems = [*problems, *_problems(records, mapped, languages, complete)]
-            if any(not r.deleted and r.source_id not in mapped for r in records):
-                try:  # before anything is minted, and in a dry run too
-                    depositmod.subsystem(config).form  # noqa: B018 (raises when none)
-                except depositmod.DepositError as exc:
-                    problems.append(f"{config['collection']}: {exc}")
-            if problems:
-                raise ImportRefused(sorted(problems, key=_place))
-            batches = _Batches(config)
-            try:
-                _run(
-                    config,
-                    source,
-                    records,
-                    mapped=mapped,
-                    languages=languages,
-                    mapping=mapping,
-                    summary=summary,
-                    complete=complete,
-                    progress=progress,
-                    granularity=granularity,
-                    batches=batches,
-                )
-            finally:
-                batches.close()
+            if whole:
+                records = list(records)
+                mapped = mapping.load(source)
+                _apply_batch(config, source, records, mapped, mapping, summary, problems, **how)
+                return summary
+            done = 0
+            for chunk in _chunks(records, batch):
+                ids = {r.source_id for r in chunk} | {
+                    other for r in chunk for other in r.relations.values()
+                }
+                try:
+                    _apply_batch(
+                        config,
+                        source,
+                        chunk,
+                        mapping.load(source, ids),
+                        mapping,
+                        summary,
+                        problems,
+                        base=done,
+                        **how,
+                    )
+                except ImportRefused as exc:
+                    exc.applied = done
+                    raise
+                problems = ()  # the source's own, once
+                done += len(chunk)
+                summary.ibis.clear()  # memory flat in the number of records
+                if not keep_actions:
+                    summary.actions.clear()
         finally:
             mapping.close()
     return summary
+
+
+def _chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
+    """`records` `size` at a time, each source id once a chunk: a record listed again later
+    (changed while a harvest paged through the list) is the record now."""
+    chunk: dict[str, Record] = {}
+    for record in records:
+        chunk.pop(record.source_id, None)
+        chunk[record.source_id] = record
+        if len(chunk) >= size:
+            yield list(chunk.values())
+            chunk = {}
+    if chunk:
+        yield list(chunk.values())
+
+
+def _apply_batch(
+    config: Mapping[str, Any],
+    source: str,
+    records: list[Record],
+    mapped: dict[str, Mapped],
+    mapping: SqliteMapping | PostgresMapping,
+    summary: Summary,
+    problems: Iterable[str],
+    *,
+    complete: bool,
+    progress: Callable[[int, int | None], object] | None,
+    granularity: Decimal | int | float | str,
+    base: int | None = None,
+) -> None:
+    """`records` checked, then applied (`apply`); `base`: the records applied before, in
+    a streamed import (whose total is not known)."""
+    # A row whose item never appeared (a crash between recording and making it).
+    for source_id, row in list(mapped.items()):
+        if not row.deleted and not _directory(config, row.ibi).is_dir():
+            del mapped[source_id]
+    languages: dict[str, str] = {}
+    problems = [*problems, *_problems(records, mapped, languages, complete)]
+    if any(not r.deleted and r.source_id not in mapped for r in records):
+        try:  # before anything is minted, and in a dry run too
+            depositmod.subsystem(config).form  # noqa: B018 (raises when none)
+        except depositmod.DepositError as exc:
+            problems.append(f"{config['collection']}: {exc}")
+    if problems:
+        raise ImportRefused(sorted(problems, key=_place))
+    if progress is not None and base is not None:
+        shown, progress = progress, lambda done, total: shown(base + done, None)
+    batches = _Batches(config)
+    try:
+        _run(
+            config,
+            source,
+            records,
+            mapped=mapped,
+            languages=languages,
+            mapping=mapping,
+            summary=summary,
+            complete=complete,
+            progress=progress,
+            granularity=granularity,
+            batches=batches,
+        )
+    finally:
+        batches.close()
 
 
 def _run(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,11 +40,17 @@ class SqliteMapping:
             "deleted INTEGER NOT NULL, PRIMARY KEY (source, source_id))"
         )
 
-    def load(self, source: str) -> dict[str, Mapped]:
-        rows = self.conn.execute(
-            "SELECT source_id, ibi, fingerprint, deleted FROM import_map WHERE source = ?",
-            (source,),
-        )
+    def load(self, source: str, ids: Collection[str] | None = None) -> dict[str, Mapped]:
+        """The rows of `source` (only those of `ids` when given: a streamed import's batch)."""
+        query = "SELECT source_id, ibi, fingerprint, deleted FROM import_map WHERE source = ?"
+        if ids is None:
+            rows = self.conn.execute(query, (source,)).fetchall()
+        else:
+            ids, rows = list(ids), []
+            for start in range(0, len(ids), 500):  # SQLite's bound on parameters
+                part = ids[start : start + 500]
+                marks = ", ".join("?" * len(part))
+                rows += self.conn.execute(f"{query} AND source_id IN ({marks})", (source, *part))
         return {sid: Mapped(ibi, fp, bool(deleted)) for sid, ibi, fp, deleted in rows}
 
     def put(self, source: str, source_id: str, mapped: Mapped) -> None:
@@ -63,14 +69,16 @@ class PostgresMapping:
     def __init__(self, url: str):
         self.url = url
 
-    def load(self, source: str) -> dict[str, Mapped]:
+    def load(self, source: str, ids: Collection[str] | None = None) -> dict[str, Mapped]:
         from ..common import postgres
 
+        query = "SELECT source_id, ibi, fingerprint, deleted FROM import_map WHERE source = %s"
         with postgres.transaction(self.url) as conn:
-            rows = conn.execute(
-                "SELECT source_id, ibi, fingerprint, deleted FROM import_map WHERE source = %s",
-                (source,),
-            ).fetchall()
+            if ids is None:
+                rows = conn.execute(query, (source,)).fetchall()
+            else:
+                rows = conn.execute(f"{query} AND source_id = ANY(%s)", (source, list(ids)))
+                rows = rows.fetchall()
         return {sid: Mapped(ibi, fp, deleted) for sid, ibi, fp, deleted in rows}
 
     def put(self, source: str, source_id: str, mapped: Mapped) -> None:

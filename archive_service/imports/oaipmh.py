@@ -9,6 +9,15 @@ entity expansion, no DTD, no network, libxml2's own depth and size limits), cut 
 or 429 is retried after its Retry-After (seconds or an HTTP date, capped); a resumption token
 sent twice is a loop.
 
+A harvest is streamed (imports/apply.py takes its records in batches: memory does not grow
+with their number, an endless provider held 5.3 GB after a minute) and capped: records,
+bytes, seconds, and the seconds Retry-After may add up to (`Limits`, from the `oai_max_*`
+settings). A cap reached ends the records there, `Harvest.stopped` saying which.
+
+Connections go through `common/netguard`: the base URL's host is trusted as the admin gave
+it; any other host a redirect leads to is refused when it is or resolves to an internal
+address (unless `Limits.allow_internal`).
+
 A record becomes a `Record`: source id = the OAI identifier, location = its first http(s)
 `dc:identifier` (its landing page), its Dublin Core (the fifteen elements; the sidecar has
 no place for others) as the item's inline `dc`; a deleted header becomes `deleted=True`. A
@@ -21,22 +30,27 @@ No web framework here.
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import json
+import socket
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpcore2
 import httpx2
 import oaipmh_scythe
+from httpcore2._backends.sync import SyncStream  # the stream SyncBackend wraps a socket in
 from lxml import etree
 from oaipmh_scythe.iterator import OAIItemIterator
 
 from .. import __version__
 from ..collection import sidecar
-from ..common import files
+from ..common import files, netguard
 from ..common.deadline import Overdue, call_within
 from ..common.yamlsafe import dump_sidecar
 from .records import Record
@@ -50,6 +64,11 @@ HARVESTS_FILE = "oai-pmh.json"
 # An item's inline dc lives in its sidecar, which holds at most sidecar.MAX_BYTES: a record
 # whose Dublin Core alone comes near it is skipped rather than written unreadable.
 MAX_DC_BYTES = sidecar.MAX_BYTES // 2
+# Lines kept of the records skipped (each is counted): an endless list of them is no memory.
+MAX_SKIPPED_LINES = 1000
+# Record identifiers a harvest remembers to tell a page of new records from a list going
+# round (8 bytes each, some 15 MB at most).
+MAX_REMEMBERED = 200_000
 
 
 class HarvestError(Exception):
@@ -66,6 +85,53 @@ class Limits:
     # ListRecords pages in a row with no record not listed before in the harvest (a few empty
     # pages are usual: DSpace leaves out withdrawn items after paging): a list going round.
     max_stale_pages: int = 100
+    # One harvest in all (the oai_max_* settings): then it stops, what was taken kept.
+    max_records: int = 1_000_000
+    max_total_bytes: int = 20_000_000_000
+    max_seconds: float = 86400.0
+    max_retry_wait: float = 3600.0  # Retry-After waits added up
+    allow_internal: bool = False  # redirects to another host may reach internal addresses
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> Limits:
+        """The limits the settings give."""
+        return cls(
+            max_records=config["oai_max_records"],
+            max_total_bytes=config["oai_max_bytes"],
+            max_seconds=config["oai_max_seconds"],
+            max_retry_wait=config["oai_max_retry_wait"],
+            allow_internal=config["allow_internal"],
+        )
+
+
+class _Cap(Exception):
+    """A cap of the whole harvest reached: the records end here (`Harvest.stopped`)."""
+
+
+class _Guarded(httpcore2.SyncBackend):
+    """Connections to the checked addresses only (common/netguard); `trusted`: the base
+    URL's host, connected to as given."""
+
+    def __init__(self, trusted: str, allow_internal: bool):
+        self.trusted, self.allow_internal = trusted.lower(), allow_internal
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        try:
+            sock = netguard.connect(
+                host,
+                port,
+                timeout,
+                None if local_address is None else (local_address, 0),
+                allow_internal=self.allow_internal or host.lower() == self.trusted,
+            )
+        except netguard.InternalAddress:
+            raise
+        except TimeoutError as exc:  # as httpcore's own backend maps them
+            raise httpcore2.ConnectTimeout(exc) from exc
+        except OSError as exc:
+            raise httpcore2.ConnectError(exc) from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return SyncStream(sock)
 
 
 def since(text: str) -> str:
@@ -116,19 +182,54 @@ class _Scythe(oaipmh_scythe.Scythe):
             class_mapping={"ListRecords": lambda element: element},
         )
         self.limits, self.sleep = limits, sleep
-        self.tokens: set[str] = set()
-        self.response_dates: list[str] = []
-        self.identifiers: set[str] = set()
+        self.tokens: set[bytes] = set()  # digests: a provider's tokens may be long
+        self.responses, self.response_date = 0, ""
+        # The identifiers listed so far, as short digests, the latest MAX_REMEMBERED only:
+        # a list going round further back than that is stopped by the caps.
+        self.identifiers: set[bytes] = set()
+        self.remembered: deque[bytes] = deque()
         self.stale_pages = 0
+        self.bytes, self.waited = 0, 0.0
+        self.ends = time.monotonic() + limits.max_seconds
+        self.guard = _Guarded(httpx2.URL(url).host, limits.allow_internal)
+
+    @property
+    def client(self) -> httpx2.Client:
+        """scythe's client, through the guarded transport."""
+        if self._client is None or self._client.is_closed:
+            self._client = httpx2.Client(
+                headers={
+                    "Accept": "text/xml; charset=utf-8, application/xml; charset=utf-8",
+                    "user-agent": self.http_config.user_agent,
+                },
+                timeout=self.timeout,
+                transport=self._transported(),
+            )
+        return self._client
+
+    def _transported(self) -> httpx2.HTTPTransport:
+        """httpx's transport, its connections made by the guard. No proxy from the
+        environment: the connection is made to the checked address itself."""
+        transport = httpx2.HTTPTransport(trust_env=False)
+        transport._pool._network_backend = self.guard  # httpcore's one hook for connecting
+        return transport
+
+    def left(self) -> float:
+        """Seconds left of the harvest's time (oai_max_seconds); _Cap when none."""
+        left = self.ends - time.monotonic()
+        if left <= 0:
+            raise _Cap(f"the harvest reached oai_max_seconds ({self.limits.max_seconds:g} s)")
+        return left
 
     def harvest(self, query: dict[str, str]) -> oaipmh_scythe.OAIResponse:
         token = query.get("resumptionToken")
         if token is not None:
-            if token in self.tokens:
+            digest = hashlib.sha256(token.encode()).digest()
+            if digest in self.tokens:
                 raise HarvestError(
-                    f"{self.endpoint}: resumptionToken {token!r} sent a second time (a loop)"
+                    f"{self.endpoint}: resumptionToken {token[:200]!r} sent a second time (a loop)"
                 )
-            self.tokens.add(token)
+            self.tokens.add(digest)
         for attempt in range(self.limits.retries + 1):
             status, headers, root = self._fetch(query)
             if status not in (429, 503) or attempt == self.limits.retries:
@@ -139,6 +240,14 @@ class _Scythe(oaipmh_scythe.Scythe):
                     f"{self.endpoint}: HTTP {status}, retry after {wait:.0f} s "
                     f"(more than {self.limits.max_wait:.0f} s): try again later"
                 )
+            if self.waited + wait > self.limits.max_retry_wait:
+                raise _Cap(
+                    f"the provider's Retry-After waits would pass oai_max_retry_wait "
+                    f"({self.limits.max_retry_wait:g} s in all)"
+                )
+            if wait >= self.left():
+                raise _Cap(f"the harvest reached oai_max_seconds ({self.limits.max_seconds:g} s)")
+            self.waited += wait
             self.sleep(wait)
         if root is None:
             tries = f" (tried {self.limits.retries + 1} times)" if status in (429, 503) else ""
@@ -152,10 +261,11 @@ class _Scythe(oaipmh_scythe.Scythe):
         if date:
             # Only a date the next run can send as `from`: another (a fraction, an offset)
             # would be refused by the provider on every run until --from was given.
+            self.responses += 1
             try:
-                self.response_dates.append(since(date))
+                self.response_date = since(date)
             except ValueError:
-                self.response_dates.append("")
+                self.response_date = ""
         response = _Parsed(http_response=None, params=query, root=root)
         response.raise_for_oaipmh_error()
         if status != 200:
@@ -169,8 +279,12 @@ class _Scythe(oaipmh_scythe.Scythe):
         an empty list for ever) is a loop no repeated token shows: stop it."""
         page = root.find(OAI + "ListRecords")
         listed = () if page is None else page.iterfind(f"{OAI}record/{OAI}header/{OAI}identifier")
-        new = {(e.text or "").strip() for e in listed} - self.identifiers
+        digests = {_digest((e.text or "").strip()) for e in listed}
+        new = digests - self.identifiers
         self.identifiers |= new
+        self.remembered.extend(new)
+        while len(self.remembered) > MAX_REMEMBERED:
+            self.identifiers.discard(self.remembered.popleft())
         self.stale_pages = 0 if new else self.stale_pages + 1
         if self.stale_pages >= self.limits.max_stale_pages:
             raise HarvestError(
@@ -185,12 +299,14 @@ class _Scythe(oaipmh_scythe.Scythe):
         for the request's own timeouts to say it first): httpx's timeouts are per read, and
         a provider that sent its headers a byte at a time, each within the read timeout,
         held the harvest for as long as it liked (the body's deadline began after them)."""
+        left = self.left()
         try:
             return call_within(
-                self.limits.timeout + 1, lambda: self._read(query), "oai-pmh request"
+                min(self.limits.timeout, left) + 1, lambda: self._read(query), "oai-pmh request"
             )
         except Overdue:
             self.client.close()  # the worker's next read fails; it ends within a read timeout
+            self.left()
             raise HarvestError(
                 f"{self.endpoint} ({_verb(query)}): no answer within "
                 f"{self.limits.timeout:g} s (timed out)"
@@ -198,7 +314,7 @@ class _Scythe(oaipmh_scythe.Scythe):
 
     def _read(self, query: dict[str, str]) -> tuple[int, Any, Any]:
         what = f"{self.endpoint} ({_verb(query)})"
-        deadline = time.monotonic() + self.limits.timeout
+        deadline = min(time.monotonic() + self.limits.timeout, self.ends)
         parser = etree.XMLParser(
             resolve_entities=False, no_network=True, load_dtd=False, remove_blank_text=True
         )
@@ -214,11 +330,18 @@ class _Scythe(oaipmh_scythe.Scythe):
                 size = 0
                 for chunk in response.iter_bytes():
                     size += len(chunk)
+                    self.bytes += len(chunk)
                     if size > self.limits.max_bytes:
                         raise HarvestError(
                             f"{what}: the response is larger than {self.limits.max_bytes} bytes"
                         )
+                    if self.bytes > self.limits.max_total_bytes:
+                        raise _Cap(
+                            f"the harvest reached oai_max_bytes ({self.limits.max_total_bytes} "
+                            "bytes of responses)"
+                        )
                     if time.monotonic() > deadline:
+                        self.left()
                         raise HarvestError(
                             f"{what}: the response took longer than {self.limits.timeout:g} s"
                         )
@@ -232,6 +355,8 @@ class _Scythe(oaipmh_scythe.Scythe):
             ) from None
         except httpx2.HTTPError as exc:
             raise HarvestError(f"{what}: {exc.__class__.__name__}: {exc}") from None
+        except netguard.InternalAddress as exc:
+            raise HarvestError(f"{what}: redirected to {exc} (allow_internal: no)") from None
         except etree.XMLSyntaxError as exc:
             if status != 200:
                 return status, headers, None
@@ -239,6 +364,10 @@ class _Scythe(oaipmh_scythe.Scythe):
         if root.getroottree().docinfo.internalDTD is not None or _has_entities(root):
             raise HarvestError(f"{what}: a DTD or an entity in the XML (OAI-PMH has none)")
         return status, headers, root
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode(), digest_size=8).digest()
 
 
 def _has_entities(root) -> bool:
@@ -267,26 +396,27 @@ class Harvest:
     granularity: str = SECONDS
     deleted_record: str = "no"
     response_date: str | None = None
-    skipped: list[str] = field(default_factory=list)
-    count: int = 0
+    skipped: list[str] = field(default_factory=list)  # the first MAX_SKIPPED_LINES
+    skipped_count: int = 0
+    count: int = 0  # records yielded
+    taken: int = 0  # records read, skipped ones too
+    stopped: str | None = None  # the cap that ended the records
 
     def __iter__(self) -> Iterator[Record]:
         with _Scythe(self.url, self.limits, self.sleep) as scythe:
             try:
                 yield from self._records(scythe)
+            except _Cap as cap:
+                self.stopped = str(cap)
             except oaipmh_scythe.OAIPMHException as exc:
                 code = type(exc).__name__
                 code = code[0].lower() + code[1:]
                 raise HarvestError(f"{self.url}: OAI-PMH error {code}: {exc}") from None
 
-    def collect(self) -> list[Record]:
-        """Every record, each once: a record changed while the harvest paged through the
-        list may be listed again in a later page, and the later listing is the record now."""
-        latest: dict[str, Record] = {}
-        for record in self:
-            latest.pop(record.source_id, None)
-            latest[record.source_id] = record
-        return list(latest.values())
+    def skip(self, line: str) -> None:
+        self.skipped_count += 1
+        if len(self.skipped) < MAX_SKIPPED_LINES:
+            self.skipped.append(line)
 
     def _records(self, scythe: _Scythe) -> Iterator[Record]:
         identify = scythe.harvest({"verb": "Identify"}).xml.find(OAI + "Identify")
@@ -300,14 +430,17 @@ class Harvest:
             query["from"] = self.from_date[:10] if self.granularity == DAYS else self.from_date
         if self.set_spec:
             query["set"] = self.set_spec
-        first = len(scythe.response_dates)
+        first = scythe.responses
         try:
             items = OAIItemIterator(scythe, query)
         except oaipmh_scythe.NoRecordsMatch:
             items = iter(())  # nothing changed since `from`: not an error
-        if len(scythe.response_dates) > first:
-            self.response_date = scythe.response_dates[first] or None
+        if scythe.responses > first:
+            self.response_date = scythe.response_date or None
         for element in items:
+            if self.taken >= self.limits.max_records:
+                raise _Cap(f"the harvest reached oai_max_records ({self.limits.max_records})")
+            self.taken += 1
             record = self.record(element)
             if record is not None:
                 self.count += 1
@@ -319,14 +452,14 @@ class Harvest:
             (header.findtext(OAI + "identifier") or "").strip() if header is not None else ""
         )
         if not identifier:
-            self.skipped.append(f"{self.url}: a record with no header identifier")
+            self.skip(f"{self.url}: a record with no header identifier")
             return None
         where = f"oai record {identifier}"
         if header.get("status") == "deleted":
             return Record(identifier, deleted=True, where=where)
         dc = element.find(f"{OAI}metadata/{OAI_DC}")
         if dc is None:
-            self.skipped.append(f"{where}: no oai_dc metadata")
+            self.skip(f"{where}: no oai_dc metadata")
             return None
         values: dict[str, list[str]] = {}
         size = 0
@@ -345,11 +478,11 @@ class Harvest:
         # a value's line breaks and escapes can make that three times longer (32 KiB of
         # "a\n" were a 114 KB sidecar, which the index and every revision then refuse).
         if size > MAX_DC_BYTES or _yaml_size(values) > MAX_DC_BYTES:
-            self.skipped.append(f"{where}: its oai_dc is larger than {MAX_DC_BYTES} bytes")
+            self.skip(f"{where}: its oai_dc is larger than {MAX_DC_BYTES} bytes")
             return None
         location = next((url for url in values.get("identifier", ()) if _location(url)), None)
         if location is None:
-            self.skipped.append(f"{where}: no http(s) dc:identifier (its landing page)")
+            self.skip(f"{where}: no http(s) dc:identifier (its landing page)")
             return None
         language = next((lang for lang in map(_language, values.get("language", ())) if lang), None)
         title = values["title"][0] if "title" in values else None
