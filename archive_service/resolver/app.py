@@ -27,8 +27,9 @@ from ..protocol.answers import RequestError
 from . import config as rconfig
 from . import purl as purlmod
 from . import resolve as resolvemod
+from .acknowledgments import Acknowledgments
 from .answered import Answered
-from .archives import Acknowledgments, ArchiveClient, OwnAddress, loop_reason
+from .archives import ArchiveClient, OwnAddress, loop_reason
 from .registry import Refused, Registry, Throttled
 
 log = logging.getLogger(__name__)
