@@ -29,7 +29,8 @@ from . import purl as purlmod
 from . import resolve as resolvemod
 from .acknowledgments import Acknowledgments
 from .answered import Answered
-from .archives import ArchiveClient, OwnAddress, loop_reason
+from .archives import ArchiveClient
+from .loops import OwnAddress, loop_reason
 from .registry import Refused, Registry, Throttled
 
 log = logging.getLogger(__name__)
