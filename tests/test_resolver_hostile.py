@@ -5,6 +5,7 @@ Archive app; the resolver is its WSGI app under WebTest."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from urllib.parse import parse_qsl
 
@@ -68,7 +69,12 @@ def bed(tmp_path_factory):
     registry = Registry(base / "registered")
     registry.register(HOSTILE, HOSTILE_KEY)
     registry.register(SERVICE_A, KEY_A)
-    yield {"hostile": hostile, "a": f"127.0.0.1:{port}", "registry": registry.path}
+    yield {
+        "hostile": hostile,
+        "a": f"127.0.0.1:{port}",
+        "a_collection": a,
+        "registry": registry.path,
+    }
     hostile.close()
     honest.close()
 
@@ -152,3 +158,33 @@ def test_a_file_path_that_is_not_utf8_gets_its_alert_not_a_500(tmp_path, bed):
     page = resolver.get("/8JMKD3MGP8W/35MMLL8/Relat%f3rio.pdf", status=404)
     assert "no Archive gives a URL for 8JMKD3MGP8W/35MMLL8 and file /Relat" in page.text
     assert page.content_type == "text/html"
+
+
+@pytest.fixture
+def slow_a(bed, tmp_path):
+    """Archive A again, answering each request 0.3 s late: far slower than the hostile one."""
+    port = free_port()
+    app = archive_app(Path(bed["a_collection"]), port, SERVICE_A, tmp_path / "state-slow")
+
+    def late(environ, start_response):
+        time.sleep(0.3)
+        return app(environ, start_response)
+
+    server = ThreadedServer(late, port)
+    yield f"127.0.0.1:{port}"
+    server.close()
+
+
+def test_the_naming_authority_is_waited_for_and_its_claim_wins(tmp_path, bed, slow_a):
+    """The hostile Archive answers every IBI at once, claiming the Original: the round had
+    settled long before A (whose service IBI names sid.inpe.br/mtc-m18@80/…) answered."""
+    bed["hostile"].body = b"url http://evil.example/phish\r\nstate Original"
+    resolver = resolver_with(tmp_path, {**bed, "a": slow_a}, "hostile", "a")
+    response = resolver.get(f"/{LL8}", status=302)
+    assert response.location.endswith(f"/col/{LL8}/doc/CCSDS%20650.0-B-1.pdf")
+    conflicts = resolver.get("/health").json["conflicts"]
+    assert conflicts["refused"] == 1
+    (conflict,) = conflicts["latest"]
+    assert conflict["refused"] == f"{bed['hostile'].address} (service {HOSTILE})"
+    assert conflict["kept"] == f"{slow_a} (service {SERVICE_A})"
+    assert "Conflicting claims" in resolver.get("/").text

@@ -471,6 +471,7 @@ class ArchiveClient:
         params: Mapping[str, str],
         via: str = "",
         enough: Callable[[list[Answer]], bool] | None = None,
+        awaited: Callable[[ArchiveRef], bool] | None = None,
     ) -> list[Answer]:
         """The same urlRequest to every Archive at once; answers in arrival order.
 
@@ -480,21 +481,29 @@ class ArchiveClient:
         true, the others are waited for only as long again as those answers took (SETTLE at
         least), then left out (not reported: a slow or silent Archive delays no resolution
         that did not need it); their requests still in flight are let go at once, and those
-        Archives set aside for QUIET seconds."""
+        Archives set aside for QUIET seconds. `awaited(archive)`: an Archive whose answer is
+        waited for up to the deadline even once the others' are enough, and never set aside
+        (the naming authority of the IBI asked about: resolve.py `ask_round`)."""
         if not archives:
             return []
         if enough:
             # Archives that gave no answer lately are asked only when the others' answers
             # are not enough: each would hold a thread of the pool for `timeout`.
             now = time.monotonic()
-            quiet = {a for a in archives if self._quiet.get(a.address, 0) > now}
+            quiet = {
+                a
+                for a in archives
+                if self._quiet.get(a.address, 0) > now and not (awaited and awaited(a))
+            }
             if quiet:
-                answers = self._round([a for a in archives if a not in quiet], params, via, enough)
+                heard = [a for a in archives if a not in quiet]
+                answers = self._round(heard, params, via, enough, awaited)
                 if enough(answers):
                     return answers
-                more = self._round([a for a in archives if a in quiet], params, via, enough)
+                rest = [a for a in archives if a in quiet]
+                more = self._round(rest, params, via, enough, awaited)
                 return answers + [replace(a, order=len(answers) + a.order) for a in more]
-        return self._round(archives, params, via, enough)
+        return self._round(archives, params, via, enough, awaited)
 
     def _round(
         self,
@@ -502,6 +511,7 @@ class ArchiveClient:
         params: Mapping[str, str],
         via: str,
         enough: Callable[[list[Answer]], bool] | None,
+        awaited: Callable[[ArchiveRef], bool] | None = None,
     ) -> list[Answer]:
         if not archives:
             return []
@@ -544,9 +554,13 @@ class ArchiveClient:
             pool.submit(work)
         answers: list[Answer] = []
         unheard = set(range(len(archives)))
+        waited = {i for i, a in enumerate(archives) if awaited and awaited(a)}
         try:
             while unheard:
-                limit = deadline if settle is None else min(deadline, settle)
+                if settle is None or waited & unheard:
+                    limit = deadline
+                else:
+                    limit = min(deadline, settle)
                 try:
                     i, result = arrived.get(timeout=max(0.0, limit - time.monotonic()))
                 except queue.Empty:
