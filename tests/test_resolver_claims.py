@@ -120,3 +120,10 @@ def test_the_owner_is_remembered_with_the_holders():
     assert answered.recall(LL8) == {"a/b/2020/01.01.00.00", SEED_ARCHIVE.lower()}
     answered.remember(LL8, [])
     assert answered.owner(LL8) is None
+
+
+def test_an_answer_whose_url_was_refused_claims_nothing():
+    refused = claim(EVIL, 0, [("url", "javascript:alert(1)"), ("state", "Original")])
+    answers = [refused, claim(OTHER, 1)]
+    claims = settle_claims(answers, "iconet.com.br/banon/2011/06.14.16.40")
+    assert claims.owner == OTHER.serviceibi.lower() and not claims.conflicts

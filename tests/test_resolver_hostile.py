@@ -15,6 +15,7 @@ import webtest
 from archive_service.resolver.app import create_resolver_app
 from archive_service.resolver.registry import Registry
 from resolver_support import (
+    BANON,
     KEY_A,
     LL8,
     RESOLVER_IBI,
@@ -88,22 +89,26 @@ def resolver_with(tmp_path: Path, bed, *included: str):
         extra_environ={"REMOTE_ADDR": "150.163.68.1"},
     )
     for name in included:
-        address, service, key = {
-            "hostile": (bed["hostile"].address, HOSTILE, HOSTILE_KEY),
-            "a": (bed["a"], SERVICE_A, KEY_A),
-        }[name]
-        announcement = {
-            "servicesubject": "inclusionRequest",
-            "archiveaddress": address,
-            "archiveserviceibi": service,
-            "archiveip": "127.0.0.1",
-            "archiveprotocol": "HTTP",
-            "archiveplatformversion": "1",
-            "archiveadmemailaddress": "admin@archive.example",
-            "registrationkey": key,
-        }
-        assert app.get(SERVICE, announcement).text.endswith("successful")
+        include(app, bed, name)
     return app
+
+
+def include(app, bed, name: str) -> None:
+    address, service, key = {
+        "hostile": (bed["hostile"].address, HOSTILE, HOSTILE_KEY),
+        "a": (bed["a"], SERVICE_A, KEY_A),
+    }[name]
+    announcement = {
+        "servicesubject": "inclusionRequest",
+        "archiveaddress": address,
+        "archiveserviceibi": service,
+        "archiveip": "127.0.0.1",
+        "archiveprotocol": "HTTP",
+        "archiveplatformversion": "1",
+        "archiveadmemailaddress": "admin@archive.example",
+        "registrationkey": key,
+    }
+    assert app.get(SERVICE, announcement).text.endswith("successful")
 
 
 BAD_URLS = [
@@ -171,13 +176,14 @@ def slow_a(bed, tmp_path):
         return app(environ, start_response)
 
     server = ThreadedServer(late, port)
-    yield f"127.0.0.1:{port}"
+    yield f"127.0.0.1:{port}", server
     server.close()
 
 
 def test_the_naming_authority_is_waited_for_and_its_claim_wins(tmp_path, bed, slow_a):
     """The hostile Archive answers every IBI at once, claiming the Original: the round had
     settled long before A (whose service IBI names sid.inpe.br/mtc-m18@80/…) answered."""
+    slow_a, _ = slow_a
     bed["hostile"].body = b"url http://evil.example/phish\r\nstate Original"
     resolver = resolver_with(tmp_path, {**bed, "a": slow_a}, "hostile", "a")
     response = resolver.get(f"/{LL8}", status=302)
@@ -188,3 +194,19 @@ def test_the_naming_authority_is_waited_for_and_its_claim_wins(tmp_path, bed, sl
     assert conflict["refused"] == f"{bed['hostile'].address} (service {HOSTILE})"
     assert conflict["kept"] == f"{slow_a} (service {SERVICE_A})"
     assert "Conflicting claims" in resolver.get("/").text
+
+
+def test_a_remembered_claimant_that_falls_silent_is_not_displaced(tmp_path, bed, slow_a):
+    """BANON (iconet.com.br/banon/…) is named by neither Archive: A, its first claimant, is
+    remembered; once A stops answering, the hostile Archive's claim is refused, not taken."""
+    address, server = slow_a
+    bed["hostile"].body = b"url http://evil.example/phish\r\nstate Original"
+    resolver = resolver_with(tmp_path, {**bed, "a": address}, "a")
+    assert resolver.get(f"/{BANON}", status=302).location.startswith(f"http://{address}/")
+    include(resolver, bed, "hostile")
+    server.close()
+    page = resolver.get(f"/{BANON}", status=404)
+    assert "evil.example" not in page.headers.get("Location", "") + page.text
+    (conflict,) = resolver.get("/health").json["conflicts"]["latest"]
+    assert conflict["kept"] == f"{address} (service {SERVICE_A})"
+    assert conflict["refused"] == f"{bed['hostile'].address} (service {HOSTILE})"

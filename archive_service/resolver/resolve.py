@@ -335,6 +335,15 @@ class Claims:
     refused: frozenset[int] = frozenset()  # `Answer.order`s of the refused answers
 
 
+def is_claim(answer: Answer) -> bool:
+    """Whether an answer claims the Original and offers something for it (a URL, a related
+    item's IBI): one whose only URL was refused (`url_problem`) claims nothing to take."""
+    pairs = answer.pairs
+    return pairs.get("state") == "Original" and any(
+        name.startswith(("url", "ibi.")) for name in pairs
+    )
+
+
 def settle_claims(answers: Sequence[Answer], ibi: str, owner: str | None = None) -> Claims:
     """Whose claim of the Original of `ibi` stands among `answers`.
 
@@ -342,7 +351,7 @@ def settle_claims(answers: Sequence[Answer], ibi: str, owner: str | None = None)
     service IBI key), which a new claimant does not displace while it is not heard saying
     otherwise (no answer, or not asked); else the first claimant's. An Archive that now
     answers without claiming the Original (empty: the item moved; a Copy) gives way."""
-    claimants = [a for a in answers if a.pairs.get("state") == "Original"]
+    claimants = [a for a in answers if is_claim(a)]
     if not claimants:
         return Claims()
     keyed = {ibimod.key(a.archive.serviceibi): a for a in claimants}
@@ -353,10 +362,10 @@ def settle_claims(answers: Sequence[Answer], ibi: str, owner: str | None = None)
     elif owner in keyed:
         kept, why = keyed[owner], "the Archive remembered for the IBI"
     elif owner and owner not in heard:  # the one remembered is silent: nobody displaces it
-        refused = tuple(
-            Conflict(ibi, owner, str(a.archive), "the Archive remembered for the IBI")
-            for a in claimants
-        )
+        named = (str(a.archive) for a in answers if ibimod.key(a.archive.serviceibi) == owner)
+        shown = next(named, owner)
+        why = "the Archive remembered for the IBI, silent"
+        refused = tuple(Conflict(ibi, shown, str(a.archive), why) for a in claimants)
         return Claims(owner, refused, frozenset(a.order for a in claimants))
     else:
         kept, why = claimants[0], "the first to claim it"
