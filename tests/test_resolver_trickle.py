@@ -110,3 +110,38 @@ def test_an_archive_set_aside_is_still_asked_when_the_others_are_not_enough(bed)
     answers = client.ask_all([trickler.ref], ASK, enough=found)
     assert "not complete" in answers[0].error
     assert trickler.accepted == 2
+
+
+def test_a_naming_authority_is_awaited_until_it_fails_a_deadline(bed):
+    """The IBI's naming authority is waited for past the others' answers (issue 30, finding
+    2), but one that gave nothing in time is not, for QUIET seconds: every first resolution
+    of a down Archive's IBIs would wait the whole timeout."""
+    client, good, silent = bed
+    silent.every = 100  # accepts, never answers in time
+    client = client(1)
+    awaited = lambda archive: archive == silent.ref  # noqa: E731
+
+    def took() -> float:
+        start = time.monotonic()
+        answers = client.ask_all([silent.ref, good], ASK, enough=found, awaited=awaited)
+        assert [a.archive for a in answers if a.pairs] == [good]
+        return time.monotonic() - start
+
+    assert took() >= 1  # waited for: its request timed out
+    assert took() < 0.5  # not any more: the good Archive's answer was enough
+
+
+def test_an_authority_merely_slower_elsewhere_is_still_awaited(bed):
+    client, good, _ = bed
+    slow = Scripted(lambda n, i: (time.sleep(0.2), answer())[1:] + (False,))
+    try:
+        client = client(2)
+        slow_ref = ArchiveRef(slow.address, "sid.inpe.br/mtc-m18/2020/01.01.00.00")
+        answers = client.ask_all([slow_ref, good], ASK, enough=found)
+        assert [a.archive for a in answers] == [good]  # left out: set aside, not failing
+        answers = client.ask_all(
+            [slow_ref, good], ASK, enough=found, awaited=lambda a: a == slow_ref
+        )
+        assert {a.archive for a in answers if a.pairs} == {good, slow_ref}
+    finally:
+        slow.close()

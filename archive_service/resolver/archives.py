@@ -80,6 +80,7 @@ class _InFlight:
         self._lock = threading.Lock()
         self._socks: set[socket.socket] = set()
         self.over = False
+        self.failing = False  # over at its deadline: those still asked did not answer in time
 
     def enter(self, sock: socket.socket) -> None:
         with self._lock:
@@ -95,9 +96,9 @@ class _InFlight:
                 return True
             return False
 
-    def end(self) -> None:
+    def end(self, failing: bool) -> None:
         with self._lock:
-            self.over = True
+            self.over, self.failing = True, failing
             socks, self._socks = self._socks, set()
         for sock in socks:
             try:
@@ -277,6 +278,10 @@ class ArchiveClient:
         self._pool: ThreadPoolExecutor | None = None
         self._idle: OrderedDict[str, list[_Kept]] = OrderedDict()
         self._quiet: dict[str, float] = {}  # address: until when it is asked last
+        # address: until when it is not waited for even as the IBI's naming authority (it
+        # gave no answer by a round's deadline; `_quiet` also has those merely slower than
+        # another Archive, which a faster one could otherwise make lose its own IBIs)
+        self._failing: dict[str, float] = {}
         self._pid = 0
 
     def _executor(self) -> ThreadPoolExecutor:
@@ -364,17 +369,19 @@ class ArchiveClient:
             )
         except LeftOut as exc:
             if exc.args[0] != _NOT_ASKED:
-                self._quiet[archive.address] = time.monotonic() + QUIET
+                self._set_aside(archive.address, inflight.failing)
             raise
         except ArchiveError:  # a trickle past the deadline too: not only a silent Archive
-            self._quiet[archive.address] = time.monotonic() + QUIET
+            self._set_aside(archive.address, True)
             raise
         except (OSError, ValueError, UnicodeEncodeError) as exc:
-            self._quiet[archive.address] = time.monotonic() + QUIET
             if inflight is not None and inflight.over:  # woken: its socket shut down
+                self._set_aside(archive.address, inflight.failing)
                 raise LeftOut(_GIVEN_UP) from None
+            self._set_aside(archive.address, True)
             raise ArchiveError(f"no answer ({_why(exc)})") from None
         self._quiet.pop(archive.address, None)
+        self._failing.pop(archive.address, None)
         if status >= 300:
             detail = body[:300].decode("ascii", "replace").strip()
             raise ArchiveError(f"HTTP {status}" + (f": {detail}" if detail else ""))
@@ -382,6 +389,12 @@ class ArchiveClient:
             return pairsmod.parse(body.decode("ascii"))
         except (UnicodeDecodeError, pairsmod.PairsError) as exc:
             raise ArchiveError(f"answer is not a list of pairs ({exc})") from None
+
+    def _set_aside(self, address: str, failing: bool) -> None:
+        until = time.monotonic() + QUIET
+        self._quiet[address] = until
+        if failing:
+            self._failing[address] = until
 
     def _exchange(
         self, address: str, request: bytes, deadline: float, inflight: _InFlight | None = None
@@ -482,14 +495,21 @@ class ArchiveClient:
         least), then left out (not reported: a slow or silent Archive delays no resolution
         that did not need it); their requests still in flight are let go at once, and those
         Archives set aside for QUIET seconds. `awaited(archive)`: an Archive whose answer is
-        waited for up to the deadline even once the others' are enough, and never set aside
-        (the naming authority of the IBI asked about: resolve.py `ask_round`)."""
+        waited for up to the deadline even once the others' are enough, and not set aside
+        unless it gave no answer by a round's deadline lately (the naming authority of the
+        IBI asked about: resolve.py `ask_round`)."""
         if not archives:
             return []
         if enough:
             # Archives that gave no answer lately are asked only when the others' answers
             # are not enough: each would hold a thread of the pool for `timeout`.
             now = time.monotonic()
+            if awaited:
+                wanted = awaited
+
+                def awaited(archive: ArchiveRef) -> bool:
+                    return wanted(archive) and self._failing.get(archive.address, 0) <= now
+
             quiet = {
                 a
                 for a in archives
@@ -576,7 +596,8 @@ class ArchiveClient:
                     now = time.monotonic()
                     settle = now + min(max(SETTLE, now - start), self.timeout)
         finally:
-            inflight.end()  # the Archives not yet asked are not; those being asked are let go
+            # The Archives not yet asked are not; those being asked are let go.
+            inflight.end(failing=settle is None or time.monotonic() >= deadline)
         if settle is None:
             for i in sorted(unheard):
                 log.warning("Archive %s: no answer within %.1f s", archives[i], self.timeout)
