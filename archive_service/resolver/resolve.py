@@ -13,6 +13,10 @@ whole loop of Figure 6.1 whatever carries the messages.
   the others are waited for only briefly (ArchiveClient.ask_all), so the seed's "first
   non-empty answer" still shows: an Archive far slower than another that answers too may
   lose to it. An answer's URLs the user must not be sent to are dropped (`url_problem`).
+- Claims: an Archive is trusted to name its own items, nothing more. Without the Original
+  required, when several Archives claim the Original of an IBI only one claim stands
+  (`settle_claims`): the naming authority's (protocol/authority.py, waited for), else the
+  remembered claimant's, else the first; the others are refused, and reported.
 - Following: an answer without the URL for the relation but with the IBI of the related item
   (`ibi<r>`) is asked again for that IBI; with GetLastEdition first and no `.lastedition`
   pairs, `ibi.nextedition` is asked again with the same verbs (Example 8.2). The number of
