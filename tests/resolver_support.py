@@ -107,6 +107,7 @@ def included_archive_config(
     key: str,
     resolver: str,
     state: Path,
+    archiveip: str = "127.0.0.1",
 ) -> Path:
     """Write the config file of an Archive `serve` at `address` (one worker, on loopback) that
     announces itself to `resolver` with `key`, mode 0600 as its key requires; its path."""
@@ -117,7 +118,7 @@ def included_archive_config(
                 "archiveaddress": address,
                 "archiveserviceibi": service,
                 "platformsoftware": PLATFORM,
-                "archiveip": "127.0.0.1",
+                "archiveip": archiveip,
                 "archiveadmemailaddress": "admin@archive.example",
                 "registrationkey": key,
                 "bind": address,

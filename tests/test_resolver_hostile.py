@@ -5,6 +5,7 @@ Archive app; the resolver is its WSGI app under WebTest."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from urllib.parse import parse_qsl
 
@@ -14,6 +15,7 @@ import webtest
 from archive_service.resolver.app import create_resolver_app
 from archive_service.resolver.registry import Registry
 from resolver_support import (
+    BANON,
     KEY_A,
     LL8,
     RESOLVER_IBI,
@@ -68,7 +70,12 @@ def bed(tmp_path_factory):
     registry = Registry(base / "registered")
     registry.register(HOSTILE, HOSTILE_KEY)
     registry.register(SERVICE_A, KEY_A)
-    yield {"hostile": hostile, "a": f"127.0.0.1:{port}", "registry": registry.path}
+    yield {
+        "hostile": hostile,
+        "a": f"127.0.0.1:{port}",
+        "a_collection": a,
+        "registry": registry.path,
+    }
     hostile.close()
     honest.close()
 
@@ -82,22 +89,26 @@ def resolver_with(tmp_path: Path, bed, *included: str):
         extra_environ={"REMOTE_ADDR": "150.163.68.1"},
     )
     for name in included:
-        address, service, key = {
-            "hostile": (bed["hostile"].address, HOSTILE, HOSTILE_KEY),
-            "a": (bed["a"], SERVICE_A, KEY_A),
-        }[name]
-        announcement = {
-            "servicesubject": "inclusionRequest",
-            "archiveaddress": address,
-            "archiveserviceibi": service,
-            "archiveip": "127.0.0.1",
-            "archiveprotocol": "HTTP",
-            "archiveplatformversion": "1",
-            "archiveadmemailaddress": "admin@archive.example",
-            "registrationkey": key,
-        }
-        assert app.get(SERVICE, announcement).text.endswith("successful")
+        include(app, bed, name)
     return app
+
+
+def include(app, bed, name: str) -> None:
+    address, service, key = {
+        "hostile": (bed["hostile"].address, HOSTILE, HOSTILE_KEY),
+        "a": (bed["a"], SERVICE_A, KEY_A),
+    }[name]
+    announcement = {
+        "servicesubject": "inclusionRequest",
+        "archiveaddress": address,
+        "archiveserviceibi": service,
+        "archiveip": "127.0.0.1",
+        "archiveprotocol": "HTTP",
+        "archiveplatformversion": "1",
+        "archiveadmemailaddress": "admin@archive.example",
+        "registrationkey": key,
+    }
+    assert app.get(SERVICE, announcement).text.endswith("successful")
 
 
 BAD_URLS = [
@@ -152,3 +163,50 @@ def test_a_file_path_that_is_not_utf8_gets_its_alert_not_a_500(tmp_path, bed):
     page = resolver.get("/8JMKD3MGP8W/35MMLL8/Relat%f3rio.pdf", status=404)
     assert "no Archive gives a URL for 8JMKD3MGP8W/35MMLL8 and file /Relat" in page.text
     assert page.content_type == "text/html"
+
+
+@pytest.fixture
+def slow_a(bed, tmp_path):
+    """Archive A again, answering each request 0.3 s late: far slower than the hostile one."""
+    port = free_port()
+    app = archive_app(Path(bed["a_collection"]), port, SERVICE_A, tmp_path / "state-slow")
+
+    def late(environ, start_response):
+        time.sleep(0.3)
+        return app(environ, start_response)
+
+    server = ThreadedServer(late, port)
+    yield f"127.0.0.1:{port}", server
+    server.close()
+
+
+def test_the_naming_authority_is_waited_for_and_its_claim_wins(tmp_path, bed, slow_a):
+    """The hostile Archive answers every IBI at once, claiming the Original: the round had
+    settled long before A (whose service IBI names sid.inpe.br/mtc-m18@80/…) answered."""
+    slow_a, _ = slow_a
+    bed["hostile"].body = b"url http://evil.example/phish\r\nstate Original"
+    resolver = resolver_with(tmp_path, {**bed, "a": slow_a}, "hostile", "a")
+    response = resolver.get(f"/{LL8}", status=302)
+    assert response.location.endswith(f"/col/{LL8}/doc/CCSDS%20650.0-B-1.pdf")
+    conflicts = resolver.get("/health").json["conflicts"]
+    assert conflicts["refused"] == 1
+    (conflict,) = conflicts["latest"]
+    assert conflict["refused"] == f"{bed['hostile'].address} (service {HOSTILE})"
+    assert conflict["kept"] == f"{slow_a} (service {SERVICE_A})"
+    assert "Conflicting claims" in resolver.get("/").text
+
+
+def test_a_remembered_claimant_that_falls_silent_is_not_displaced(tmp_path, bed, slow_a):
+    """BANON (iconet.com.br/banon/…) is named by neither Archive: A, its first claimant, is
+    remembered; once A stops answering, the hostile Archive's claim is refused, not taken."""
+    address, server = slow_a
+    bed["hostile"].body = b"url http://evil.example/phish\r\nstate Original"
+    resolver = resolver_with(tmp_path, {**bed, "a": address}, "a")
+    assert resolver.get(f"/{BANON}", status=302).location.startswith(f"http://{address}/")
+    include(resolver, bed, "hostile")
+    server.close()
+    page = resolver.get(f"/{BANON}", status=404)
+    assert "evil.example" not in page.headers.get("Location", "") + page.text
+    (conflict,) = resolver.get("/health").json["conflicts"]["latest"]
+    assert conflict["kept"] == f"{address} (service {SERVICE_A})"
+    assert conflict["refused"] == f"{bed['hostile'].address} (service {HOSTILE})"

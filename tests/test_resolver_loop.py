@@ -111,13 +111,13 @@ def test_a_looping_registration_answers_at_once(running):
 )
 @pytest.mark.process
 def test_own_address_spellings(bind, public, archiveaddress, own):
-    from archive_service.resolver.archives import OwnAddress
+    from archive_service.resolver.loops import OwnAddress
 
     assert OwnAddress(bind, public)(archiveaddress) is own
 
 
 def test_a_request_that_went_round_other_resolvers_is_a_loop():
-    from archive_service.resolver.archives import MAX_HOPS, PSEUDONYM, loop_reason
+    from archive_service.resolver.loops import MAX_HOPS, PSEUDONYM, loop_reason
 
     me = f"{PSEUDONYM}-1"
     assert loop_reason("", me) is None

@@ -8,6 +8,10 @@ answers do not satisfy it (see there). So an item that moved is found at once (i
 answers empty), while an Archive that starts holding an IBI already remembered elsewhere is
 asked only once the entry expires: the trade-off `answered_ttl` sets.
 
+With them, the Archive whose claim of the IBI's Original stood (`owner`, resolve.py
+`settle_claims`): a new claimant does not displace it while the entry lasts, unless it is the
+IBI's naming authority. In PostgreSQL its key is the one marked `!` in `holders`.
+
 In memory per worker (bounded, least recently used dropped first); with the resolver's
 `database`, also in PostgreSQL (`resolver_answered`), so what one instance learned another
 uses: a worker looks there on a miss in its memory and writes there after a round to all.
@@ -29,8 +33,13 @@ log = logging.getLogger(__name__)
 MAX_ENTRIES = 100_000  # per worker: an entry is ~200 bytes
 
 
+OWNER = "!"  # marks the owner's key among the holders kept in PostgreSQL (no IBI has it)
+
+Entry = tuple[float, frozenset[str], str | None]  # expiry, holders, owner
+
+
 class Answered:
-    """IBI key -> (expiry, service IBI keys of the Archives that answered)."""
+    """IBI key -> (expiry, service IBI keys of the Archives that answered, the owner's)."""
 
     def __init__(
         self,
@@ -44,7 +53,7 @@ class Answered:
         self.clock = clock
         self.max_entries = max_entries
         self._lock = threading.Lock()
-        self._entries: OrderedDict[str, tuple[float, frozenset[str]]] = OrderedDict()
+        self._entries: OrderedDict[str, Entry] = OrderedDict()
         self._counts = dict.fromkeys(("hits", "misses", "fallbacks", "full"), 0)
         self._writes = 0
 
@@ -74,32 +83,40 @@ class Answered:
                 return shared[1]
         return None
 
-    def remember(self, ibi: str, holders: Iterable[str]) -> None:
+    def owner(self, ibi: str) -> str | None:
+        """The service IBI key of the Archive whose claim of the Original stood, as this
+        worker holds it (`recall` first brings it from PostgreSQL)."""
+        with self._lock:
+            found = self._entries.get(ibimod.key(ibi))
+        return found[2] if found and found[0] > self.clock() else None
+
+    def remember(self, ibi: str, holders: Iterable[str], owner: str | None = None) -> None:
         """After a round to every included Archive: those whose answer was not empty
-        (none: forget the IBI)."""
+        (none: forget the IBI), and the owner (`settle_claims`)."""
         if not self.ttl:
             return
         key = ibimod.key(ibi)
         keys = frozenset(ibimod.key(h) for h in holders)
+        owner = ibimod.key(owner) if owner else None
         expires = self.clock() + self.ttl
         if keys:
-            self._keep(key, expires, keys)
+            self._keep(key, expires, keys, owner)
         else:
             with self._lock:
                 self._entries.pop(key, None)
         if self.database:
-            self._shared_remember(key, expires, keys)
+            self._shared_remember(key, expires, keys, owner)
 
-    def _keep(self, key: str, expires: float, keys: frozenset[str]) -> None:
+    def _keep(self, key: str, expires: float, keys: frozenset[str], owner: str | None) -> None:
         with self._lock:
-            self._entries[key] = (expires, keys)
+            self._entries[key] = (expires, keys, owner)
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
 
     # -- PostgreSQL (common/postgres.py SCHEMA["resolver"]) ------------------------------
 
-    def _shared_recall(self, key: str, now: float) -> tuple[float, frozenset[str]] | None:
+    def _shared_recall(self, key: str, now: float) -> Entry | None:
         try:
             with postgres.transaction(self.database, timeout=1) as conn:
                 row = conn.execute(
@@ -110,9 +127,15 @@ class Answered:
         except Exception as exc:  # the database down: resolve without it, asking all
             log.warning("answered Archives: cannot read %s: %s", self.database_shown, exc)
             return None
-        return (row[0], frozenset(row[1].split())) if row else None
+        if not row:
+            return None
+        words = row[1].split()
+        owner = next((w[1:] for w in words if w.startswith(OWNER)), None)
+        return row[0], frozenset(w.removeprefix(OWNER) for w in words), owner
 
-    def _shared_remember(self, key: str, expires: float, keys: frozenset[str]) -> None:
+    def _shared_remember(
+        self, key: str, expires: float, keys: frozenset[str], owner: str | None
+    ) -> None:
         with self._lock:
             self._writes += 1
             sweep = self._writes % 1000 == 1
@@ -123,7 +146,7 @@ class Answered:
                         "INSERT INTO resolver_answered (ibikey, holders, expires) "
                         "VALUES (%s, %s, %s) ON CONFLICT (ibikey) DO UPDATE SET "
                         "holders = excluded.holders, expires = excluded.expires",
-                        (key, " ".join(sorted(keys)), expires),
+                        (key, " ".join(OWNER * (k == owner) + k for k in sorted(keys)), expires),
                     )
                 else:
                     conn.execute("DELETE FROM resolver_answered WHERE ibikey = %s", (key,))

@@ -28,8 +28,11 @@ from ..protocol.answers import RequestError
 from . import config as rconfig
 from . import purl as purlmod
 from . import resolve as resolvemod
+from .acknowledgments import Acknowledgments
 from .answered import Answered
-from .archives import Acknowledgments, ArchiveClient, OwnAddress, loop_reason
+from .archives import ArchiveClient
+from .conflicts import Conflicts
+from .loops import OwnAddress, loop_reason
 from .registry import Refused, Registry, Throttled
 
 log = logging.getLogger(__name__)
@@ -94,7 +97,9 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     )
     acknowledgments = Acknowledgments(client, config.ack_queue)
     answered = Answered(config.answered_ttl, config.database)
+    conflicts = Conflicts()
     app.extensions["resolver"] = {
+        "conflicts": conflicts,
         "registry": registry,
         "client": client,
         "acknowledgments": acknowledgments,
@@ -153,6 +158,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             "home.html",
             base=f"http://{address}{request.script_root}",
             count=len(registry.included()),
+            conflicts=conflicts.latest(),
         )
         return Response(page, content_type="text/html; charset=utf-8")
 
@@ -170,6 +176,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             included=included,
             acknowledgments=acknowledgments.counts(),
             answered=answered.counts(),
+            conflicts=conflicts.counts(),
         )
 
     @app.get("/<path:_rest>", endpoint="persistent")
@@ -188,17 +195,17 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         ips = client_ips(request.environ)
         via = request.headers.get("Via", "")
 
-        def ask(question: resolvemod.Question, only=None, skip=(), enough=None):
+        def ask(question: resolvemod.Question, only=None, skip=(), enough=None, awaited=None):
             keyed = registry.included_keyed()
             if only is not None:  # the few remembered: not a pass over every Archive
                 archives = [keyed[k] for k in sorted(only) if k in keyed and k not in skip]
             else:
                 archives = [a for k, a in keyed.items() if k not in skip]
             params = question.params(ips, purl.filepath)
-            return client.ask_all(archives, params, via, enough)
+            return client.ask_all(archives, params, via, enough, awaited)
 
         outcome = resolvemod.resolve(
-            purl, ask, request.headers.get("Accept-Language"), config.rounds, answered
+            purl, ask, request.headers.get("Accept-Language"), config.rounds, answered, conflicts
         )
         rounds = len(outcome.questions)
         if outcome.url is None:

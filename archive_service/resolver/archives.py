@@ -5,21 +5,16 @@ arrive, and an Archive that does not answer in time is reported, never waited on
 Requests go straight to the Archives (no proxy from the environment): an Archive's address
 is what it announced.
 
-Every request carries a `Via` entry naming this resolver (after the ones of the request that
-caused it), so a request that comes back to the resolver, through an Archive registered at
-its own address or through other resolvers of this kit, is recognised (`loop_reason`) and
-answered at once instead of being resolved again, recursively, until the timeout.
+Every request carries a `Via` entry naming this resolver, so a request that comes back to
+the resolver is recognised (resolver/loops.py).
 """
 
 from __future__ import annotations
 
-import heapq
-import ipaddress
 import logging
 import os
 import queue
 import re
-import secrets
 import socket
 import threading
 import time
@@ -35,6 +30,7 @@ import httptools
 from .. import __version__
 from ..common.idle import spoke_while_idle
 from ..protocol import pairs as pairsmod
+from .loops import new_pseudonym
 from .resolve import Answer, ArchiveRef
 
 log = logging.getLogger(__name__)
@@ -50,120 +46,65 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%&+=?#")
 
 
-PSEUDONYM = "archive-service-resolver"
-MAX_HOPS = 4  # resolvers of this kit a request may already have passed through
 # Once an answer satisfies a round, the other Archives are waited for as long again as it
 # took, and at least this long (seconds): an Archive nearly as fast still has its say.
 SETTLE = 0.02
 # Seconds an Archive that gave no answer (timeout, refused) is asked only after the others,
 # when theirs are not enough (`ArchiveClient.ask_all`).
 QUIET = 60.0
+_NOT_ASKED, _GIVEN_UP = "not asked: the round was over", "no answer when the round was over"
 
 
 class ArchiveError(Exception):
     """An Archive gave no usable answer; the message says why, for logs and alert pages."""
 
 
-def new_pseudonym() -> str:
-    """This resolver's name in Via headers: made once per start, before gunicorn forks, so
-    every worker knows it (workers that made their own would still see the loop: see
-    `loop_reason`)."""
-    return f"{PSEUDONYM}-{secrets.token_hex(6)}"
-
-
-def _via_names(via: str) -> list[str]:
-    """The received-by names of a Via header (RFC 9110 §7.6.3: `1.1 name (comment)`, …)."""
-    names = []
-    for entry in via.split(","):
-        words = entry.split()
-        if len(words) >= 2:
-            names.append(words[1])
-    return names
-
-
-def loop_reason(via: str, pseudonym: str) -> str | None:
-    """Why a request with this Via header must not be resolved again, or None.
-
-    The request was sent by this very resolver (its own pseudonym is listed), or it has
-    already passed through MAX_HOPS resolvers of this kit: a loop across resolvers whose
-    workers each have their own pseudonym ends at the latest when it comes round again."""
-    names = _via_names(via)
-    if pseudonym in names:
-        return (
-            "loop: this request was sent by this resolver itself (an Archive is "
-            "registered at the resolver's own address)"
-        )
-    hops = sum(name.startswith(PSEUDONYM) for name in names)
-    if hops >= MAX_HOPS:
-        return f"loop: this request has already passed through {hops} resolvers"
-    return None
-
-
-class OwnAddress:
-    """Whether an Archive's `archiveaddress` is this resolver itself (its bind address or its
-    public `address`, in any spelling): an Archive there makes every resolution ask the
-    resolver again. The public name is compared as a name only: another site behind the
-    same proxy and IP address is a different Archive."""
-
-    def __init__(self, bind: str, address: str = ""):
-        self.public = _split(address) if address else None
-        self.bind = None if bind.startswith("unix:") else _split(bind)
-
-    def __call__(self, archiveaddress: str) -> bool:
-        host, port = _split(archiveaddress)
-        if self.public and (host, port) == self.public:
-            return True
-        if self.bind is None or port != self.bind[1]:
-            return False
-        bound = _addresses(self.bind[0])
-        for ip in _addresses(host):
-            if ip in bound:
-                return True
-            if ip.is_loopback and any(b.is_loopback or b.is_unspecified for b in bound):
-                return True
-            if any(b.is_unspecified for b in bound) and _is_local(ip):
-                return True
-        return False
-
-
-def _split(hostport: str) -> tuple[str, int]:
-    parts = urlsplit("//" + hostport)
-    host = (parts.hostname or "").rstrip(".").lower()
-    return host, parts.port or 80
-
-
-def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
-
-
-def _addresses(host: str) -> set:
-    if (ip := _ip(host)) is not None:
-        return {ip}
-    if host == "localhost" or host.endswith(".localhost"):  # RFC 6761: always loopback
-        return {ipaddress.ip_address("127.0.0.1")}
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return set()  # the confirmation call-back will say it cannot be reached
-    return {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
-
-
-def _is_local(ip) -> bool:
-    """Whether `ip` is one of this machine's addresses: only those can be bound."""
-    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.bind((str(ip), 0))
-        return True
-    except OSError:
-        return False
-
-
 class _Stale(Exception):
     """A kept connection the Archive had closed: nothing was answered on it."""
+
+
+class LeftOut(ArchiveError):
+    """A request not sent, or given up, because its round was over."""
+
+
+class _InFlight:
+    """The sockets of one round's requests being answered, woken when the round is over.
+
+    A round that settled, or reached its deadline, is over for its pool threads too: one
+    asking a trickling Archive (a byte every 0.5 s, each within the timeout) held its thread
+    to the deadline after every round, and with eight clients the pool's queue made a
+    resolution wait for seconds (issue 30). `end` shuts their sockets down, so a `recv`
+    returns at once, and says no request is to start any more."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._socks: set[socket.socket] = set()
+        self.over = False
+        self.failing = False  # over at its deadline: those still asked did not answer in time
+
+    def enter(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self.over:
+                raise LeftOut(_NOT_ASKED)
+            self._socks.add(sock)
+
+    def leave(self, sock: socket.socket) -> bool:
+        """False when `end` woke this socket: it is not to be kept."""
+        with self._lock:
+            if sock in self._socks:
+                self._socks.discard(sock)
+                return True
+            return False
+
+    def end(self, failing: bool) -> None:
+        with self._lock:
+            self.over, self.failing = True, failing
+            socks, self._socks = self._socks, set()
+        for sock in socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 @lru_cache(maxsize=4096)
@@ -337,6 +278,10 @@ class ArchiveClient:
         self._pool: ThreadPoolExecutor | None = None
         self._idle: OrderedDict[str, list[_Kept]] = OrderedDict()
         self._quiet: dict[str, float] = {}  # address: until when it is asked last
+        # address: until when it is not waited for even as the IBI's naming authority (it
+        # gave no answer by a round's deadline; `_quiet` also has those merely slower than
+        # another Archive, which a faster one could otherwise make lose its own IBIs)
+        self._failing: dict[str, float] = {}
         self._pid = 0
 
     def _executor(self) -> ThreadPoolExecutor:
@@ -391,6 +336,7 @@ class ArchiveClient:
         params: Mapping[str, str],
         via: str = "",
         deadline: float | None = None,
+        inflight: _InFlight | None = None,
     ) -> list[tuple[str, str]]:
         """One request to an Archive service; its list of pairs, or ArchiveError.
 
@@ -399,7 +345,12 @@ class ArchiveClient:
         next piece (each piece waits `timeout` at most); `timeout` + 0.5 s from now when not
         given, so that an Archive sending pieces for ever (a trickle, endless 1xx answers)
         holds no thread for ever. No redirect is followed (the service answers where the
-        Archive said it does)."""
+        Archive said it does). `inflight`: the round this request is part of (its end wakes
+        the request, LeftOut).
+
+        An Archive that gave no complete answer (none by the deadline, a trickle, refused, not
+        HTTP, or still answering when its round was over) is set aside for QUIET seconds
+        (`ask_all`); one that answers is no longer."""
         self._own()
         if deadline is None:
             deadline = time.monotonic() + self.timeout + 0.5
@@ -413,11 +364,24 @@ class ArchiveClient:
             f"Host: {archive.address}\r\nUser-Agent: {USER_AGENT}\r\nVia: {via}\r\n\r\n"
         )
         try:
-            status, body = self._exchange(archive.address, request.encode("latin-1"), deadline)
+            status, body = self._exchange(
+                archive.address, request.encode("latin-1"), deadline, inflight
+            )
+        except LeftOut as exc:
+            if exc.args[0] != _NOT_ASKED:
+                self._set_aside(archive.address, inflight.failing)
+            raise
+        except ArchiveError:  # a trickle past the deadline too: not only a silent Archive
+            self._set_aside(archive.address, True)
+            raise
         except (OSError, ValueError, UnicodeEncodeError) as exc:
-            self._quiet[archive.address] = time.monotonic() + QUIET
+            if inflight is not None and inflight.over:  # woken: its socket shut down
+                self._set_aside(archive.address, inflight.failing)
+                raise LeftOut(_GIVEN_UP) from None
+            self._set_aside(archive.address, True)
             raise ArchiveError(f"no answer ({_why(exc)})") from None
         self._quiet.pop(archive.address, None)
+        self._failing.pop(archive.address, None)
         if status >= 300:
             detail = body[:300].decode("ascii", "replace").strip()
             raise ArchiveError(f"HTTP {status}" + (f": {detail}" if detail else ""))
@@ -426,30 +390,48 @@ class ArchiveClient:
         except (UnicodeDecodeError, pairsmod.PairsError) as exc:
             raise ArchiveError(f"answer is not a list of pairs ({exc})") from None
 
-    def _exchange(self, address: str, request: bytes, deadline: float) -> tuple[int, bytes]:
+    def _set_aside(self, address: str, failing: bool) -> None:
+        until = time.monotonic() + QUIET
+        self._quiet[address] = until
+        if failing:
+            self._failing[address] = until
+
+    def _exchange(
+        self, address: str, request: bytes, deadline: float, inflight: _InFlight | None = None
+    ) -> tuple[int, bytes]:
         """Send `request` on a kept connection, or a new one; its status and body.
 
         A kept connection the Archive closed just as it was taken (its keep-alive ended)
         gives no byte of answer: the request goes once more on a new connection, as a
         browser does. Not after a byte came: the Archive had the request then."""
+        if inflight is not None and inflight.over:
+            raise LeftOut(_NOT_ASKED)
         connection = self._checkout(address)
         if connection is not None:
             try:
-                return self._on(address, connection, request, deadline)
+                return self._on(address, connection, request, deadline, inflight)
             except _Stale:
-                pass
+                if inflight is not None and inflight.over:  # woken, not closed by the Archive
+                    raise LeftOut(_GIVEN_UP) from None
         connection = _Kept(_connect(address, self.timeout, deadline))
         try:
-            return self._on(address, connection, request, deadline)
+            return self._on(address, connection, request, deadline, inflight)
         except _Stale:
             raise ConnectionResetError("the Archive closed the connection") from None
 
     def _on(
-        self, address: str, connection: _Kept, request: bytes, deadline: float
+        self,
+        address: str,
+        connection: _Kept,
+        request: bytes,
+        deadline: float,
+        inflight: _InFlight | None = None,
     ) -> tuple[int, bytes]:
         sock, answer = connection.sock, _Answer()
         heard = False
         try:
+            if inflight is not None:
+                inflight.enter(sock)
             sock.settimeout(self.timeout)
             try:
                 sock.sendall(request)
@@ -484,9 +466,13 @@ class ArchiveClient:
                 heard = True
                 answer.feed(data)
         except BaseException:
+            if inflight is not None:
+                inflight.leave(sock)
             connection.close()
             raise
-        if answer.extra or not answer.keep_alive:
+        if inflight is not None and not inflight.leave(sock):
+            connection.close()  # shut down by the round's end as the answer completed
+        elif answer.extra or not answer.keep_alive:
             connection.close()  # Connection: close, HTTP/1.0, or more than the answer
         else:
             self._checkin(address, connection)
@@ -498,6 +484,7 @@ class ArchiveClient:
         params: Mapping[str, str],
         via: str = "",
         enough: Callable[[list[Answer]], bool] | None = None,
+        awaited: Callable[[ArchiveRef], bool] | None = None,
     ) -> list[Answer]:
         """The same urlRequest to every Archive at once; answers in arrival order.
 
@@ -506,21 +493,37 @@ class ArchiveClient:
         not answered by then are reported (an `error` answer). `enough(answers)`: once it is
         true, the others are waited for only as long again as those answers took (SETTLE at
         least), then left out (not reported: a slow or silent Archive delays no resolution
-        that did not need it)."""
+        that did not need it); their requests still in flight are let go at once, and those
+        Archives set aside for QUIET seconds. `awaited(archive)`: an Archive whose answer is
+        waited for up to the deadline even once the others' are enough, and not set aside
+        unless it gave no answer by a round's deadline lately (the naming authority of the
+        IBI asked about: resolve.py `ask_round`)."""
         if not archives:
             return []
         if enough:
             # Archives that gave no answer lately are asked only when the others' answers
             # are not enough: each would hold a thread of the pool for `timeout`.
             now = time.monotonic()
-            quiet = {a for a in archives if self._quiet.get(a.address, 0) > now}
+            if awaited:
+                wanted = awaited
+
+                def awaited(archive: ArchiveRef) -> bool:
+                    return wanted(archive) and self._failing.get(archive.address, 0) <= now
+
+            quiet = {
+                a
+                for a in archives
+                if self._quiet.get(a.address, 0) > now and not (awaited and awaited(a))
+            }
             if quiet:
-                answers = self._round([a for a in archives if a not in quiet], params, via, enough)
+                heard = [a for a in archives if a not in quiet]
+                answers = self._round(heard, params, via, enough, awaited)
                 if enough(answers):
                     return answers
-                more = self._round([a for a in archives if a in quiet], params, via, enough)
+                rest = [a for a in archives if a in quiet]
+                more = self._round(rest, params, via, enough, awaited)
                 return answers + [replace(a, order=len(answers) + a.order) for a in more]
-        return self._round(archives, params, via, enough)
+        return self._round(archives, params, via, enough, awaited)
 
     def _round(
         self,
@@ -528,6 +531,7 @@ class ArchiveClient:
         params: Mapping[str, str],
         via: str,
         enough: Callable[[list[Answer]], bool] | None,
+        awaited: Callable[[ArchiveRef], bool] | None = None,
     ) -> list[Answer]:
         if not archives:
             return []
@@ -549,16 +553,16 @@ class ArchiveClient:
         deadline, settle = start + self.timeout + 0.5, None
         todo = deque(enumerate(archives))
         arrived: queue.SimpleQueue[tuple[int, list | ArchiveError]] = queue.SimpleQueue()
-        over = threading.Event()
+        inflight = _InFlight()
 
         def work() -> None:
-            while not over.is_set():
+            while not inflight.over:
                 try:
                     i, archive = todo.popleft()
                 except IndexError:
                     return
                 try:
-                    arrived.put((i, self.get(archive, params, via, deadline)))
+                    arrived.put((i, self.get(archive, params, via, deadline, inflight)))
                 except ArchiveError as exc:
                     arrived.put((i, exc))
                 except Exception as exc:  # one Archive's surprise must not end the round
@@ -570,9 +574,13 @@ class ArchiveClient:
             pool.submit(work)
         answers: list[Answer] = []
         unheard = set(range(len(archives)))
+        waited = {i for i, a in enumerate(archives) if awaited and awaited(a)}
         try:
             while unheard:
-                limit = deadline if settle is None else min(deadline, settle)
+                if settle is None or waited & unheard:
+                    limit = deadline
+                else:
+                    limit = min(deadline, settle)
                 try:
                     i, result = arrived.get(timeout=max(0.0, limit - time.monotonic()))
                 except queue.Empty:
@@ -588,7 +596,8 @@ class ArchiveClient:
                     now = time.monotonic()
                     settle = now + min(max(SETTLE, now - start), self.timeout)
         finally:
-            over.set()  # the Archives not yet asked are not
+            # The Archives not yet asked are not; those being asked are let go.
+            inflight.end(failing=settle is None or time.monotonic() >= deadline)
         if settle is None:
             for i in sorted(unheard):
                 log.warning("Archive %s: no answer within %.1f s", archives[i], self.timeout)
@@ -637,88 +646,3 @@ class ArchiveClient:
             log.warning("%s %s: unexpected answer %r", what, archive, answer)
             return False
         return True
-
-
-class Acknowledgments:
-    """Acknowledgments sent after the user has been redirected, off the resolution's path.
-
-    A bounded queue (`size` waiting) served by SENDERS threads of this process (started on
-    first use, so after gunicorn's fork); one that gets no answer is sent again after
-    BACKOFF, 2 x BACKOFF, … up to RETRIES times. When the queue is full or the retries are
-    spent it is dropped: counted (`counts()`, shown on /health) and logged, never waited on.
-    An acknowledgment only feeds the Archive's statistics; the user has their URL."""
-
-    SENDERS = 4
-    RETRIES = 3
-    BACKOFF = 0.25  # seconds before the first retry; doubled for each next one
-
-    def __init__(self, client: ArchiveClient, size: int):
-        self.client = client
-        self.size = size
-        self._cond = threading.Condition()
-        self._waiting: list[tuple[float, int, int, ArchiveRef, dict, str]] = []  # a heap
-        self._seq = 0
-        self._pid = 0
-        self._counts = dict.fromkeys(("queued", "sent", "unexpected", "retried", "dropped"), 0)
-
-    def counts(self) -> dict[str, int]:
-        with self._cond:
-            return {**self._counts, "waiting": len(self._waiting)}
-
-    def put(self, archive: ArchiveRef, params: Mapping[str, str], via: str = "") -> bool:
-        """Queue one acknowledgment; False (counted, logged) when the queue is full."""
-        with self._cond:
-            if self._pid != os.getpid():  # first use in this process (or a fork's copy)
-                self._waiting.clear()
-                self._pid = os.getpid()
-                for i in range(self.SENDERS):
-                    threading.Thread(
-                        target=self._send, name=f"acknowledgment-{i}", daemon=True
-                    ).start()
-            self._counts["queued"] += 1
-            return self._push(0.0, 0, archive, dict(params), via)
-
-    def _push(self, due: float, attempt: int, archive, params, via) -> bool:
-        if len(self._waiting) >= self.size:
-            self._counts["dropped"] += 1
-            log.warning(
-                "acknowledgment dropped for %s (%s): %d waiting already",
-                archive,
-                params.get("url", ""),
-                len(self._waiting),
-            )
-            return False
-        self._seq += 1
-        heapq.heappush(self._waiting, (due, self._seq, attempt, archive, params, via))
-        self._cond.notify()
-        return True
-
-    def _send(self) -> None:
-        while True:
-            with self._cond:
-                while not self._waiting or self._waiting[0][0] > time.monotonic():
-                    wait = self._waiting[0][0] - time.monotonic() if self._waiting else None
-                    self._cond.wait(wait)
-                _, _, attempt, archive, params, via = heapq.heappop(self._waiting)
-            try:
-                done = "sent" if self.client.acknowledge(archive, params, via) else "unexpected"
-            except ArchiveError as exc:
-                with self._cond:
-                    if attempt < self.RETRIES:
-                        self._counts["retried"] += 1
-                        due = time.monotonic() + self.BACKOFF * 2**attempt
-                        self._push(due, attempt + 1, archive, params, via)
-                    else:
-                        self._counts["dropped"] += 1
-                        log.warning(
-                            "acknowledgment dropped for %s after %d attempts: %s",
-                            archive,
-                            attempt + 1,
-                            exc,
-                        )
-                continue
-            except Exception:  # a sender must outlive any one acknowledgment
-                log.exception("acknowledgment to %s failed", archive)
-                done = "dropped"
-            with self._cond:
-                self._counts[done] += 1

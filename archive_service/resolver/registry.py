@@ -166,7 +166,7 @@ class Record:
 
     @property
     def ref(self) -> ArchiveRef:
-        return ArchiveRef(self.address or "", self.serviceibi)
+        return ArchiveRef(self.address or "", self.serviceibi, self.ip or "")
 
 
 def _now() -> str:

@@ -13,6 +13,10 @@ whole loop of Figure 6.1 whatever carries the messages.
   the others are waited for only briefly (ArchiveClient.ask_all), so the seed's "first
   non-empty answer" still shows: an Archive far slower than another that answers too may
   lose to it. An answer's URLs the user must not be sent to are dropped (`url_problem`).
+- Claims: an Archive is trusted to name its own items, nothing more. Without the Original
+  required, when several Archives claim the Original of an IBI only one claim stands
+  (`settle_claims`): the naming authority's (protocol/authority.py, waited for), else the
+  remembered claimant's, else the first; the others are refused, and reported.
 - Following: an answer without the URL for the relation but with the IBI of the related item
   (`ibi<r>`) is asked again for that IBI; with GetLastEdition first and no `.lastedition`
   pairs, `ibi.nextedition` is asked again with the same verbs (Example 8.2). The number of
@@ -31,6 +35,7 @@ from urllib.parse import urlsplit
 from werkzeug.datastructures import LanguageAccept
 from werkzeug.http import parse_accept_header
 
+from ..protocol import authority
 from ..protocol import ibi as ibimod
 from ..protocol import pairs as pairsmod
 from ..protocol.answers import ALL_LANGUAGES, Relation, Step
@@ -55,10 +60,12 @@ Preferences = tuple[tuple[str, float], ...]
 
 @dataclass(frozen=True)
 class ArchiveRef:
-    """An included Archive as the registry knows it."""
+    """An included Archive as the registry knows it (`ip`: its announced `archiveip`, which
+    names the IBIps it minted: `covers`)."""
 
     address: str
     serviceibi: str
+    ip: str = field(default="", compare=False)
 
     def __str__(self) -> str:
         return f"{self.address} (service {self.serviceibi})"
@@ -305,10 +312,86 @@ class Outcome:
     questions: tuple[Question, ...] = ()
 
 
+def covers(ibi: str, archive: ArchiveRef) -> bool:
+    """Whether `archive` is the naming authority of `ibi` (protocol/authority.py)."""
+    return authority.covers(ibi, archive.serviceibi, archive.ip)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A claim of the Original of `ibi` refused because `taken` holds it (the naming
+    authority, or the remembered claimant): both Archives named as shown."""
+
+    ibi: str
+    taken: str
+    refused: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Claims:
+    """How one round's claims of the Original were settled (SPEC §6, "several claims of one
+    original"): `owner`, the service IBI key of the Archive whose claim stands (None: no
+    claim), and the claims refused."""
+
+    owner: str | None = None
+    conflicts: tuple[Conflict, ...] = ()
+    refused: frozenset[int] = frozenset()  # `Answer.order`s of the refused answers
+
+
+def is_claim(answer: Answer) -> bool:
+    """Whether an answer claims the Original and offers something for it (a URL, a related
+    item's IBI): one whose only URL was refused (`url_problem`) claims nothing to take."""
+    pairs = answer.pairs
+    return pairs.get("state") == "Original" and any(
+        name.startswith(("url", "ibi.")) for name in pairs
+    )
+
+
+def settle_claims(answers: Sequence[Answer], ibi: str, owner: str | None = None) -> Claims:
+    """Whose claim of the Original of `ibi` stands among `answers`.
+
+    The naming authority's (`covers`) first; else the remembered claimant's (`owner`, a
+    service IBI key), which a new claimant does not displace while it is not heard saying
+    otherwise (no answer, or not asked); else the first claimant's. An Archive that now
+    answers without claiming the Original (empty: the item moved; a Copy) gives way."""
+    claimants = [a for a in answers if is_claim(a)]
+    if not claimants:
+        return Claims()
+    keyed = {ibimod.key(a.archive.serviceibi): a for a in claimants}
+    authorities = [a for a in claimants if covers(ibi, a.archive)]
+    heard = {ibimod.key(a.archive.serviceibi) for a in answers if not a.error}
+    if authorities:
+        kept, why = authorities[0], "the naming authority of the IBI"
+    elif owner in keyed:
+        kept, why = keyed[owner], "the Archive remembered for the IBI"
+    elif owner and owner not in heard:  # the one remembered is silent: nobody displaces it
+        named = (str(a.archive) for a in answers if ibimod.key(a.archive.serviceibi) == owner)
+        shown = next(named, owner)
+        why = "the Archive remembered for the IBI, silent"
+        refused = tuple(Conflict(ibi, shown, str(a.archive), why) for a in claimants)
+        return Claims(owner, refused, frozenset(a.order for a in claimants))
+    else:
+        kept, why = claimants[0], "the first to claim it"
+    others = [a for a in claimants if a is not kept]
+    return Claims(
+        ibimod.key(kept.archive.serviceibi),
+        tuple(Conflict(ibi, str(kept.archive), str(a.archive), why) for a in others),
+        frozenset(a.order for a in others),
+    )
+
+
 def choose(
-    answers: Sequence[Answer], question: Question, prefs: Preferences, original_required: bool
+    answers: Sequence[Answer],
+    question: Question,
+    prefs: Preferences,
+    original_required: bool,
+    claims: Claims | None = None,
 ) -> Reading | Outcome | None:
-    """§6.2 selection over one round's answers; None when every answer is empty."""
+    """§6.2 selection over one round's answers; None when every answer is empty. Without the
+    Original required, the claims `settle_claims` refused are not taken."""
+    if claims is not None and not original_required:
+        answers = [a for a in answers if a.order not in claims.refused]
     readings = [read(a, question, prefs) for a in answers if a.pairs]
     if not readings:
         return None
@@ -335,10 +418,12 @@ def choose(
 
 
 class Memory(Protocol):
-    """Which Archives answered for an IBI (resolver/answered.py `Answered`)."""
+    """Which Archives answered for an IBI, and whose claim of its Original stood
+    (resolver/answered.py `Answered`)."""
 
     def recall(self, ibi: str) -> frozenset[str] | None: ...
-    def remember(self, ibi: str, holders: Iterable[str]) -> None: ...
+    def owner(self, ibi: str) -> str | None: ...
+    def remember(self, ibi: str, holders: Iterable[str], owner: str | None = None) -> None: ...
     def count(self, what: str) -> None: ...
 
 
@@ -353,35 +438,51 @@ def ask_round(
     memory: Memory,
     prefs: Preferences,
     original_required: bool,
-) -> list[Answer]:
-    """One round's answers, asking first the Archives that answered for this IBI before.
+) -> tuple[list[Answer], Claims]:
+    """One round's answers, asking first the Archives that answered for this IBI before,
+    and how its claims of the Original were settled (`settle_claims`).
 
     Their answers are taken when they satisfy the question (`satisfies`): the seed takes
     the first non-empty answer anyway. On a miss, an empty or unsatisfying answer (an item
     that moved, was deleted, lacks the relation), every other included Archive is asked too
     and what they all answered is remembered. With the Original required every Archive is
     asked, every claim compared (two are still an alert). `ask(question, only=, skip=,
-    enough=)`: `only`/`skip` select Archives by their service IBI's key; once
-    `enough(answers)` holds, slower Archives are not waited for."""
+    enough=, awaited=)`: `only`/`skip` select Archives by their service IBI's key; once
+    `enough(answers)` holds, slower Archives are not waited for, except those `awaited`
+    (the IBI's naming authorities: a faster Archive claiming the IBI must not win the
+    race against them), up to the round's deadline."""
+    known, owner = memory.recall(question.ibi), memory.owner(question.ibi)
+    if original_required:
+        known = None
 
     def enough(answers: list[Answer]) -> bool:
-        return not original_required and satisfies(choose(answers, question, prefs, False))
+        claims = settle_claims(answers, question.ibi, owner)
+        return not original_required and satisfies(choose(answers, question, prefs, False, claims))
 
-    known = None if original_required else memory.recall(question.ibi)
+    def awaited(archive: ArchiveRef) -> bool:
+        return covers(question.ibi, archive)
+
+    full = True
     if known:
-        first = list(ask(question, only=known, enough=enough))
+        first = list(ask(question, only=known, enough=enough, awaited=awaited))
         if enough(first):
             memory.count("hits")
-            return first
-        memory.count("fallbacks")
-        skip = frozenset(ibimod.key(a.archive.serviceibi) for a in first)
-        rest = ask(question, skip=skip, enough=enough)
-        answers = first + [replace(a, order=len(first) + a.order) for a in rest]
+            answers, full = first, False
+        else:
+            memory.count("fallbacks")
+            skip = frozenset(ibimod.key(a.archive.serviceibi) for a in first)
+            rest = ask(question, skip=skip, enough=enough, awaited=awaited)
+            answers = first + [replace(a, order=len(first) + a.order) for a in rest]
     else:
         memory.count("full" if original_required else "misses")
-        answers = list(ask(question, enough=enough))
-    memory.remember(question.ibi, [a.archive.serviceibi for a in answers if a.pairs])
-    return answers
+        answers = list(ask(question, enough=enough, awaited=awaited))
+    claims = settle_claims(answers, question.ibi, owner)
+    if full or claims.owner != owner:
+        holders = {ibimod.key(a.archive.serviceibi) for a in answers if a.pairs}
+        if claims.owner:  # a silent owner stays asked
+            holders.add(claims.owner)
+        memory.remember(question.ibi, holders, claims.owner)
+    return answers, claims
 
 
 def resolve(
@@ -390,9 +491,12 @@ def resolve(
     accept_language: str | None = None,
     max_rounds: int = 10,
     memory: Memory | None = None,
+    conflicts: Callable[[Conflict], None] | None = None,
 ) -> Outcome:
     """Figure 6.1's loop: ask, select, follow, until a URL or an alert. Without `memory`,
-    `ask(question)` asks every included Archive and waits for them all."""
+    `ask(question)` asks every included Archive and waits for them all. `conflicts` is told
+    each claim of an Original refused (`settle_claims`), unless the Original is required
+    (two claims are then the alert)."""
     prefs = preferences(accept_language)
     original_required = purl.requireditemstatus == "Original"
     question = Question(purl.ibi, purl.parsed.relation, purl.parsed.filelist)
@@ -417,10 +521,14 @@ def resolve(
         asked.append(question)
         if memory is None:
             answers = list(ask(question))
+            claims = settle_claims(answers, question.ibi)
         else:
-            answers = ask_round(question, ask, memory, prefs, original_required)
+            answers, claims = ask_round(question, ask, memory, prefs, original_required)
+        if conflicts is not None and not original_required:
+            for conflict in claims.conflicts:
+                conflicts(conflict)
         silent = tuple(a.archive for a in answers if a.error)
-        choice = choose(answers, question, prefs, original_required)
+        choice = choose(answers, question, prefs, original_required, claims)
         via = f" (reached from {purl.ibi})" if len(asked) > 1 else ""
         if isinstance(choice, Outcome):
             return outcome(choice.status, choice.reason, suspects=choice.suspects, silent=silent)

@@ -1,0 +1,129 @@
+"""Whose claim of an Original stands when several Archives claim one IBI (SPEC §6, "several
+claims of one original"; issue 30): the naming authority (protocol/authority.py), else the
+remembered claimant, else the first; and how refused claims are counted and logged."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from archive_service.protocol import ibip
+from archive_service.protocol.authority import covers
+from archive_service.resolver.answered import Answered
+from archive_service.resolver.conflicts import Conflicts
+from archive_service.resolver.resolve import Answer, ArchiveRef, settle_claims
+
+SEED_ARCHIVE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
+GOOD = ArchiveRef("good.example", SEED_ARCHIVE, "150.163.34.243")
+EVIL = ArchiveRef("evil.example", "evil.example/rep/2020/01.01.00.00", "203.0.113.9")
+OTHER = ArchiveRef("other.example", "other.example/rep/2020/01.01.00.00", "198.51.100.7")
+LL8 = "sid.inpe.br/mtc-m18@80/2009/07.21.14.43"
+ORIGINAL = [("url", "http://x.example/a"), ("state", "Original")]
+
+
+def claim(archive: ArchiveRef, order: int, pairs=ORIGINAL) -> Answer:
+    return Answer.of(archive, pairs, order)
+
+
+def test_repository_names_are_covered_by_the_host_and_word_of_the_service_ibi():
+    assert covers(LL8, SEED_ARCHIVE)
+    assert covers("SID.INPE.BR./mtc-m18/2009/07.21.14.43", SEED_ARCHIVE)  # case, port 80
+    assert covers("sid.inpe.br/mtc-m18.8080/2009/07.21.14.43", SEED_ARCHIVE)
+    assert not covers("sid.inpe.br/mtc-m19/2013/09.04.12.27.57", SEED_ARCHIVE)
+    assert not covers("inpe.br/mtc-m18/2009/07.21.14.43", SEED_ARCHIVE)
+    assert not covers(LL8, "8JMKD3MGP8W/35MMLL8", "150.163.34.243")
+    assert not covers("not an ibi", SEED_ARCHIVE)
+
+
+def test_ibips_are_covered_by_the_archiveip_or_the_service_ibips_address():
+    assert covers("8JMKD3MGP8W/35MMLL8", SEED_ARCHIVE, "150.163.34.243")  # ID Table 7.2
+    assert not covers("8JMKD3MGP8W/35MMLL8", SEED_ARCHIVE, "127.0.0.1")
+    assert not covers("8JMKD3MGP8W/35MMLL8", SEED_ARCHIVE, "not an address")
+    assert covers("8JMKD3MGP8W/35MMLL8", "8JMKD3MGP8W/2")  # minted by the same host
+    assert covers("LK47B6W/362SFKH", "x.example/w/2020/01.01.00.00", "127.0.0.1")
+
+
+@given(
+    st.ip_addresses().filter(lambda ip: not str(ip).startswith("0")),
+    st.ip_addresses(),
+    st.integers(1, 65535),
+    st.datetimes(datetime(1995, 8, 2), datetime(2200, 1, 1), timezones=st.just(UTC)),
+)
+def test_an_ibip_is_covered_by_the_address_it_was_minted_at_and_no_other(ip, other, port, when):
+    minted = ibip.encode(str(ip), port, when)
+    assert covers(minted, "x.example/w/2020/01.01.00.00", str(ip))
+    assert covers(minted, "x.example/w/2020/01.01.00.00", str(other)) == (ip == other)
+
+
+def test_the_naming_authority_wins_though_it_answered_last():
+    answers = [claim(EVIL, 0), claim(OTHER, 1), claim(GOOD, 2)]
+    claims = settle_claims(answers, LL8)
+    assert claims.owner == SEED_ARCHIVE.lower() and claims.refused == {0, 1}
+    assert [(c.taken, c.refused) for c in claims.conflicts] == [
+        (str(GOOD), str(EVIL)),
+        (str(GOOD), str(OTHER)),
+    ]
+
+
+def test_without_an_authority_the_remembered_claimant_wins_then_the_first():
+    ibi = "iconet.com.br/banon/2011/06.14.16.40"
+    answers = [claim(EVIL, 0), claim(OTHER, 1)]
+    assert settle_claims(answers, ibi).refused == {1}
+    remembered = settle_claims(answers, ibi, owner=OTHER.serviceibi.lower())
+    assert remembered.refused == {0}
+    assert remembered.conflicts[0].why == "the Archive remembered for the IBI"
+    assert settle_claims([claim(EVIL, 0)], ibi) == settle_claims([claim(EVIL, 0)], ibi, None)
+    assert not settle_claims([claim(EVIL, 0)], ibi).conflicts
+
+
+def test_a_silent_remembered_claimant_is_not_displaced():
+    ibi = "iconet.com.br/banon/2011/06.14.16.40"
+    owner = OTHER.serviceibi.lower()
+    silent = Answer(OTHER, {}, 1, error="no answer within 3 s")
+    claims = settle_claims([claim(EVIL, 0), silent], ibi, owner)
+    assert claims.owner == owner and claims.refused == {0}
+    assert claims.conflicts[0].refused == str(EVIL)
+    not_asked = settle_claims([claim(EVIL, 0)], ibi, owner)  # excluded, or set aside
+    assert not_asked.refused == {0}
+
+
+def test_a_remembered_claimant_that_no_longer_claims_gives_way():
+    ibi = "iconet.com.br/banon/2011/06.14.16.40"
+    owner = OTHER.serviceibi.lower()
+    for gone in (Answer(OTHER, {}, 1), claim(OTHER, 1, [("url", "http://o/"), ("state", "Copy")])):
+        claims = settle_claims([claim(EVIL, 0), gone], ibi, owner)
+        assert claims.owner == EVIL.serviceibi.lower() and not claims.conflicts
+
+
+def test_conflicts_are_counted_each_time_and_logged_once_per_ibi_and_pair(caplog):
+    conflicts = Conflicts()
+    claims = settle_claims([claim(EVIL, 0), claim(GOOD, 1)], LL8)
+    with caplog.at_level(logging.WARNING, "archive_service.resolver.conflicts"):
+        for _ in range(3):
+            for conflict in claims.conflicts:
+                conflicts(conflict)
+    counts = conflicts.counts()
+    assert (counts["refused"], counts["pairs"]) == (3, 1)
+    assert counts["latest"] == [
+        {"ibi": LL8, "kept": str(GOOD), "refused": str(EVIL), "why": claims.conflicts[0].why}
+    ]
+    assert len(caplog.records) == 1 and str(EVIL) in caplog.text and str(GOOD) in caplog.text
+
+
+def test_the_owner_is_remembered_with_the_holders():
+    answered = Answered(60)
+    answered.remember(LL8, ["a/b/2020/01.01.00.00", SEED_ARCHIVE], owner=SEED_ARCHIVE)
+    assert answered.owner(LL8.upper()) == SEED_ARCHIVE.lower()
+    assert answered.recall(LL8) == {"a/b/2020/01.01.00.00", SEED_ARCHIVE.lower()}
+    answered.remember(LL8, [])
+    assert answered.owner(LL8) is None
+
+
+def test_an_answer_whose_url_was_refused_claims_nothing():
+    refused = claim(EVIL, 0, [("url", "javascript:alert(1)"), ("state", "Original")])
+    answers = [refused, claim(OTHER, 1)]
+    claims = settle_claims(answers, "iconet.com.br/banon/2011/06.14.16.40")
+    assert claims.owner == OTHER.serviceibi.lower() and not claims.conflicts
