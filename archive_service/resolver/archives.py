@@ -14,7 +14,6 @@ answered at once instead of being resolved again, recursively, until the timeout
 from __future__ import annotations
 
 import heapq
-import ipaddress
 import logging
 import os
 import queue
@@ -34,6 +33,7 @@ import httptools
 
 from .. import __version__
 from ..common.idle import spoke_while_idle
+from ..common.net import host_addresses as _addresses
 from ..protocol import pairs as pairsmod
 from .resolve import Answer, ArchiveRef
 
@@ -130,25 +130,6 @@ def _split(hostport: str) -> tuple[str, int]:
     parts = urlsplit("//" + hostport)
     host = (parts.hostname or "").rstrip(".").lower()
     return host, parts.port or 80
-
-
-def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
-
-
-def _addresses(host: str) -> set:
-    if (ip := _ip(host)) is not None:
-        return {ip}
-    if host == "localhost" or host.endswith(".localhost"):  # RFC 6761: always loopback
-        return {ipaddress.ip_address("127.0.0.1")}
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return set()  # the confirmation call-back will say it cannot be reached
-    return {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
 
 
 def _is_local(ip) -> bool:

@@ -37,12 +37,14 @@ from ..collection.sidecar import DC_ELEMENTS, xml_text
 from ..common import pages
 from ..common.fsnames import from_bytes, from_os
 from ..common.http import TEXT, answer_unexpected_errors, error_response
+from ..common.net import client_address
 from ..indexer.startup import LiveIndex
 from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
 from ..serve import inclusion
 from . import counter, health, limits, stats, sushi, usage
+from .acknowledgers import acknowledgers
 
 log = logging.getLogger(__name__)
 
@@ -132,36 +134,6 @@ def _send(path: Path) -> Response:
     except BaseException:
         stream.close()
         raise
-
-
-def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        address = ipaddress.ip_address(text.strip())
-    except ValueError:
-        return None
-    # A dual-stack socket gives IPv4 users as ::ffff:a.b.c.d.
-    return getattr(address, "ipv4_mapped", None) or address
-
-
-def client_address(
-    environ: Mapping[str, Any], trusted: tuple
-) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The user's address: the connection's (REMOTE_ADDR), unless that is a trusted proxy;
-    then X-Forwarded-For is read from the right (each proxy appends whom it heard from), and
-    the first address that is not a trusted proxy is the user's. None when unknown.
-    A peer on a Unix socket (no REMOTE_ADDR) is a local proxy, as gunicorn takes it."""
-    remote = environ.get("REMOTE_ADDR", "")
-    forwarded = environ.get("HTTP_X_FORWARDED_FOR", "")
-    hops = [remote] if remote else []
-    hops += reversed(forwarded.split(",")) if forwarded else []
-    address = None
-    for hop in hops:
-        address = _address(hop)
-        if address is None or not any(
-            address.version == net.version and address in net for net in trusted
-        ):
-            return address
-    return address  # every hop a trusted proxy: the farthest one asked itself
 
 
 def _served_here(url: str, site: Links) -> bool:
@@ -411,7 +383,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
                 site = links(environ)
                 body = answers.monta_resposta(query, archive, site)
                 if query["servicesubject"] == "acknowledgment":
-                    store.acknowledge(acknowledgment(query, site), keys)
+                    store.acknowledge(acknowledgment(query, site, environ), keys)
                 return 200, body.encode("ascii")
             finally:
                 catalog.end()
@@ -428,7 +400,9 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
         status, body = answer(request.environ)
         return Response(body, status=status, content_type=TEXT)
 
-    def acknowledgment(query: dict[str, str], site: Links) -> stats.Acknowledgment:
+    senders = acknowledgers(config)  # whose acknowledgments count (resolver_networks)
+
+    def acknowledgment(query: dict[str, str], site: Links, environ) -> stats.Acknowledgment:
         # Counted under the item its URL names, with that item's state and the contenttype
         # the answer gave the URL; the claimed `ibi`, `contenttype` and `state` are ignored.
         named = archive.item_of_url(query["url"], site, query.get("ibi"))
@@ -443,6 +417,8 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             # The user first, then proxies (SPEC: IP *(SP IP)); checked by monta_resposta.
             client=query["clientinformation.ipaddress"].split()[0],
             served_here=_served_here(query["url"], site),
+            from_resolver=(sender := client_address(environ, trusted)) is not None
+            and sender in senders,
         )
 
     def used(item: index.Item, kind: str) -> None:
