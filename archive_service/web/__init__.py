@@ -614,16 +614,20 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             month = usage.month_of(request.args.get("month") or today.strftime("%Y-%m"))
         except ValueError as exc:
             return error_response(str(exc))
-        try:
-            report = store.report(since=since, top=20)
-            problem = store.problem
-        except stats.StatsError as exc:
-            report = stats.build_report([], [], since, None)
-            problem = str(exc)
-        try:
-            shown = figures.page(month)
-        except stats.StatsError as exc:
-            shown, problem = None, problem or str(exc)
+        # Usage is for those the COUNTER API answers: with counter_api_key, key holders.
+        key = {"api_key": request.args["api_key"]} if "api_key" in request.args else {}
+        shown = report = problem = None
+        if sushi.allowed(key, config.counter_api_key):
+            try:
+                report = store.report(since=since, top=20)
+                problem = store.problem
+            except stats.StatsError as exc:
+                report = stats.build_report([], [], since, None)
+                problem = str(exc)
+            try:
+                shown = figures.page(month)
+            except stats.StatsError as exc:
+                shown, problem = None, problem or str(exc)
         page = render_template(
             "statistics.html",
             archiveaddress=config.archiveaddress,
@@ -635,14 +639,22 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             month_chart=shown and usage.chart(shown["months"], 3, usage.month_label),
             api=url_for("counter_ir"),
             # None in 1970-01: no use is before it, and the link led to a 400.
-            previous=url_for("statistics", month=usage.add_months(month, -1).strftime("%Y-%m"))
+            previous=url_for(
+                "statistics", month=usage.add_months(month, -1).strftime("%Y-%m"), **key
+            )
             if month.year > 1970 or month.month > 1
             else None,
-            following=url_for("statistics", month=usage.add_months(month, 1).strftime("%Y-%m"))
+            following=url_for(
+                "statistics", month=usage.add_months(month, 1).strftime("%Y-%m"), **key
+            )
             if month < today.replace(day=1)
             else None,
         )
-        return Response(page, content_type=HTML)
+        response = Response(page, content_type=HTML)
+        if config.counter_api_key:  # as the API's: no cache keeps a key holder's figures
+            response.cache_control.no_store = True
+            response.headers["Referrer-Policy"] = "no-referrer"  # the key is in this URL
+        return response
 
     api = sushi.Api(
         store, config.archiveserviceibi, config.counter_api_key, config.stats_retention_days
