@@ -94,20 +94,20 @@ def ip_address(value: str) -> str:
     return str(ipaddress.ip_address(value))
 
 
-def _networks(value: str) -> tuple[str, ...]:
+def networks(value: str) -> tuple[str, ...]:
     # Commas or spaces between entries; a YAML list arrives as its str(): brackets, quotes.
     words = re.findall(r"[^\s,\[\]'\"]+", value)
     if words == ["none"]:
         return ()
-    networks = []
+    found = []
     for word in words:
         try:
-            networks.append(str(ipaddress.ip_network(word, strict=False)))
+            found.append(str(ipaddress.ip_network(word, strict=False)))
         except ValueError:
             raise ValueError(
                 f"{word} is neither an IP address nor a network such as 10.0.0.0/8"
             ) from None
-    return tuple(networks)
+    return tuple(found)
 
 
 def ascii_text(value: str) -> str:
@@ -416,8 +416,17 @@ SETTINGS: tuple[Setting, ...] = (
         "trusted_proxies",
         ("127.0.0.0/8", "::1/128"),
         "addresses or networks of the reverse proxies whose X-Forwarded-For names the "
-        "user (for licensed items); none trusts no proxy",
-        _networks,
+        "user (for licensed items, COUNTER's users, whose acknowledgments count); none "
+        "trusts no proxy",
+        networks,
+    ),
+    Setting(
+        "resolver_networks",
+        None,
+        "addresses or networks whose acknowledgments count (the sender as trusted_proxies "
+        "decides it); default: the resolver host's addresses, plus loopback when resolver "
+        "is none or on loopback; none counts none",
+        networks,
     ),
     Setting("workers", 2, "number of gunicorn worker processes for serve", positive_int),
     Setting(

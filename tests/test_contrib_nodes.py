@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from archive_service import settings
-from archive_service.web import client_address
+from archive_service.common.net import client_address
 from fronts import (
     CONTRIB,
     NGINX,

@@ -4,6 +4,7 @@ and Archives that do not answer."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import shutil
 import socket
@@ -93,14 +94,26 @@ def registry(tmp_path, registered):
     return Registry(tmp_path / "resolver")
 
 
-@pytest.fixture
-def resolver(tmp_path, registry, archives):
+PROXY = "150.163.68.1"  # Example 8.1's proxy, in front of the resolver
+
+
+def resolver_app(tmp_path, archives, **more) -> webtest.TestApp:
     for _, recorder, _ in archives.values():
         recorder.seen.clear()
     app = create_resolver_app(
-        {"state_dir": str(tmp_path / "resolver"), "timeout": "2", "address": "resolver.example"}
+        {
+            "state_dir": str(tmp_path / "resolver"),
+            "timeout": "2",
+            "address": "resolver.example",
+            **more,
+        }
     )
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "150.163.68.1"})
+    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": PROXY})
+
+
+@pytest.fixture
+def resolver(tmp_path, registry, archives):
+    return resolver_app(tmp_path, archives, trusted_proxies=PROXY)
 
 
 def announcement(subject, address, service, key, **overrides):
@@ -233,6 +246,19 @@ def test_exclusion_stops_the_archive_being_asked(resolver, archives, registry):
 # ---------------------------------------------------------------------------- resolution
 
 
+def test_a_forwarded_for_is_read_only_from_a_trusted_proxy(tmp_path, registry, archives):
+    # Issue 30, finding 11: any client's X-Forwarded-For was taken as the user, so a client
+    # chose the address a licensed item's Archive checks and COUNTER counts.
+    untrusting = resolver_app(tmp_path, archives)  # trusted_proxies: loopback only
+    include_both(untrusting, archives)
+    forged = {"X-Forwarded-For": "10.1.2.3, 172.16.44.200"}
+    assert untrusting.get("/8JMKD3MGP8W/35MMLL8", headers=forged).status_int == 302
+    local = {"REMOTE_ADDR": "127.0.0.1"}  # a proxy on loopback names the user last
+    assert untrusting.get("/8JMKD3MGP8W/35MMLL8", headers=forged, extra_environ=local)
+    asked = [q["clientinformation.ipaddress"] for q in archives["A"][1].subjects("urlRequest")]
+    assert asked == [PROXY, "172.16.44.200 127.0.0.1"]
+
+
 def test_resolution_redirects_and_acknowledges_example_8_1(resolver, archives):
     include_both(resolver, archives)
     a_address, a_seen, _ = archives["A"]
@@ -349,17 +375,23 @@ def test_an_archive_that_never_answers_costs_one_timeout(tmp_path, registry, arc
     "forwarded,remote,expected",
     [
         (None, "150.163.2.175", "150.163.2.175"),
-        ("172.16.44.200", "150.163.68.1", "172.16.44.200 150.163.68.1"),
-        ("10.0.0.1, 172.16.0.9", "127.0.0.1", "10.0.0.1 172.16.0.9 127.0.0.1"),
+        ("172.16.44.200", "150.163.68.1", "150.163.68.1"),  # no proxy of ours: not read
+        ("172.16.44.200", "10.0.0.7", "172.16.44.200 10.0.0.7"),  # a trusted one
+        ("10.0.0.1, 172.16.0.9", "127.0.0.1", "172.16.0.9 127.0.0.1"),  # the user's own: not
+        ("172.16.0.9, 10.0.0.7", "127.0.0.1", "172.16.0.9 10.0.0.7 127.0.0.1"),
         ("unknown, 2001:db8::1", "::1", "2001:db8::1 ::1"),
         ("garbage", "", "0.0.0.0"),
+        ("garbage", "127.0.0.1", "0.0.0.0 127.0.0.1"),
+        (None, "", "127.0.0.1"),  # a Unix socket's peer naming no one: this machine
+        (None, "::ffff:150.163.2.175", "150.163.2.175"),
     ],
 )
 def test_client_ips(forwarded, remote, expected):
     environ = {"REMOTE_ADDR": remote}
     if forwarded is not None:
         environ["HTTP_X_FORWARDED_FOR"] = forwarded
-    assert client_ips(environ) == expected
+    trusted = [ipaddress.ip_network(n) for n in ("127.0.0.0/8", "::1/128", "10.0.0.7/32")]
+    assert client_ips(environ, trusted) == expected
 
 
 @pytest.mark.parametrize("name", ["registrationkey", "RegistrationKey", "%72egistrationkey"])

@@ -139,3 +139,29 @@ def test_past_days_are_counted_once_and_today_again_after_a_minute(tmp_path):
 def test_a_month_out_of_range_is_a_clear_error(client, month):
     bad = client.get(PAGE, params={"month": month}, status=400)
     assert "from 1970-01 to 9998-12" in bad.text
+
+
+KEY = "harvester-key-0123456789"
+
+
+def test_with_a_counter_api_key_the_usage_is_shown_to_key_holders_only(settings):
+    # Issue 30, finding 10: the page showed the month's figures and top items that the COUNTER
+    # API refused without the key. One policy: usage figures, on the page or from the API,
+    # are for those given the key (`api_key`, checked alike).
+    record_month_of_uses(Path(settings["state_dir"]))
+    client = Client(create_app(dict(settings, counter_api_key=KEY)), "/archive")
+    for params in ({"month": "2026-01"}, {"month": "2026-01", "api_key": "another-key-0123456"}):
+        page = client.get(PAGE, params=params, status=200)
+        for shown in ("Total_Item_Requests", ITEM_A, "Counted", "items most"):
+            assert shown not in page.text, shown
+        assert "not public" in page.text
+        assert page.html.find("a", string="COUNTER API") is not None
+    page = client.get(PAGE, params={"month": "2026-01", "api_key": KEY}, status=200)
+    assert table(page, "All items, 2026-01")["Total_Item_Requests"] == ["5"]
+    assert "no-store" in page.headers["Cache-Control"]
+    assert page.headers["Referrer-Policy"] == "no-referrer"
+    previous = page.html.find("a", string="Previous month")["href"]
+    assert f"api_key={KEY}" in previous, "the months stay readable to the key holder"
+    # Without a key set, the page is public, as the API is.
+    public = Client(create_app(settings), "/archive").get(PAGE, params={"month": "2026-01"})
+    assert table(public, "All items, 2026-01")["Total_Item_Requests"] == ["5"]

@@ -11,7 +11,7 @@ import ipaddress
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -23,6 +23,7 @@ from flask_babel import lazy_gettext
 from .. import settings
 from ..common import pages
 from ..common.http import TEXT, answer_unexpected_errors, error_response
+from ..common.net import Network, client_address, forwarded
 from ..protocol import landing, pairs
 from ..protocol.answers import RequestError
 from . import config as rconfig
@@ -38,6 +39,7 @@ from .registry import Refused, Registry, Throttled
 log = logging.getLogger(__name__)
 
 _PATH_SAFE = "/!+:()@$,;=~*'-._"
+UNKNOWN = ipaddress.ip_address("0.0.0.0")  # the user of clientinformation.ipaddress, unknown
 
 # resolver/templates/, around the layout all the kit's pages share (see common/pages.py).
 PAGE_SOURCES = pages.sources(Path(__file__).with_name("templates"), ("alert.html", "home.html"))
@@ -52,33 +54,18 @@ TITLES = {  # in the request's language when shown
 }
 
 
-def client_ips(environ: Mapping[str, Any]) -> str:
-    """`clientinformation.ipaddress` (Table 6.10): the user first, then the proxies.
-
-    X-Forwarded-For lists the user and the proxies before the last one; REMOTE_ADDR is the
-    last hop. Entries that are not IP addresses are dropped rather than passed on."""
-    hops = environ.get("HTTP_X_FORWARDED_FOR", "").split(",") + [environ.get("REMOTE_ADDR", "")]
-    ips = []
-    for hop in hops:
-        try:
-            ips.append(str(ipaddress.ip_address(hop.strip())))
-        except ValueError:
-            continue
-    return " ".join(ips) or "0.0.0.0"
+def client_ips(environ: Mapping[str, Any], trusted: Iterable[Network]) -> str:
+    """`clientinformation.ipaddress` (Table 6.10): the user first, then the proxies, as
+    `trusted_proxies` decides them (common/net.py: what a client writes in X-Forwarded-For
+    is not read); 0.0.0.0 for a user unknown (an entry that is no IP address)."""
+    found = forwarded(environ, trusted)
+    return " ".join(str(a) for a in (found.user or UNKNOWN, *found.proxies))
 
 
-def throttle_source(environ: Mapping[str, Any]) -> str:
-    """Whom refused key checks are counted against (`KeyThrottle`): the peer, unless the peer
-    is a proxy on this machine, which names the client last in X-Forwarded-For (an outside
-    client cannot choose that entry; entries before it are not trusted)."""
-    remote = environ.get("REMOTE_ADDR", "")
-    forwarded = environ.get("HTTP_X_FORWARDED_FOR", "").split(",")[-1].strip()
-    try:
-        if forwarded and ipaddress.ip_address(remote).is_loopback:
-            return str(ipaddress.ip_address(forwarded))
-    except ValueError:
-        pass
-    return remote or "unknown"
+def throttle_source(environ: Mapping[str, Any], trusted: Iterable[Network]) -> str:
+    """Whom refused key checks are counted against (`KeyThrottle`): the user as
+    `trusted_proxies` decides it."""
+    return str(client_address(environ, trusted) or "unknown")
 
 
 def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
@@ -111,6 +98,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     bind = config.bind if not config.bind.startswith("unix:") else "localhost"
     address = config.address or bind
     is_self = OwnAddress(config.bind, config.address)
+    trusted = tuple(ipaddress.ip_network(n) for n in config.trusted_proxies)
 
     @app.before_request
     def refuse_loops() -> Response | None:
@@ -126,7 +114,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         try:
             query = pairs.parse_query(request.environ.get("QUERY_STRING", ""))
             answer = registry.handle(
-                query, client.confirm, is_self, throttle_source(request.environ)
+                query, client.confirm, is_self, throttle_source(request.environ, trusted)
             )
         except (RequestError, pairs.PairsError) as exc:
             return error_response(str(exc))
@@ -192,7 +180,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             purl = purlmod.parse(raw, query)
         except purlmod.PurlError as exc:
             return alert(400, str(exc), persistent_url)
-        ips = client_ips(request.environ)
+        ips = client_ips(request.environ, trusted)
         via = request.headers.get("Via", "")
 
         def ask(question: resolvemod.Question, only=None, skip=(), enough=None, awaited=None):

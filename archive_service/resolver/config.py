@@ -102,6 +102,15 @@ RESOLVER_SETTINGS: tuple[Setting, ...] = (
         settings.positive_int,
         env_prefix=_P,
     ),
+    Setting(
+        "trusted_proxies",
+        ("127.0.0.0/8", "::1/128"),
+        "addresses or networks of the reverse proxies whose X-Forwarded-For names the user "
+        "(clientinformation.ipaddress sent to Archives, whom wrong keys are counted against), "
+        "by the Archive's rule; none trusts no proxy",
+        settings.networks,
+        env_prefix=_P,
+    ),
     Setting("workers", 1, "gunicorn worker processes", settings.positive_int, env_prefix=_P),
     Setting(
         "threads",

@@ -15,6 +15,8 @@ import secrets
 import socket
 from urllib.parse import urlsplit
 
+from ..common.net import host_addresses as _addresses
+
 PSEUDONYM = "archive-service-resolver"
 MAX_HOPS = 4  # resolvers of this kit a request may already have passed through
 
@@ -85,25 +87,6 @@ def _split(hostport: str) -> tuple[str, int]:
     parts = urlsplit("//" + hostport)
     host = (parts.hostname or "").rstrip(".").lower()
     return host, parts.port or 80
-
-
-def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
-
-
-def _addresses(host: str) -> set:
-    if (ip := _ip(host)) is not None:
-        return {ip}
-    if host == "localhost" or host.endswith(".localhost"):  # RFC 6761: always loopback
-        return {ipaddress.ip_address("127.0.0.1")}
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return set()  # the confirmation call-back will say it cannot be reached
-    return {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
 
 
 def _is_local(ip) -> bool:

@@ -38,12 +38,14 @@ from ..collection.sidecar import DC_ELEMENTS, xml_text
 from ..common import pages
 from ..common.fsnames import from_bytes, from_os
 from ..common.http import TEXT, answer_unexpected_errors, error_response
+from ..common.net import client_address
 from ..indexer.startup import LiveIndex
 from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
 from ..serve import inclusion
 from . import counter, health, limits, stats, sushi, usage
+from .acknowledgers import acknowledgers
 
 log = logging.getLogger(__name__)
 
@@ -133,36 +135,6 @@ def _send(path: Path) -> Response:
     except BaseException:
         stream.close()
         raise
-
-
-def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        address = ipaddress.ip_address(text.strip())
-    except ValueError:
-        return None
-    # A dual-stack socket gives IPv4 users as ::ffff:a.b.c.d.
-    return getattr(address, "ipv4_mapped", None) or address
-
-
-def client_address(
-    environ: Mapping[str, Any], trusted: tuple
-) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The user's address: the connection's (REMOTE_ADDR), unless that is a trusted proxy;
-    then X-Forwarded-For is read from the right (each proxy appends whom it heard from), and
-    the first address that is not a trusted proxy is the user's. None when unknown.
-    A peer on a Unix socket (no REMOTE_ADDR) is a local proxy, as gunicorn takes it."""
-    remote = environ.get("REMOTE_ADDR", "")
-    forwarded = environ.get("HTTP_X_FORWARDED_FOR", "")
-    hops = [remote] if remote else []
-    hops += reversed(forwarded.split(",")) if forwarded else []
-    address = None
-    for hop in hops:
-        address = _address(hop)
-        if address is None or not any(
-            address.version == net.version and address in net for net in trusted
-        ):
-            return address
-    return address  # every hop a trusted proxy: the farthest one asked itself
 
 
 def _served_here(url: str, site: Links) -> bool:
@@ -416,7 +388,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
                 site = links(environ)
                 body = answers.monta_resposta(query, archive, site)
                 if query["servicesubject"] == "acknowledgment":
-                    store.acknowledge(acknowledgment(query, site), keys)
+                    store.acknowledge(acknowledgment(query, site, environ), keys)
                 return 200, body.encode("ascii")
             finally:
                 catalog.end()
@@ -436,7 +408,9 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
         status, body = answer(request.environ)
         return Response(body, status=status, content_type=TEXT)
 
-    def acknowledgment(query: dict[str, str], site: Links) -> stats.Acknowledgment:
+    senders = acknowledgers(config)  # whose acknowledgments count (resolver_networks)
+
+    def acknowledgment(query: dict[str, str], site: Links, environ) -> stats.Acknowledgment:
         # Counted under the item its URL names, with that item's state and the contenttype
         # the answer gave the URL; the claimed `ibi`, `contenttype` and `state` are ignored.
         named = archive.item_of_url(query["url"], site, query.get("ibi"))
@@ -451,6 +425,8 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             # The user first, then proxies (SPEC: IP *(SP IP)); checked by monta_resposta.
             client=query["clientinformation.ipaddress"].split()[0],
             served_here=_served_here(query["url"], site),
+            from_resolver=(sender := client_address(environ, trusted)) is not None
+            and sender in senders,
         )
 
     def used(item: index.Item, kind: str) -> None:
@@ -644,16 +620,20 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             month = usage.month_of(request.args.get("month") or today.strftime("%Y-%m"))
         except ValueError as exc:
             return error_response(str(exc))
-        try:
-            report = store.report(since=since, top=20)
-            problem = store.problem
-        except stats.StatsError as exc:
-            report = stats.build_report([], [], since, None)
-            problem = str(exc)
-        try:
-            shown = figures.page(month)
-        except stats.StatsError as exc:
-            shown, problem = None, problem or str(exc)
+        # Usage is for those the COUNTER API answers: with counter_api_key, key holders.
+        key = {"api_key": request.args["api_key"]} if "api_key" in request.args else {}
+        shown = report = problem = None
+        if sushi.allowed(key, config.counter_api_key):
+            try:
+                report = store.report(since=since, top=20)
+                problem = store.problem
+            except stats.StatsError as exc:
+                report = stats.build_report([], [], since, None)
+                problem = str(exc)
+            try:
+                shown = figures.page(month)
+            except stats.StatsError as exc:
+                shown, problem = None, problem or str(exc)
         page = render_template(
             "statistics.html",
             archiveaddress=config.archiveaddress,
@@ -665,14 +645,22 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             month_chart=shown and usage.chart(shown["months"], 3, usage.month_label),
             api=url_for("counter_ir"),
             # None in 1970-01: no use is before it, and the link led to a 400.
-            previous=url_for("statistics", month=usage.add_months(month, -1).strftime("%Y-%m"))
+            previous=url_for(
+                "statistics", month=usage.add_months(month, -1).strftime("%Y-%m"), **key
+            )
             if month.year > 1970 or month.month > 1
             else None,
-            following=url_for("statistics", month=usage.add_months(month, 1).strftime("%Y-%m"))
+            following=url_for(
+                "statistics", month=usage.add_months(month, 1).strftime("%Y-%m"), **key
+            )
             if month < today.replace(day=1)
             else None,
         )
-        return Response(page, content_type=HTML)
+        response = Response(page, content_type=HTML)
+        if config.counter_api_key:  # as the API's: no cache keeps a key holder's figures
+            response.cache_control.no_store = True
+            response.headers["Referrer-Policy"] = "no-referrer"  # the key is in this URL
+        return response
 
     api = sushi.Api(
         store,

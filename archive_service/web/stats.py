@@ -6,7 +6,8 @@ counted before. "The same key" is the key's identity, its head (the issue time a
 the answer it came with), not its spelling: one answer counts at most once, whatever is
 appended to its key or whichever of its URLs is acknowledged. The item, content type and state
 counted are what the Archive's index says of the URL (answers.Archive.item_of_url), never what
-the acknowledgment claims. Anything else is refused and counted apart by reason (`malformed`,
+the acknowledgment claims, and only when the resolver sent it (web/acknowledgers.py). Anything
+else is refused and counted apart by reason (`not-resolver`: another sender, `malformed`,
 `future`, `expired`, `forged`, `unknown`: no item held here, `replay`); refusals are logged at
 INFO summed up (the first at once, then at most one line a minute per process), never the key.
 The answer to the resolver is `notice {acknowledgment received}` either way: the protocol fixes
@@ -71,7 +72,7 @@ BUSY_RETRIES = 8  # tries again when SQLite says "locked" without using its busy
 ERROR_LOG_EVERY = 60  # seconds between two logs of a failing store, per process
 REFUSAL_LOG_EVERY = 60  # seconds between two summaries of refused acknowledgments, per process
 ACK_WAIT = 5  # seconds an acknowledgment waits for a pooled PostgreSQL connection
-REASONS = ("malformed", "future", "expired", "forged", "unknown", "replay")
+REASONS = ("not-resolver", "malformed", "future", "expired", "forged", "unknown", "replay")
 SEEN_TABLE = "seen_keys"
 
 # `seen` held whole keys (any length) before keys were counted by their head; those keys are
@@ -256,6 +257,8 @@ class Acknowledgment:
     # served, with its User-Agent; counting the acknowledgment too would count it twice.
     served_here: bool = False
     access: str = counter.OPEN  # the item's Access_Type (counter.access_type)
+    # Sent from resolver_networks (web/acknowledgers.py); any other sender counts nothing.
+    from_resolver: bool = True
 
 
 @dataclass(frozen=True)
@@ -534,6 +537,8 @@ class Statistics:
         when the store failed (logged). Never raises for a storage problem."""
         verdict = keys.verify(ack.urlkey, ack.url)
         reason = verdict.reason if not verdict.ok else "unknown" if ack.ibi is None else "valid"
+        if not ack.from_resolver:  # its key stays unseen: the resolver's may still count
+            reason = "not-resolver"
         now = self._clock()
         try:
             outcome = self._write(ack, reason, verdict, now, keys.lifetime)

@@ -66,6 +66,16 @@ def authorized(params: Mapping[str, str], key: str) -> None:
         raise Refused(2020, "api_key is not the one this Archive's administrator gave out")
 
 
+def allowed(params: Mapping[str, str], key: str) -> bool:
+    """Whether usage may be shown to a request with `params`: the API's rule, for the
+    statistics page too (one policy for the figures, issue 30)."""
+    try:
+        authorized(params, key)
+    except Refused:
+        return False
+    return True
+
+
 def month(params: Mapping[str, str], name: str) -> date:
     """The first day of the month the parameter `name` names (YYYY-MM or YYYY-MM-DD)."""
     text = params.get(name, "")
