@@ -10,7 +10,6 @@ instead of being resolved again, recursively, until the timeout.
 
 from __future__ import annotations
 
-import ipaddress
 import secrets
 import socket
 from urllib.parse import urlsplit
