@@ -31,7 +31,7 @@ from flask.logging import default_handler
 from werkzeug.http import parse_range_header
 from werkzeug.wsgi import wrap_file
 
-from .. import __version__, settings
+from .. import settings
 from ..collection import items as index
 from ..collection.sidecar import DC_ELEMENTS, xml_text
 from ..common import pages
@@ -61,7 +61,6 @@ PAGE_SOURCES = pages.sources(Path(__file__).with_name("templates"), PAGES)
 HTML = "text/html; charset=utf-8"
 STATISTICS_DAYS = 30  # what the statistics page counts
 HEALTH = ("health", "service_health")  # its endpoints
-PROBLEMS_SHOWN = 50  # on the Archive's page; `archive-service check` lists them all
 
 
 def persistent_url(resolver: str, ibi: str) -> str | None:
@@ -549,7 +548,6 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
         # answers.service_item), whichever of the two a deployment forwards.
         site = links(request.environ)
         state = live.store
-        found = catalog.problems
         refreshed = state.refreshed()
         page = render_template(
             "service.html",
@@ -557,7 +555,6 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             url=site.service,
             archiveaddress=config.archiveaddress,
             platform=config.platformsoftware,
-            version=__version__,
             contact=config.archiveadmemailaddress,
             items=catalog.count(),
             kinds=sorted(catalog.kinds().items()),
@@ -565,8 +562,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             inclusion=_inclusion(),
             refreshed=health.iso(refreshed),
             indexer=health.indexer_state(state),
-            problems=found[:PROBLEMS_SHOWN],
-            problem_count=len(found),
+            problem_count=len(catalog.problems),  # which and why name paths: for `check`
             list_url=url_for("items"),
             statistics_url=url_for("statistics"),
             health_url=url_for(HEALTH[1]),  # under the service path: every front forwards it
