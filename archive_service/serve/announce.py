@@ -225,7 +225,8 @@ def silence(config: settings.Config) -> str:
     )
 
 
-def _local(host: str) -> bool:
+def is_local(host: str) -> bool:
+    """Whether `host` (an address, `[v6]`, or a name) is this machine's loopback."""
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
@@ -242,7 +243,7 @@ def _unreachable(config: settings.Config) -> str | None:
             f"resolver {config.resolver} reaches this Archive"
         )
     host = urlsplit("//" + config.archiveaddress).hostname or ""
-    if _local(host) and not _local(urlsplit(config.resolver).hostname or ""):
+    if is_local(host) and not is_local(urlsplit(config.resolver).hostname or ""):
         return (
             f"setting archiveaddress {config.archiveaddress} is a loopback address, which the "
             f"resolver {config.resolver} on another machine cannot reach: give archiveaddress, "
