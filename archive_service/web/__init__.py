@@ -42,7 +42,7 @@ from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
 from ..serve import inclusion
-from . import counter, health, limits, stats, sushi, usage
+from . import counter, headers, health, limits, stats, sushi, usage
 
 log = logging.getLogger(__name__)
 
@@ -363,6 +363,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     # Each request reads one snapshot of the index: never half of an indexer's commit.
     app.teardown_request(lambda exc: catalog.end())
     pages.install(app, PAGE_SOURCES, compile_now=refresh)
+    headers.install(app, files_endpoint="col")
     service_path = "/" + config.archiveserviceibi
 
     @app.context_processor
