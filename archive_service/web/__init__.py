@@ -42,7 +42,7 @@ from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
 from ..serve import inclusion
-from . import counter, headers, health, limits, stats, sushi, usage
+from . import counter, headers, health, limits, page_limit, stats, sushi, usage
 
 log = logging.getLogger(__name__)
 
@@ -715,8 +715,9 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
 
     answer_unexpected_errors(app, log)
 
+    pages_bounded = page_limit.of_archive(app.wsgi_app, config, service_path)
     app.wsgi_app = ArchiveRoot(
-        ServiceEndpoint(app.wsgi_app, service_path, answer), (service_path, "/col")
+        ServiceEndpoint(pages_bounded, service_path, answer), (service_path, "/col")
     )
     return app
 
