@@ -259,7 +259,7 @@ def test_a_node_of_an_older_kit_next_to_a_newer_schema_says_so(tmp_path, collect
         node.wait_answering(timeout=60)
         status, _, body = http_get(f"http://{node.address}/health")
         report = json.loads(body)
-        assert status == 503 and any("statistics" in p for p in report["problems"]), report
+        assert status == 503 and any("URL-key secret" in p for p in report["problems"]), report
         node.wait_log("upgrade the kit")
         assert node.stop() == 0
     finally:
