@@ -180,6 +180,15 @@ def _days_or_off(value: Any) -> int:
     return number
 
 
+def _count_or_auto(value: Any) -> int:
+    if str(value).strip() == "0":
+        return 0
+    try:
+        return positive_int(value)
+    except ValueError:
+        raise ValueError("must be a whole number: 0 (chosen from threads) or more") from None
+
+
 def _seconds(value: Any) -> float:
     number = float(value)
     if not 0 < number <= 3600:
@@ -435,6 +444,14 @@ SETTINGS: tuple[Setting, ...] = (
         "threads of each serve worker: each request, and each slow client, holds one "
         "while it lasts",
         positive_int,
+    ),
+    Setting(
+        "page_concurrency",
+        0,
+        "pages (item list and search, statistics, COUNTER API, file lists) each serve "
+        "worker makes at once, past which they are answered 503 Retry-After so the protocol "
+        "keeps its threads and CPU; 0: one per 16 threads, always fewer than threads",
+        _count_or_auto,
     ),
     Setting(
         "client_timeout",

@@ -141,3 +141,29 @@ def test_a_tab_in_the_config_file_is_named(tmp_path):
     path.write_text("collection: col\ntrusted_proxies:\n\t- 10.0.0.1\n")
     with pytest.raises(settings.ConfigError, match=r"line 3: .* \(a tab: YAML indents with spaces"):
         settings.load(str(path), {}, {})
+
+
+@pytest.mark.parametrize(
+    ("bind", "proxies", "warned"),
+    [
+        ("127.0.0.1:8080", "127.0.0.0/8", False),
+        ("[::1]:8080", "127.0.0.0/8", False),
+        ("localhost:8080", "none", False),
+        ("unix:/run/archive-service.sock", "none", False),
+        ("0.0.0.0:8080", "127.0.0.0/8 ::1", True),
+        ("192.0.2.7:8080", "none", True),
+        ("[::]:8080", "127.0.0.0/8", True),
+        ("0.0.0.0:8080", "127.0.0.0/8 10.0.0.5", False),  # a proxy on another machine
+    ],
+)
+def test_serve_reachable_from_other_machines_without_a_proxy_is_warned_of(
+    tmp_path, bind, proxies, warned
+):
+    from archive_service.serve import runner
+
+    options = {"collection": str(tmp_path), "bind": bind, "trusted_proxies": proxies}
+    warning = runner.proxy_warning(settings.load(None, options, {}))
+    assert (warning is not None) == warned
+    if warned:
+        assert warning.startswith(f"serve listens on {bind} with no proxy in front")
+        assert "contrib/" in warning and "\n" not in warning

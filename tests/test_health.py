@@ -32,7 +32,7 @@ def test_a_sound_archive_is_healthy(settings, path):
     index = body["index"]
     assert index["items"] == 15 and index["complete"] is True and index["damaged"] is None
     assert index["refreshed"] and 0 <= index["age_seconds"] < 60
-    assert body["state_dir"] == {"path": settings["state_dir"], "writable": True}
+    assert body["state_dir"] == {"writable": True}
     assert body["inclusion"] is None  # no announcer has said anything
 
 
@@ -54,7 +54,7 @@ def test_a_read_only_state_directory_is_a_503(settings, read_only):
     body = got.json
     assert body["status"] == "failing"
     assert body["state_dir"]["writable"] is False
-    assert any("Read-only file system" in p and str(state) in p for p in body["problems"]), body
+    assert "cannot write in the state directory: Read-only file system" in body["problems"], body
 
 
 def test_a_damaged_index_is_a_503_and_says_so(settings, app):
@@ -74,7 +74,7 @@ def test_a_state_directory_that_is_a_file_is_a_503(settings, tmp_path):
     app = create_app({**settings, "state_dir": str(state)})
     body = Client(app, "").get("/health", status=503).json
     assert not body["state_dir"]["writable"]
-    assert any(str(state) in p for p in body["problems"]), body
+    assert any("cannot write in the state directory" in p for p in body["problems"]), body
 
 
 @pytest.mark.process

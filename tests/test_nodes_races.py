@@ -241,8 +241,8 @@ def test_nodes_creating_the_schema_at_once_on_an_empty_database(database_url):
 
 
 def test_a_node_of_an_older_kit_next_to_a_newer_schema_says_so(tmp_path, collection, database_url):
-    """A database a newer kit upgraded: an older node still answers, and its /health says
-    why the shared state is not used, naming the remedy."""
+    """A database a newer kit upgraded: an older node still answers, its /health says the
+    shared state is not used, and its log names the remedy (/health names no database)."""
     import json
 
     from serve_process import Serve, http_get
@@ -259,7 +259,8 @@ def test_a_node_of_an_older_kit_next_to_a_newer_schema_says_so(tmp_path, collect
         node.wait_answering(timeout=60)
         status, _, body = http_get(f"http://{node.address}/health")
         report = json.loads(body)
-        assert status == 503 and any("upgrade the kit" in p for p in report["problems"]), report
+        assert status == 503 and any("URL-key secret" in p for p in report["problems"]), report
+        node.wait_log("upgrade the kit")
         assert node.stop() == 0
     finally:
         node.kill()

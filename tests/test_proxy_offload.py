@@ -58,6 +58,29 @@ def get_from(source: str, port: int, path: str, headers: dict | None = None) -> 
         connection.close()
 
 
+DEPOSITED_PAGE = "exfil.html"  # someone else's page, deposited in an open item
+
+
+def deposit_page(public: Path) -> None:
+    page = public / "collection" / FILES_DIR / "doc" / DEPOSITED_PAGE
+    page.write_bytes(b"<script>fetch('/col/')</script>")
+    page.chmod(0o644)
+
+
+def check_sandboxed(port: int) -> None:
+    """The headers the service gives a file (test_browser_headers.py), as the proxy that sent
+    its bytes answers: a deposited page sandboxed, every file nosniff."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    for name, policy in ((DEPOSITED_PAGE, "sandbox"), ("leiame.txt", None)):
+        connection.request("GET", f"/col/{FILES_DIR}/doc/{name}")
+        response = connection.getresponse()
+        response.read()
+        assert response.status == 200, name
+        assert response.getheader("Content-Security-Policy") == policy, name
+        assert response.getheader("X-Content-Type-Options") == "nosniff", name
+    connection.close()
+
+
 def col_lines(log: str) -> list[tuple[str, str]]:
     return re.findall(r'"GET (/col/\S+) HTTP/1\.[01]" (\d+ \d+)', log)
 
@@ -65,10 +88,12 @@ def col_lines(log: str) -> list[tuple[str, str]]:
 @pytest.mark.process
 @needs_debian_nginx
 def test_nginx_sends_the_files_serve_chooses(public, tmp_path, fronts):
+    deposit_page(public)
     port = free_port()
     serve = serve_behind(public, tmp_path, port, fronts, "--file-offload", "x-accel-redirect")
     front = start_debian_nginx(fronts, public, port, nginx_site(port, serve, public))
     check_front(front.url, public / "collection")
+    check_sandboxed(port)
     sent = [size for _, size in col_lines(serve.log()) if size.startswith("200 ")]
     assert sent and set(sent) == {"200 0"}, sent  # nginx sent the bytes
     # The internal location is not reachable from outside.
@@ -83,6 +108,7 @@ def test_nginx_sends_the_files_serve_chooses(public, tmp_path, fronts):
     reason="mod_xsendfile is not installed (Debian: libapache2-mod-xsendfile)",
 )
 def test_apache_sends_the_files_serve_chooses(public, tmp_path, fronts):
+    deposit_page(public)
     port = free_port()
     serve = serve_behind(public, tmp_path, port, fronts, "--file-offload", "x-sendfile")
     site = rewrite(
@@ -95,6 +121,7 @@ def test_apache_sends_the_files_serve_chooses(public, tmp_path, fronts):
         fronts, public, port, site, "proxy", "proxy_http", "headers", "xsendfile"
     )
     check_front(front.url, public / "collection")
+    check_sandboxed(port)
     sent = [size for _, size in col_lines(serve.log()) if size.startswith("200 ")]
     assert sent and set(sent) == {"200 0"}, sent  # Apache sent the bytes
 

@@ -133,8 +133,8 @@ def test_a_database_that_does_not_answer_is_a_problem_not_a_crash(settings, tmp_
     ack(client, got)
     health = client.get("/health", status=503).json
     text = " ".join(health["problems"])
-    assert "shared URL-key secret" in text and "acknowledgments are not counted" in text
-    assert "nobody@127.0.0.1:1" in text
+    assert "URL-key secret" in text and "acknowledgments are not counted" in text
+    assert "nobody@127.0.0.1:1" not in text  # where is for the logs
     with pytest.raises(stats.StatsError, match="cannot read database"):
         stats.open_store(tmp_path, dead).report()
 

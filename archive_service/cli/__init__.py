@@ -288,7 +288,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser(
         "serve",
         help="run the Archive service under gunicorn",
-        description="Run the Archive service (and /col/ files) under gunicorn.",
+        description="Run the Archive service (and /col/ files) under gunicorn. It belongs "
+        "behind nginx or Apache (contrib/), listening on 127.0.0.1 (the default bind): alone "
+        "on the Internet, slow clients hold its threads and starve the others (it warns at "
+        "start when it listens elsewhere with no proxy named in trusted_proxies).",
     )
     serve.add_argument(
         "--no-announce",

@@ -32,7 +32,7 @@ from flask_babel import gettext
 from werkzeug.http import parse_range_header
 from werkzeug.wsgi import wrap_file
 
-from .. import __version__, settings
+from .. import settings
 from ..collection import items as index
 from ..collection.sidecar import DC_ELEMENTS, xml_text
 from ..common import pages
@@ -44,7 +44,7 @@ from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
 from ..serve import inclusion
-from . import counter, health, limits, stats, sushi, usage
+from . import counter, headers, health, limits, page_limit, stats, sushi, usage
 from .acknowledgers import acknowledgers
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,6 @@ PAGE_SOURCES = pages.sources(Path(__file__).with_name("templates"), PAGES)
 HTML = "text/html; charset=utf-8"
 STATISTICS_DAYS = 30  # what the statistics page counts
 HEALTH = ("health", "service_health")  # its endpoints
-PROBLEMS_SHOWN = 50  # on the Archive's page; `archive-service check` lists them all
 
 
 def persistent_url(resolver: str, ibi: str) -> str | None:
@@ -341,6 +340,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     # Each request reads one snapshot of the index: never half of an indexer's commit.
     app.teardown_request(lambda exc: catalog.end())
     pages.install(app, PAGE_SOURCES, compile_now=refresh, home="about")
+    headers.install(app, files_endpoint="col")
     service_path = "/" + config.archiveserviceibi
 
     @app.context_processor
@@ -530,7 +530,6 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
         # answers.service_item), whichever of the two a deployment forwards.
         site = links(request.environ)
         state = live.store
-        found = catalog.problems
         refreshed = state.refreshed()
         page = render_template(
             "service.html",
@@ -538,7 +537,6 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             url=site.service,
             archiveaddress=config.archiveaddress,
             platform=config.platformsoftware,
-            version=__version__,
             contact=config.archiveadmemailaddress,
             items=catalog.count(),
             kinds=sorted(catalog.kinds().items()),
@@ -546,8 +544,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             inclusion=_inclusion(),
             refreshed=health.iso(refreshed),
             indexer=health.indexer_state(state),
-            problems=found[:PROBLEMS_SHOWN],
-            problem_count=len(found),
+            problem_count=len(catalog.problems),  # which and why name paths: for `check`
             list_url=url_for("items"),
             statistics_url=url_for("statistics"),
             health_url=url_for(HEALTH[1]),  # under the service path: every front forwards it
@@ -718,8 +715,9 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
 
     answer_unexpected_errors(app, log)
 
+    pages_bounded = page_limit.of_archive(app.wsgi_app, config, service_path)
     app.wsgi_app = ArchiveRoot(
-        ServiceEndpoint(app.wsgi_app, service_path, answer), (service_path, "/col")
+        ServiceEndpoint(pages_bounded, service_path, answer), (service_path, "/col")
     )
     return app
 

@@ -4,7 +4,10 @@ It can answer (200) when its index reads and is not damaged, and its state direc
 writes (the URL-key secret and the statistics live there: without it acknowledgments are
 not counted); else 503, with each problem in one line. The index's freshness and the
 inclusion in the resolver are reported, not judged: a stale index still answers, and an
-Archive not (yet) included still serves its files."""
+Archive not (yet) included still serves its files.
+
+It is public: it says states and counts, never a path, a process id or a link target (those
+are in the logs and in `archive-service check`)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,6 @@ import tempfile
 import time
 from dataclasses import asdict
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from ..index.store import Store
@@ -30,24 +32,24 @@ def iso(seconds: float | None) -> str | None:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
-def write_problem(directory: str | os.PathLike) -> str | None:
-    """Why a file cannot be created in `directory` now, or None: a real write (permission
-    bits say nothing to root, and a file system remounted read-only keeps them)."""
+def write_problem(directory: str | os.PathLike, what: str) -> str | None:
+    """Why a file cannot be created in `directory` (`what` it is) now, or None: a real write
+    (permission bits say nothing to root, and a file system remounted read-only keeps them)."""
     try:
         with tempfile.TemporaryFile(dir=directory, prefix=".health-"):
             return None
     except OSError as exc:
-        return f"cannot write in {directory}: {exc.strerror or exc}"
+        return f"cannot write in {what}: {exc.strerror or type(exc).__name__}"
 
 
 def indexer_state(store: Store) -> str | None:
     """What the indexer last wrote of itself (`<pid> watching|polling|stopped <time>`), for
-    people: 'watching since …'."""
+    people: 'watching since …' (its pid is for the logs, not for the public)."""
     note = store.meta().get("indexer", "")
     parts = note.split(" ")
     if len(parts) != 3 or not parts[2].isdigit():
         return None
-    return f"{parts[1]} since {iso(float(parts[2]))} (process {parts[0]})"
+    return f"{parts[1]} since {iso(float(parts[2]))}"
 
 
 def check(
@@ -65,13 +67,20 @@ def check(
         problems.append(f"the index is damaged ({damage}); it is being rebuilt")
     refreshed = store.refreshed()
     writable = True
-    for directory in dict.fromkeys((state_dir, str(store.path.parent))):
-        if (why := write_problem(directory)) is not None:
+    # The state directory's name wins when the index lives in it.
+    places = {str(store.path.parent): "the index's directory", state_dir: "the state directory"}
+    for directory, what in places.items():
+        if (why := write_problem(directory, what)) is not None:
             problems.append(why)
             writable = False
-    for why in (counts.problem, keys.problem):
-        if why:
-            problems.append(why)
+    # Their own texts name where (a path, the database): the logs have them.
+    if counts.problem:
+        problems.append("acknowledgments are not counted now: the statistics cannot be written")
+    if keys.problem:
+        problems.append(
+            "the URL-key secret cannot be kept: keys issued now may not verify after a "
+            "restart or on another node"
+        )
     included = inclusion.read(state_dir)
     body = {
         "status": "failing" if problems else "ok",
@@ -84,7 +93,7 @@ def check(
             "age_seconds": round(time.time() - refreshed, 1) if refreshed else None,
             "indexer": indexer_state(store),
         },
-        "state_dir": {"path": str(Path(state_dir)), "writable": writable},
+        "state_dir": {"writable": writable},
         "inclusion": {**asdict(included), "time": iso(included.time)} if included else None,
     }
     return (503 if problems else 200), body

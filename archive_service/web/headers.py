@@ -1,0 +1,56 @@
+"""The headers that keep what a browser runs away from the Archive's own origin.
+
+A deposited file is someone else's: an HTML, SVG or XML file served inline from the
+Archive's origin ran its scripts as the Archive, so it could read a licensed item's file the
+user may have (a same-origin read) and send it elsewhere. Such files are served with
+`Content-Security-Policy: sandbox` (no script, an origin of their own); an Archive whose
+deposited pages must run their scripts publishes its files on another origin (`url_base`).
+Every answer says `nosniff`, so no file is read as a type it was not served as; the pages
+also keep out of others' frames and keep their queries out of other sites' logs."""
+
+from __future__ import annotations
+
+from flask import Flask, Response, request
+
+NOSNIFF = ("X-Content-Type-Options", "nosniff")
+SANDBOX = ("Content-Security-Policy", "sandbox")
+# The pages' own needs: inline style, their images, the search form; nothing else.
+PAGE_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+PAGE_HEADERS = (
+    NOSNIFF,
+    ("Content-Security-Policy", PAGE_POLICY),
+    ("Referrer-Policy", "same-origin"),
+)
+# What a browser runs as a document of its origin: markup with scripts (HTML, XHTML, SVG,
+# XML through XSLT or its namespaces).
+SCRIPTED = frozenset(
+    ("text/html", "application/xhtml+xml", "image/svg+xml", "text/xml", "application/xml")
+)
+
+
+def runs_scripts(mimetype: str) -> bool:
+    """Whether a document served as `mimetype` may run scripts in a browser."""
+    kind = mimetype.partition(";")[0].strip().lower()
+    return kind in SCRIPTED or kind.endswith("+xml") or kind.endswith("/xslt")
+
+
+def file_headers(mimetype: str) -> list[tuple[str, str]]:
+    """The headers of a collection's file served as `mimetype` (by this app, or by the proxy
+    it hands the file to: contrib's nginx repeats them from the app's answer)."""
+    return [NOSNIFF, SANDBOX] if runs_scripts(mimetype) else [NOSNIFF]
+
+
+def install(app: Flask, files_endpoint: str) -> None:
+    """Give every answer of `app` its headers: a file of `files_endpoint` its own, any other
+    answer (pages, their errors, JSON) the pages'."""
+
+    @app.after_request
+    def secure(response: Response) -> Response:
+        if request.endpoint == files_endpoint and response.status_code < 400:
+            response.headers.extend(file_headers(response.mimetype or ""))
+        else:
+            response.headers.extend(PAGE_HEADERS)
+        return response
