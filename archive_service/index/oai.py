@@ -120,6 +120,8 @@ class Header(NamedTuple):
     stamp: int
     deleted: bool
     sets: tuple[str | None, str | None, str | None]  # ct, sub, rep
+    directory: str | None = None  # the item directory's sortkey (None once removed)
+    record: str | None = None  # its record (index/records.py), when read with the page
 
 
 class Selection(NamedTuple):
@@ -131,30 +133,51 @@ class Selection(NamedTuple):
     until: int = 2**62
 
 
-def _where(sel: Selection) -> tuple[str, list]:
+def _where(sel: Selection, since: bool = True) -> tuple[str, list]:
     if sel.column is not None and sel.column not in SET_COLUMNS:
         raise ValueError(f"no set column {sel.column!r}")
-    where, args = "stamp >= ? AND stamp <= ?", [sel.since, sel.until]
+    where, args = "stamp <= ?", [sel.until]
+    if since:
+        where, args = f"stamp >= ? AND {where}", [sel.since, *args]
     if sel.column:
         where, args = f"{sel.column} = ? AND {where}", [sel.value, *args]
     return where, args
 
 
-_COLUMNS = "key, ibi, stamp, deleted, ct, sub, rep"
+_COLUMNS = "key, ibi, stamp, deleted, ct, sub, rep, sortkey"
 
 
 def _header(row) -> Header:
-    return Header(row[0], row[1], row[2], bool(row[3]), (row[4], row[5], row[6]))
+    return Header(row[0], row[1], row[2], bool(row[3]), (row[4], row[5], row[6]), *row[7:])
 
 
-def page(conn: sqlite3.Connection, sel: Selection, after: tuple[int, str], size: int) -> list:
-    """Up to `size` headers of `sel` after the position (datestamp, key), in that order."""
-    where, args = _where(sel)
-    rows = conn.execute(
+def page(
+    conn: sqlite3.Connection,
+    sel: Selection,
+    after: tuple[int, str],
+    size: int,
+    *,
+    records: bool = False,
+) -> list[Header]:
+    """Up to `size` headers of `sel` after the position (datestamp, key), in that order;
+    with `records`, each with its item's record (one join, not a look-up per record).
+
+    The position is the one lower bound the query has (no `stamp >= since` beside it, which
+    SQLite may prefer, reading every row from `since` on: a page's time grew with its
+    place in the list)."""
+    after = max(after, (sel.since, ""))
+    where, args = _where(sel, since=False)
+    sql = (
         f"SELECT {_COLUMNS} FROM {TABLE} WHERE {where} AND (stamp, key) > (?, ?) "
-        "ORDER BY stamp, key LIMIT ?",
-        [*args, *after, size],
-    ).fetchall()
+        "ORDER BY stamp, key LIMIT ?"
+    )
+    if records:
+        sql = (
+            f"SELECT p.*, i.record FROM ({sql}) p LEFT JOIN items i "
+            "ON i.sortkey = p.sortkey AND NOT p.deleted"
+        )
+    rows = conn.execute(sql, [*args, *after, size]).fetchall()
+    rows.sort(key=lambda row: (row[2], row[0]))  # a page, here: not a sort in SQLite
     return [_header(row) for row in rows]
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,6 +23,8 @@ from xml.sax.saxutils import escape, quoteattr
 
 from ..collection.sidecar import xml_text
 from ..index import oai as rows
+from ..index.records import decode
+from ..index.walk import directory_of
 from ..protocol.answers import Links
 from ..protocol.catalog import Item
 from . import records
@@ -240,7 +241,8 @@ class Provider:
         size = PAGE[verb]
 
         def read(conn) -> tuple[list, int]:
-            found = rows.page(conn, sel, (state["t"], state["k"]), size + 1)
+            position = (state["t"], state["k"])
+            found = rows.page(conn, sel, position, size + 1, records=verb == "ListRecords")
             total = state["n"] if "n" in state else rows.count(conn, sel)
             return found, total
 
@@ -329,16 +331,24 @@ class Provider:
         )
 
     def _record(self, header: rows.Header, site: Links) -> str:
-        item = None if header.deleted else self.catalog.lookup(header.ibi)
+        item = None
+        if not header.deleted and header.directory is not None:
+            # The record of the directory that last wrote this IBI's row (read with the page);
+            # GetRecord reads it alone.
+            text = header.record
+            if text is None:
+                item = self.catalog.item_at(directory_of(header.directory))
+            else:
+                item = decode(directory_of(header.directory), text)
         if item is None or item.state == "Deleted":
             return f"<record>{self._header_xml(header._replace(deleted=True))}</record>"
-        metadata = ET.tostring(self._oai_dc(item, header.ibi, site), encoding="unicode")
+        metadata = self._oai_dc(item, header.ibi, site)
         return f"<record>{self._header_xml(header)}<metadata>{metadata}</metadata></record>"
 
-    def _oai_dc(self, item: Item, ibi: str, site: Links) -> ET.Element:
+    def _oai_dc(self, item: Item, ibi: str, site: Links) -> str:
         dc = records.record_dc(item, self.catalog.lookup, self.resolve_file, self.catalog.root)
         urls = [records.landing_page(site, ibi), records.persistent_url(self.resolver, ibi)]
-        return records.oai_dc_element(dc, [u for u in urls if u])
+        return records.oai_dc_text(dc, [u for u in urls if u])
 
 
 def _check_prefix(prefix: str) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
+from xml.sax.saxutils import escape
 
 from ..collection.sidecar import DC_ELEMENTS, xml_text
 from ..protocol.answers import Links
@@ -18,8 +19,6 @@ OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
 OAI_DC_XSD = "http://www.openarchives.org/OAI/2.0/oai_dc.xsd"
 DC = "http://purl.org/dc/elements/1.1/"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
-for _prefix, _uri in (("oai_dc", OAI_DC), ("dc", DC), ("xsi", XSI)):
-    ET.register_namespace(_prefix, _uri)
 
 MAX_RECORD_FILE = 1024 * 1024  # a Metadata item's oai_dc file read for a record, at most
 
@@ -39,22 +38,26 @@ def landing_page(site: Links, ibi: str) -> str:
     return f"{site.service}/item/{site.path(ibi)}"
 
 
-def oai_dc_element(dc: Mapping[str, list[str]], identifiers: list[str] = ()) -> ET.Element:
+def oai_dc_text(dc: Mapping[str, list[str]], identifiers: Iterable[str] = ()) -> str:
     """An oai_dc record (OAI-PMH 2.0 oai_dc schema) of Dublin Core values, `identifiers`
-    added before the item's own dc:identifier values (each URL once)."""
-    root = ET.Element(f"{{{OAI_DC}}}dc", {f"{{{XSI}}}schemaLocation": f"{OAI_DC} {OAI_DC_XSD}"})
+    added before the item's own dc:identifier values (each URL once). Written as text: a
+    page of 100 records through ElementTree cost 40 % of the page."""
+    parts = [
+        f'<oai_dc:dc xmlns:oai_dc="{OAI_DC}" xmlns:dc="{DC}" xmlns:xsi="{XSI}" '
+        f'xsi:schemaLocation="{OAI_DC} {OAI_DC_XSD}">'
+    ]
     for element in DC_ELEMENTS:
-        values = list(dc.get(element, ()))
+        values = dc.get(element, ())
         if element == "identifier":
-            values = list(dict.fromkeys([*identifiers, *values]))
-        for value in values:
-            ET.SubElement(root, f"{{{DC}}}{element}").text = xml_text(value)
-    return root
+            values = dict.fromkeys([*identifiers, *values])
+        parts += (f"<dc:{element}>{escape(xml_text(value))}</dc:{element}>" for value in values)
+    parts.append("</oai_dc:dc>")
+    return "".join(parts)
 
 
 def oai_dc_xml(dc: Mapping[str, list[str]]) -> bytes:
     """The item's inline Dublin Core as an oai_dc document (the metadata page's format)."""
-    return ET.tostring(oai_dc_element(dc), encoding="utf-8", xml_declaration=True)
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n' + oai_dc_text(dc)).encode("utf-8")
 
 
 def dc_of_file(path: Path) -> dict[str, list[str]] | None:
