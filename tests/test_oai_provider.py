@@ -353,3 +353,21 @@ def test_keyset_page_uses_the_indexes(oai_settings, app) -> None:
         assert "(stamp,key)>(?,?)" in text.replace(" ", ""), text
         assert "TEMP B-TREE" not in text, text
     conn.close()
+
+
+def test_unreadable_sidecar_is_deleted_until_it_reads_again(client, oai_settings) -> None:
+    sidecar = Path(oai_settings["collection"]) / ITEM / "item.yaml"
+    good = sidecar.read_text()
+    ident = f"oai:{HOST}:{ITEM}"
+    broken = wait_next_second()
+    sidecar.write_text("state: [unclosed\n")
+    refresh(oai_settings)
+    headers, _ = harvest(client, **{"from": providermod.stamp(broken)})  # headers only
+    assert [(h.findtext("o:identifier", namespaces=NS), h.get("status")) for h in headers] == [
+        (ident, "deleted")
+    ]
+    sidecar.write_text(good)
+    refresh(oai_settings)
+    doc = oai(client, verb="GetRecord", identifier=ident, metadataPrefix="oai_dc")
+    assert doc.find(".//o:header", NS).get("status") is None
+    assert doc.findtext(".//dc:type", namespaces=NS) == "Text"
