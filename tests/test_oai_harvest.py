@@ -1,11 +1,15 @@
-"""The Archive's OAI-PMH data provider (issue 33) on a real loopback server, harvested by an
-independent client, Sickle, and round-tripped through our own `import oai-pmh` into a second
+"""The Archive's OAI-PMH data provider (issue 33) on a real loopback server, harvested by two
+independent clients, Sickle and pyoai (in a venv of its own: it needs lxml < 5, which the
+project's lxml excludes), and round-tripped through our own `import oai-pmh` into a second
 Archive: the same items with the same Dublin Core, and a deletion in the first carried to the
 second as a tombstone by the next incremental import."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +21,7 @@ from archive_service.index.store import Store, Writer
 from archive_service.web import create_app
 from resolver_support import ThreadedServer
 from serve_process import free_port
-from support import SERVICE
+from support import ROOT, SERVICE
 
 pytestmark = pytest.mark.process
 
@@ -49,6 +53,61 @@ def test_sickle_harvests_every_record_and_the_deletion(served) -> None:
     assert {"contenttype:Data", "repository:sid.inpe.br:mtc-m19"} <= sets
     in_set = list(sickle.ListIdentifiers(metadataPrefix="oai_dc", set="repository:sid.inpe.br"))
     assert in_set and all(":sid.inpe.br/" in h.identifier for h in in_set)
+
+
+PYOAI_VENV = ROOT / ".venv" / "pyoai-venv"  # made once, kept with the project's .venv
+PYOAI = """
+import json, sys
+from oaipmh.client import Client
+from oaipmh.metadata import MetadataRegistry, oai_dc_reader
+registry = MetadataRegistry()
+registry.registerReader("oai_dc", oai_dc_reader)
+client = Client(sys.argv[1], registry)
+records = client.listRecords(metadataPrefix="oai_dc")
+print(json.dumps({
+    "baseURL": client.identify().baseURL(),
+    "records": [
+        [h.identifier(), h.isDeleted(), m.getField("title") if m else None]
+        for h, m, _ in records
+    ],
+    "sets": sorted(spec for spec, _, _ in client.listSets()),
+}))
+"""
+
+
+@pytest.fixture(scope="session")
+def pyoai_python() -> Path:
+    python = PYOAI_VENV / "bin" / "python"
+    if not python.exists():
+        made = subprocess.run(
+            [sys.executable, "-m", "venv", str(PYOAI_VENV)], capture_output=True, text=True
+        )
+        if made.returncode == 0:
+            made = subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", "pyoai==2.5.0", "lxml<5"],
+                capture_output=True,
+                text=True,
+            )
+        if made.returncode != 0:
+            shutil.rmtree(PYOAI_VENV, ignore_errors=True)
+            pytest.skip(f"cannot install pyoai in a venv of its own: {made.stderr[-300:]}")
+    return python
+
+
+def test_pyoai_harvests_every_record_and_the_deletion(served, pyoai_python) -> None:
+    url, _ = served
+    done = subprocess.run(
+        [str(pyoai_python), "-c", PYOAI, url], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["baseURL"] == url
+    assert len(found["records"]) == 15
+    deleted = [ident for ident, gone, _ in found["records"] if gone]
+    assert deleted == ["oai:127.0.0.1:iconet.com.br/banon/2010/01.20.11.05"]
+    titles = {ident.rpartition(":")[2]: title for ident, _, title in found["records"]}
+    assert titles[REMOVED] == ["Apresentação do sistema de resolução de IBI"]
+    assert "repository:sid.inpe.br:mtc-m19" in found["sets"]
 
 
 def run_import(capsys, url: str, collection: Path, state: Path) -> str:
