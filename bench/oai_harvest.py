@@ -100,6 +100,13 @@ def fill(conn: sqlite3.Connection, items: int) -> None:
                 f"INSERT OR REPLACE INTO {oairows.TABLE} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", oai
             )
             rows, keys, oai = [], [], []
+    conn.execute(f"DELETE FROM {oairows.TABLE}_counts")
+    conn.execute(f"INSERT INTO {oairows.TABLE}_counts SELECT '', '', count(*) FROM {oairows.TABLE}")
+    for column in oairows.SET_COLUMNS:
+        conn.execute(
+            f"INSERT INTO {oairows.TABLE}_counts SELECT '{column}', {column}, count(*) "
+            f"FROM {oairows.TABLE} WHERE {column} IS NOT NULL GROUP BY {column}"
+        )
     conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
     conn.execute("COMMIT")
 

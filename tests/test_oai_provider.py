@@ -312,7 +312,9 @@ def test_selective_harvest_after_one_change_returns_that_item_alone(client, oai_
     assert f"oai:{HOST}:{ITEM}" not in [h.findtext("o:identifier", namespaces=NS) for h in before]
 
 
-def test_removed_item_stays_a_deleted_record_across_a_rebuild(client, oai_settings) -> None:
+def test_removed_item_stays_a_deleted_record_across_a_rebuild(
+    client, oai_settings, monkeypatch
+) -> None:
     collection = Path(oai_settings["collection"])
     removed = wait_next_second()
     shutil.rmtree(collection / ITEM)
@@ -334,8 +336,12 @@ def test_removed_item_stays_a_deleted_record_across_a_rebuild(client, oai_settin
     assert header.findtext("o:datestamp", namespaces=NS) == headers[0].findtext(
         "o:datestamp", namespaces=NS
     )
-    listed, _ = harvest(client)
+    monkeypatch.setitem(providermod.PAGE, "ListIdentifiers", 3)
+    listed, tokens = harvest(client)
     assert len(listed) == 15  # the others kept too, once each
+    assert {t.get("completeListSize") for t in tokens} == {"15"}  # and their counts
+    _, tokens = harvest(client, set="contenttype:Metadata")
+    assert {t.get("completeListSize") for t in tokens} == {"4"}
 
 
 def test_keyset_page_uses_the_indexes(oai_settings, app) -> None:

@@ -41,12 +41,20 @@ CREATE INDEX IF NOT EXISTS {TABLE}_ct ON {TABLE}(ct, stamp);
 CREATE INDEX IF NOT EXISTS {TABLE}_sub ON {TABLE}(sub, stamp);
 CREATE INDEX IF NOT EXISTS {TABLE}_rep ON {TABLE}(rep, stamp);
 CREATE INDEX IF NOT EXISTS {TABLE}_dir ON {TABLE}(sortkey);
+-- How many rows each set has ('' '': all of them): a list without dates is counted here, as
+-- counting a million index entries took 0.2-0.5 s on every first page.
+CREATE TABLE IF NOT EXISTS {TABLE}_counts (
+    col TEXT NOT NULL,
+    value TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (col, value)
+) WITHOUT ROWID;
 """
 
 
 def kept(table: str) -> bool:
     """Whether a rebuild of the index keeps `table` (and its indexes)."""
-    return table == TABLE
+    return table in (TABLE, f"{TABLE}_counts")
 
 
 def identifier_ibi(record: dict) -> str:
@@ -89,7 +97,23 @@ def note_written(conn: sqlite3.Connection, sortkey: str, record: str | None) -> 
     ibi = identifier_ibi(r)
     digest = hashlib.sha256(record.encode("utf-8", "surrogateescape")).hexdigest()[:24]
     deleted = 1 if r.get("state") == "Deleted" else 0
-    conn.execute(_UPSERT, (ibimod.key(ibi), ibi, sortkey, now(), deleted, digest, *_sets(r)))
+    key, sets = ibimod.key(ibi), _sets(r)
+    old = conn.execute(f"SELECT ct, sub, rep FROM {TABLE} WHERE key = ?", (key,)).fetchone()
+    if old is None or tuple(old) != sets:
+        _count(conn, old, -1)
+        _count(conn, sets, +1)
+    conn.execute(_UPSERT, (key, ibi, sortkey, now(), deleted, digest, *sets))
+
+
+def _count(conn: sqlite3.Connection, sets: tuple | None, step: int) -> None:
+    if sets is None:
+        return
+    pairs = [("", "")] + [(c, v) for c, v in zip(SET_COLUMNS, sets, strict=True) if v is not None]
+    conn.executemany(
+        f"INSERT INTO {TABLE}_counts VALUES (?, ?, ?) ON CONFLICT (col, value) "
+        "DO UPDATE SET n = n + excluded.n",
+        [(c, v, step) for c, v in pairs],
+    )
 
 
 def note_removed(conn: sqlite3.Connection, sortkey: str) -> None:
@@ -124,13 +148,16 @@ class Header(NamedTuple):
     record: str | None = None  # its record (index/records.py), when read with the page
 
 
+FOREVER = 2**62  # an `until` that bounds nothing
+
+
 class Selection(NamedTuple):
     """What a list request selects: an optional set column and value, a datestamp range."""
 
     column: str | None = None
     value: str | None = None
     since: int = 0
-    until: int = 2**62
+    until: int = FOREVER
 
 
 def _where(sel: Selection, since: bool = True) -> tuple[str, list]:
@@ -182,6 +209,15 @@ def page(
 
 
 def count(conn: sqlite3.Connection, sel: Selection) -> int:
+    """How many rows `sel` lists (a list's first page gives it once, its tokens carry it):
+    without dates, from the counts the writer keeps; with dates, by counting the range (an
+    incremental harvest's range is small; 1,000,000 rows cost 0.7 s, loaded)."""
+    if sel.since <= 0 and sel.until >= FOREVER:
+        row = conn.execute(
+            f"SELECT n FROM {TABLE}_counts WHERE col = ? AND value = ?",
+            (sel.column or "", sel.value or ""),
+        ).fetchone()
+        return row[0] if row else 0
     where, args = _where(sel)
     return conn.execute(f"SELECT count(*) FROM {TABLE} WHERE {where}", args).fetchone()[0]
 

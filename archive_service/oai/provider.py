@@ -250,6 +250,8 @@ class Provider:
         if not found and state["o"] == 0:
             raise OaiError("noRecordsMatch", "no record matches the arguments")
         more, found = len(found) > size, found[:size]
+        # Never less than what is listed (an index from before the counts; positiveInteger).
+        total = max(total, state["o"] + len(found) + more)
         if verb == "ListIdentifiers":
             listed = "".join(self._header_xml(h) for h in found)
         else:
@@ -285,7 +287,7 @@ class Provider:
                 raise OaiError("badResumptionToken", f"the resumptionToken is not of {verb}")
             return state
         _check_prefix(given["metadataPrefix"])
-        since, until, grains = 0, 2**62, set()
+        since, until, grains = 0, rows.FOREVER, set()
         if "from" in given:
             since, grain = parse_date(given["from"], end=False)
             grains.add(grain)
