@@ -13,8 +13,9 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..collection.items import Item, Problem, claim_problems
 from ..protocol import ibi as ibimod
@@ -23,6 +24,8 @@ from ..protocol.ibi import Ibi
 from .records import NO_LANGUAGE, _ibi, decode
 from .store import Store, is_damage
 from .walk import directory_of, sortkey
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -324,6 +327,11 @@ class StoreCatalog:
         reader = self._reader()
         key = sortkey(directory)
         return self._item(reader, key) if self._served(reader, key) else None
+
+    @_reading(snapshot=True)
+    def read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        """`query(connection)` on this request's snapshot (index/oai.py's reads)."""
+        return query(self._reader().conn)
 
     @property
     def languages(self) -> set[str]:

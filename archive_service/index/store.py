@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..common import db
+from . import oai
 from .records import _Row, claim
 from .walk import SEP, Walk, cover, estimate_items, sortkey
 
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Bump when a record's shape or what index.load_item derives changes: old indexes are rebuilt.
-SCHEMA = "8"  # 6: the kinds and conflicts tables (issue 18); 7: location (issue 21); 8: no
-# target named with a backslash
+SCHEMA = "9"  # 6: the kinds and conflicts tables (issue 18); 7: location (issue 21); 8: no
+# target named with a backslash; 9: OAI-PMH's table (index/oai.py, kept across rebuilds)
 BATCH_ITEMS = 1000
 BATCH_SECONDS = 1.0
 PROGRESS_SECONDS = 5.0
@@ -54,7 +55,8 @@ PARALLEL_ITEMS = 2000  # a first build of at least this many items reads in seve
 # where one walker feeding the readers costs less CPU (10,000 items: 1.2 s against 1.4 s).
 PARALLEL_WALK_ITEMS = 20000
 
-_TABLES = """
+_TABLES = (
+    """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 -- One row per item directory. record is the Item as JSON (NULL: its sidecar is unusable);
 -- keys/refs/langs repeat what the side tables hold for it, so a rewrite can undo them.
@@ -89,6 +91,8 @@ CREATE TABLE kinds (
     PRIMARY KEY (state, contenttype)
 ) WITHOUT ROWID;
 """
+    + oai.TABLES
+)
 
 
 # Each committing transaction of a writer moves the index to its next generation, a number the
@@ -532,6 +536,9 @@ class Writer:
                         batch.begin().executemany(
                             "INSERT OR REPLACE INTO meta VALUES (?, ?)", done.items()
                         )
+                    if cold:
+                        batch.commit()  # the items' rows first
+                        oai.sweep(batch.begin())
                 batch.commit()
             finally:
                 conn.close()
@@ -557,7 +564,8 @@ class Writer:
         for (name,) in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'"
         ).fetchall():
-            conn.execute(f'DROP TABLE "{name}"')
+            if not oai.kept(name):
+                conn.execute(f'DROP TABLE "{name}"')
         for statement in _TABLES.split(";"):
             if statement.strip():
                 conn.execute(statement)
@@ -677,6 +685,7 @@ class Writer:
         batch.begin()
         self._undo(batch, key)
         batch.conn.execute("DELETE FROM items WHERE sortkey = ?", (key,))
+        oai.note_removed(batch.conn, key)
         batch.done()
 
     def _write(self, batch: _Batch, row: _Row, *, new: bool) -> None:
@@ -698,6 +707,7 @@ class Writer:
                 " ".join(row.langs),
             )
         )
+        oai.note_written(batch.conn, key, row.record)
         batch.keys += [(k, claim(key)) for k in row.keys]
         batch.touched.update(row.keys)
         batch.refs += [(r, key) for r in row.refs]

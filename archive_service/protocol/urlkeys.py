@@ -189,6 +189,12 @@ class UrlKeys:
             )
             return keys
 
+    def derive(self, purpose: str) -> bytes:
+        """A key of its own for another use of this secret (OAI-PMH's resumption tokens): an
+        HMAC of the purpose, never the secret, so one use cannot stand for another and every
+        node sharing the secret derives the same key."""
+        return hmac.digest(self._secret, b"archive-service/derive\0" + purpose.encode(), "sha256")
+
     def _digits(self, message: bytes) -> str:
         return _decimal(hmac.digest(self._secret, message, "sha256"))
 

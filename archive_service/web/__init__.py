@@ -16,7 +16,6 @@ import os
 import stat
 import threading
 import unicodedata
-import xml.etree.ElementTree as ET
 import zlib
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -24,7 +23,7 @@ from functools import lru_cache
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 from flask import Flask, Response, abort, redirect, render_template, request, url_for
 from flask.logging import default_handler
@@ -34,27 +33,22 @@ from werkzeug.wsgi import wrap_file
 
 from .. import settings
 from ..collection import items as index
-from ..collection.sidecar import DC_ELEMENTS, xml_text
+from ..collection.sidecar import DC_ELEMENTS
 from ..common import pages
 from ..common.fsnames import from_bytes, from_os
 from ..common.http import TEXT, answer_unexpected_errors, error_response
 from ..common.net import client_address
 from ..indexer.startup import LiveIndex
+from ..oai.records import oai_dc_xml, persistent_url
 from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
 from ..serve import inclusion
 from . import counter, headers, health, limits, page_limit, stats, sushi, usage
 from .acknowledgers import acknowledgers
+from .oai import oai_blueprint, oai_provider
 
 log = logging.getLogger(__name__)
-
-OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
-DC = "http://purl.org/dc/elements/1.1/"
-XSI = "http://www.w3.org/2001/XMLSchema-instance"
-for _prefix, _uri in (("oai_dc", OAI_DC), ("dc", DC), ("xsi", XSI)):
-    ET.register_namespace(_prefix, _uri)
-
 
 PAGES = ("filelist.html", "metadata.html", "service.html", "items.html", "statistics.html")
 # Read with the module's code (see common/pages.py): an app made later by a process that can no
@@ -64,15 +58,6 @@ PAGE_SOURCES = pages.sources(Path(__file__).with_name("templates"), PAGES)
 HTML = "text/html; charset=utf-8"
 STATISTICS_DAYS = 30  # what the statistics page counts
 HEALTH = ("health", "service_health")  # its endpoints
-
-
-def persistent_url(resolver: str, ibi: str) -> str | None:
-    """The persistent URL of `ibi` at the resolver this Archive announces itself to
-    (`http://urlib.net/<ibi>` for urlib.net's service URL), or None when it has none."""
-    if resolver == "none":
-        return None
-    parts = urlsplit(resolver)
-    return f"{parts.scheme}://{parts.netloc}/{ibi}"
 
 
 def _displayable(name: str) -> str:
@@ -179,18 +164,6 @@ def _offload(how: str, real: Path, root: Path, named: Path) -> Response | None:
             os.fsencode(real.relative_to(root)), safe="/"
         )
     return response
-
-
-def oai_dc_xml(dc: Mapping[str, list[str]]) -> bytes:
-    """An oai_dc record (OAI-PMH 2.0 oai_dc schema) of the item's inline Dublin Core."""
-    root = ET.Element(
-        f"{{{OAI_DC}}}dc",
-        {f"{{{XSI}}}schemaLocation": f"{OAI_DC} http://www.openarchives.org/OAI/2.0/oai_dc.xsd"},
-    )
-    for element in DC_ELEMENTS:
-        for value in dc.get(element, ()):
-            ET.SubElement(root, f"{{{DC}}}{element}").text = xml_text(value)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
 class ArchiveRoot:
@@ -548,6 +521,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             list_url=url_for("items"),
             statistics_url=url_for("statistics"),
             health_url=url_for(HEALTH[1]),  # under the service path: every front forwards it
+            oai_url=links(request.environ).service + "/oai",  # baseURL: from archiveaddress
         )
         return Response(page, content_type=HTML)
 
@@ -713,6 +687,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     app.add_url_rule("/health", HEALTH[0], health_check)
     app.add_url_rule(service_path + "/health", HEALTH[1], health_check)
 
+    app.register_blueprint(oai_blueprint(oai_provider(config, catalog, keys), service_path, links))
     answer_unexpected_errors(app, log)
 
     pages_bounded = page_limit.of_archive(app.wsgi_app, config, service_path)

@@ -1,0 +1,100 @@
+"""An item's OAI-PMH record: its `oai_dc` (the sidecar's inline Dublin Core, or the `oai_dc`
+file of the Metadata item it names, as the protocol's GetMetadata(oai_dc) finds it) with its
+persistent URL and landing page as `dc:identifier`; the URLs handed out. No web framework."""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+from xml.sax.saxutils import escape
+
+from ..collection.sidecar import DC_ELEMENTS, xml_text
+from ..protocol.answers import Links
+from ..protocol.catalog import Item
+
+OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
+OAI_DC_XSD = "http://www.openarchives.org/OAI/2.0/oai_dc.xsd"
+DC = "http://purl.org/dc/elements/1.1/"
+XSI = "http://www.w3.org/2001/XMLSchema-instance"
+
+MAX_RECORD_FILE = 1024 * 1024  # a Metadata item's oai_dc file read for a record, at most
+
+
+def persistent_url(resolver: str, ibi: str) -> str | None:
+    """The persistent URL of `ibi` at the resolver this Archive announces itself to
+    (`http://urlib.net/<ibi>` for urlib.net's service URL), or None when it has none."""
+    if resolver == "none":
+        return None
+    parts = urlsplit(resolver)
+    return f"{parts.scheme}://{parts.netloc}/{ibi}"
+
+
+def landing_page(site: Links, ibi: str) -> str:
+    """The item's landing page, `http://<archiveaddress><mount>/<archiveserviceibi>/item/<ibi>`:
+    the one rule of its URL for the records (the page itself is web's)."""
+    return f"{site.service}/item/{site.path(ibi)}"
+
+
+def oai_dc_text(dc: Mapping[str, list[str]], identifiers: Iterable[str] = ()) -> str:
+    """An oai_dc record (OAI-PMH 2.0 oai_dc schema) of Dublin Core values, `identifiers`
+    added before the item's own dc:identifier values (each URL once). Written as text: a
+    page of 100 records through ElementTree cost 40 % of the page."""
+    parts = [
+        f'<oai_dc:dc xmlns:oai_dc="{OAI_DC}" xmlns:dc="{DC}" xmlns:xsi="{XSI}" '
+        f'xsi:schemaLocation="{OAI_DC} {OAI_DC_XSD}">'
+    ]
+    for element in DC_ELEMENTS:
+        values = dc.get(element, ())
+        if element == "identifier":
+            values = dict.fromkeys([*identifiers, *values])
+        parts += (f"<dc:{element}>{escape(xml_text(value))}</dc:{element}>" for value in values)
+    parts.append("</oai_dc:dc>")
+    return "".join(parts)
+
+
+def oai_dc_xml(dc: Mapping[str, list[str]]) -> bytes:
+    """The item's inline Dublin Core as an oai_dc document (the metadata page's format)."""
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n' + oai_dc_text(dc)).encode("utf-8")
+
+
+def dc_of_file(path: Path) -> dict[str, list[str]] | None:
+    """The Dublin Core of an oai_dc file (a Metadata item's), or None when it is not one."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_RECORD_FILE + 1)
+        if len(data) > MAX_RECORD_FILE:
+            return None
+        # Python's expat: no external entities, and it refuses entity expansion attacks.
+        root = ET.fromstring(data)
+    except (OSError, ET.ParseError):
+        return None
+    if root.tag != f"{{{OAI_DC}}}dc":
+        return None
+    dc: dict[str, list[str]] = {}
+    for child in root:
+        name = child.tag[len(DC) + 2 :] if child.tag.startswith(f"{{{DC}}}") else ""
+        text = "".join(child.itertext()).strip()
+        if name in DC_ELEMENTS and text:
+            dc.setdefault(name, []).append(text)
+    return dc
+
+
+def record_dc(
+    item: Item,
+    lookup: Callable[[str], Item | None],
+    resolve_file: Callable[[str | os.PathLike, str, str], Path | None],
+    root: str | os.PathLike,
+) -> Mapping[str, list[str]]:
+    """What GetMetadata(oai_dc) gives for `item` (protocol/answers.py's order): the oai_dc file
+    of the Metadata item it names when this Archive holds one, else its inline dc."""
+    if item.metadata is not None:
+        meta = lookup(item.metadata.text)
+        rel = meta.formats.get("oai_dc") if meta is not None else None
+        path = resolve_file(root, meta.directory, rel) if rel else None
+        found = dc_of_file(path) if path is not None else None
+        if found is not None:
+            return found
+    return item.dc or {}
