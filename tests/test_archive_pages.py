@@ -79,7 +79,7 @@ def test_the_archive_page_shows_the_inclusion_and_the_collections_problems(setti
     assert said["Inclusion"].startswith("included (since ")
     # Counted only: which and why name paths (test_public_disclosure.py); `check` lists them.
     problems = page.html.find(id="problems").find_next("p").get_text(" ", strip=True)
-    assert problems == "1 problem: archive-service check on the Archive's machine lists them."
+    assert problems == "1 problem: archive-service check on the Archive's machine lists it."
 
 
 def test_the_statistics_page_shows_what_was_counted(settings):

@@ -50,7 +50,9 @@ def install(app: Flask, files_endpoint: str) -> None:
     @app.after_request
     def secure(response: Response) -> Response:
         if request.endpoint == files_endpoint and response.status_code < 400:
-            response.headers.extend(file_headers(response.mimetype or ""))
+            wanted = file_headers(response.mimetype or "")
         else:
-            response.headers.extend(PAGE_HEADERS)
+            wanted = PAGE_HEADERS
+        for name, value in wanted:  # a view's own choice stands (a stricter Referrer-Policy)
+            response.headers.setdefault(name, value)
         return response
