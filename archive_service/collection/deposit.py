@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from ..common import files as filesmod
+from ..common.net import persistent_url
 from ..common.yamlsafe import SafeLoader, dump_sidecar
 from ..index import catalog as catalogmod
 from ..index import records as recordsmod
@@ -53,6 +54,7 @@ from ..protocol import ibi as ibimod
 from ..protocol import ibip as ibipmod
 from ..protocol.catalog import claim, directory_of, is_served
 from ..protocol.ibi import Ibi
+from ..settings import DEFAULT_RESOLVER
 from . import items as index
 from . import mint as mintmod
 from . import sidecar as sidecarmod
@@ -62,7 +64,6 @@ from .sidecar import SIDECAR
 
 log = logging.getLogger(__name__)
 
-PERSISTENT_BASE = "http://urlib.net/"
 LOCK_FILE = "deposit.lock"
 PENDING_FILE = "deposit.pending"
 TEMP_PREFIX = ".deposit-"
@@ -72,10 +73,6 @@ REPLACED_PREFIX = ".replaced-doc-"
 
 class DepositError(Exception):
     """A deposit or deletion refused; the message is one line and nothing was changed."""
-
-
-def persistent_url(label: str) -> str:
-    return PERSISTENT_BASE + label
 
 
 def iso(moment: datetime) -> str:
@@ -659,7 +656,9 @@ def deposit(
             if language:
                 dc["language"] = language
             dc["date"] = created.strftime("%Y-%m-%d")
-            dc["identifier"] = persistent_url(primary)
+            identifier = persistent_url(config.get("resolver") or DEFAULT_RESOLVER, primary)
+            if identifier:  # none without a resolver (`resolver: none`)
+                dc["identifier"] = identifier
             data["dc"] = dc
         data.update(extra or {})
         sidecar_text = _new_sidecar(data, created)
