@@ -39,12 +39,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 
 from ..common import files as filesmod
-from ..common.net import persistent_url
+from ..common.net import host_port, persistent_url
 from ..common.yamlsafe import SafeLoader, dump_sidecar
 from ..index import catalog as catalogmod
 from ..index import records as recordsmod
@@ -108,12 +107,6 @@ class Subsystem:
         return "both" if len(forms) == 2 else forms[0]
 
 
-def split_address(address: str) -> tuple[str, int | None]:
-    """`host[:port]` of archiveaddress as (host, port or None)."""
-    parts = urlsplit("//" + address)
-    return parts.hostname or "", parts.port
-
-
 def subsystem(
     config: Mapping[str, Any],
     host: str | None = None,
@@ -127,7 +120,7 @@ def subsystem(
     reasons (deposit has no --host or --ip: its message named mint's)."""
     why_not: dict[str, str] = {}
     if host is None and config.get("archiveaddress"):
-        host, address_port = split_address(config["archiveaddress"])
+        host, address_port = host_port(config["archiveaddress"], None)
         port = address_port if port is None else port
     if ip is None:
         ip = config.get("archiveip") or None

@@ -187,3 +187,24 @@ def persistent_url(resolver: str, ibi: str) -> str | None:
         return None
     parts = urlsplit(resolver)
     return f"{parts.scheme}://{parts.netloc}/{ibi}"
+
+
+HTTP_PORT = 80
+
+
+def host_port(address: str, default: int | None = HTTP_PORT) -> tuple[str, int | None]:
+    """`host[:port]` (an archiveaddress, a bind) as (host, port): the host as written, without
+    the brackets of an IPv6 address ("" when none), the port `default` when none is given.
+    ValueError for a port that is not a number."""
+    parts = urlsplit("//" + address)
+    return parts.hostname or "", parts.port or default
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a host names this machine only: a loopback address, `localhost` or a name
+    under `.localhost` (RFC 6761)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        host = host.lower().rstrip(".")
+        return host == "localhost" or host.endswith(".localhost")
