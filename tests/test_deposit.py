@@ -95,6 +95,26 @@ def files(tmp_path: Path) -> dict[str, Path]:
 # ----------------------------------------------------------------------------- deposit
 
 
+@pytest.mark.parametrize(
+    "resolver, base",
+    [("https://purl.example.net/J8LNKB5R7W/3FUQHC5", "https://purl.example.net/"), ("none", None)],
+)
+def test_the_persistent_url_is_the_configured_resolvers(capsys, settings, files, resolver, base):
+    """A deposit wrote and printed http://urlib.net/<ibi> whatever the Archive's resolver was
+    (issue 31: the rule of the persistent URL written twice, disagreeing)."""
+    args = deposit_args(settings, files["report"], "--title", "Relatório", "--resolver", resolver)
+    code, out, err = run(capsys, *args)
+    assert (code, err) == (0, "")
+    got = printed(out)
+    [rep], [label] = got["rep"], got["ibip"]
+    side = sidecar.read(Path(settings["collection"]) / rep / "item.yaml")
+    if base is None:
+        assert "url" not in got and "identifier" not in side.dc
+    else:
+        assert got["url"] == [base + rep, base + label]
+        assert side.dc["identifier"] == [base + rep]
+
+
 def test_deposit_is_answered_by_url_request_and_passes_check(capsys, settings, collection, files):
     code, out, err = run(
         capsys,

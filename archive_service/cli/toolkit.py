@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 from .. import settings
 from ..collection import deposit as depositmod
 from ..collection import mint as mintmod
+from ..common.net import persistent_url
 from ..protocol import ibi as ibimod
 from ..protocol import ibip as ibipmod
 
@@ -153,8 +154,9 @@ def cmd_deposit(args: argparse.Namespace, load_config: LoadConfig) -> int:
             print(f"{kind} {label}")
     for kind in ("rep", "ibip"):
         label = getattr(done.minted, kind)
-        if label:
-            print(f"url {depositmod.persistent_url(label)}")
+        url = label and persistent_url(config.resolver, label)
+        if url:
+            print(f"url {url}")
     for line in done.linked:
         print(f"linked {line}")
     for note in done.notes:
@@ -283,7 +285,8 @@ def add_commands(
     )
     _add_granularity(deposit, "temporal distributor step in seconds (default 1)")
     add_settings(
-        deposit, names=("collection", "archiveaddress", "archiveip", "state_dir", "database")
+        deposit,
+        names=("collection", "archiveaddress", "archiveip", "state_dir", "database", "resolver"),
     )
     deposit.set_defaults(func=lambda args: cmd_deposit(args, load_config))
 

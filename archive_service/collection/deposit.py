@@ -39,11 +39,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 
 from ..common import files as filesmod
+from ..common.net import host_port, persistent_url
 from ..common.yamlsafe import SafeLoader, dump_sidecar
 from ..index import catalog as catalogmod
 from ..index import records as recordsmod
@@ -53,6 +53,7 @@ from ..protocol import ibi as ibimod
 from ..protocol import ibip as ibipmod
 from ..protocol.catalog import claim, directory_of, is_served
 from ..protocol.ibi import Ibi
+from ..settings import DEFAULT_RESOLVER
 from . import items as index
 from . import mint as mintmod
 from . import sidecar as sidecarmod
@@ -62,7 +63,6 @@ from .sidecar import SIDECAR
 
 log = logging.getLogger(__name__)
 
-PERSISTENT_BASE = "http://urlib.net/"
 LOCK_FILE = "deposit.lock"
 PENDING_FILE = "deposit.pending"
 TEMP_PREFIX = ".deposit-"
@@ -72,10 +72,6 @@ REPLACED_PREFIX = ".replaced-doc-"
 
 class DepositError(Exception):
     """A deposit or deletion refused; the message is one line and nothing was changed."""
-
-
-def persistent_url(label: str) -> str:
-    return PERSISTENT_BASE + label
 
 
 def iso(moment: datetime) -> str:
@@ -111,12 +107,6 @@ class Subsystem:
         return "both" if len(forms) == 2 else forms[0]
 
 
-def split_address(address: str) -> tuple[str, int | None]:
-    """`host[:port]` of archiveaddress as (host, port or None)."""
-    parts = urlsplit("//" + address)
-    return parts.hostname or "", parts.port
-
-
 def subsystem(
     config: Mapping[str, Any],
     host: str | None = None,
@@ -130,7 +120,7 @@ def subsystem(
     reasons (deposit has no --host or --ip: its message named mint's)."""
     why_not: dict[str, str] = {}
     if host is None and config.get("archiveaddress"):
-        host, address_port = split_address(config["archiveaddress"])
+        host, address_port = host_port(config["archiveaddress"], None)
         port = address_port if port is None else port
     if ip is None:
         ip = config.get("archiveip") or None
@@ -659,7 +649,9 @@ def deposit(
             if language:
                 dc["language"] = language
             dc["date"] = created.strftime("%Y-%m-%d")
-            dc["identifier"] = persistent_url(primary)
+            identifier = persistent_url(config.get("resolver") or DEFAULT_RESOLVER, primary)
+            if identifier:  # none without a resolver (`resolver: none`)
+                dc["identifier"] = identifier
             data["dc"] = dc
         data.update(extra or {})
         sidecar_text = _new_sidecar(data, created)

@@ -1,7 +1,8 @@
-"""Who is on the other end of a request, for both apps: the user behind the trusted proxies
-(`forwarded`, `client_address`), a host's addresses (`host_addresses`) and a set of networks
-with host names resolved off the request path (`HostNetworks`). No web framework: a WSGI
-environ is a mapping."""
+"""Addresses and names, for both apps and the commands: the user behind the trusted proxies
+(`forwarded`, `client_address`), a host's addresses (`host_addresses`), a set of networks
+with host names resolved off the request path (`HostNetworks`), and an IBI's persistent URL
+at the configured resolver (`persistent_url`). No web framework: a WSGI environ is a
+mapping."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 log = logging.getLogger(__name__)
 
@@ -175,3 +177,34 @@ class HostNetworks:
         if self.hosts:
             self._refresh_later()
         return within(found, self.networks) or within(found, self.resolved)
+
+
+def persistent_url(resolver: str, ibi: str) -> str | None:
+    """The persistent URL of `ibi` at the resolver this Archive announces itself to (the
+    `resolver` setting: `http://urlib.net/<ibi>` for urlib.net's service URL), or None when
+    it has none (`none`). Every URL of an IBI the kit writes or shows comes from here."""
+    if resolver == "none":
+        return None
+    parts = urlsplit(resolver)
+    return f"{parts.scheme}://{parts.netloc}/{ibi}"
+
+
+HTTP_PORT = 80
+
+
+def host_port(address: str, default: int | None = HTTP_PORT) -> tuple[str, int | None]:
+    """`host[:port]` (an archiveaddress, a bind) as (host, port): the host as written, without
+    the brackets of an IPv6 address ("" when none), the port `default` when none is given.
+    ValueError for a port that is not a number."""
+    parts = urlsplit("//" + address)
+    return parts.hostname or "", parts.port or default
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a host names this machine only: a loopback address, `localhost` or a name
+    under `.localhost` (RFC 6761)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        host = host.lower().rstrip(".")
+        return host == "localhost" or host.endswith(".localhost")

@@ -22,6 +22,7 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from ..collection.sidecar import xml_text
+from ..common.net import persistent_url
 from ..index import oai as rows
 from ..index.records import decode
 from ..index.walk import directory_of
@@ -349,7 +350,7 @@ class Provider:
 
     def _oai_dc(self, item: Item, ibi: str, site: Links) -> str:
         dc = records.record_dc(item, self.catalog.lookup, self.resolve_file, self.catalog.root)
-        urls = [records.landing_page(site, ibi), records.persistent_url(self.resolver, ibi)]
+        urls = [records.landing_page(site, ibi), persistent_url(self.resolver, ibi)]
         return records.oai_dc_text(dc, [u for u in urls if u])
 
 

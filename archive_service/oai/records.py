@@ -8,7 +8,6 @@ import os
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
 from ..collection.sidecar import DC_ELEMENTS, xml_text
@@ -21,15 +20,6 @@ DC = "http://purl.org/dc/elements/1.1/"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 
 MAX_RECORD_FILE = 1024 * 1024  # a Metadata item's oai_dc file read for a record, at most
-
-
-def persistent_url(resolver: str, ibi: str) -> str | None:
-    """The persistent URL of `ibi` at the resolver this Archive announces itself to
-    (`http://urlib.net/<ibi>` for urlib.net's service URL), or None when it has none."""
-    if resolver == "none":
-        return None
-    parts = urlsplit(resolver)
-    return f"{parts.scheme}://{parts.netloc}/{ibi}"
 
 
 def landing_page(site: Links, ibi: str) -> str:

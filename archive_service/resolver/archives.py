@@ -23,12 +23,13 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import lru_cache
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httptools
 
 from .. import __version__
 from ..common.idle import spoke_while_idle
+from ..common.net import host_port
 from ..protocol import pairs as pairsmod
 from .loops import new_pseudonym
 from .resolve import Answer, ArchiveRef
@@ -109,10 +110,10 @@ class _InFlight:
 
 @lru_cache(maxsize=4096)
 def _host_port(address: str) -> tuple[str, int]:
-    parts = urlsplit("//" + address)
-    if parts.hostname is None:
+    host, port = host_port(address)
+    if not host:
         raise ValueError(f"address {address!r} names no host")
-    return parts.hostname, parts.port or 80
+    return host, port
 
 
 def _connect(address: str, timeout: float, deadline: float) -> socket.socket:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import secrets
 import socket
-from urllib.parse import urlsplit
 
 from ..common.net import host_addresses as _addresses
+from ..common.net import host_port
 
 PSEUDONYM = "archive-service-resolver"
 MAX_HOPS = 4  # resolvers of this kit a request may already have passed through
@@ -82,10 +82,9 @@ class OwnAddress:
         return False
 
 
-def _split(hostport: str) -> tuple[str, int]:
-    parts = urlsplit("//" + hostport)
-    host = (parts.hostname or "").rstrip(".").lower()
-    return host, parts.port or 80
+def _split(hostport: str) -> tuple[str, int | None]:
+    host, port = host_port(hostport)
+    return host.rstrip(".").lower(), port
 
 
 def _is_local(ip) -> bool:

@@ -54,6 +54,7 @@ from urllib.parse import quote, urljoin, urlsplit
 from .. import __version__, settings
 from ..common import logs
 from ..common.deadline import Overdue, call_within
+from ..common.net import host_port, is_loopback_host
 from ..common.processes import child_environment, python_executable
 from ..protocol import pairs as pairsmod
 from ..settings import ConfigError, ConfigWarning
@@ -240,9 +241,8 @@ def _unreachable(config: settings.Config) -> str | None:
             f"it defaults to is not announced: give archiveaddress, the host[:port] where the "
             f"resolver {config.resolver} reaches this Archive"
         )
-    host = urlsplit("//" + config.archiveaddress).hostname or ""
-    local = identity.is_loopback_host
-    if local(host) and not local(urlsplit(config.resolver).hostname or ""):
+    host, _ = host_port(config.archiveaddress)
+    if is_loopback_host(host) and not is_loopback_host(urlsplit(config.resolver).hostname or ""):
         return (
             f"setting archiveaddress {config.archiveaddress} is a loopback address, which the "
             f"resolver {config.resolver} on another machine cannot reach: give archiveaddress, "
@@ -331,7 +331,7 @@ def transport_warning(announcement: Announcement) -> str | None:
     parts = urlsplit(announcement.resolver)
     if parts.scheme != "http" or not parts.hostname:
         return None
-    if identity.is_loopback_host(parts.hostname):
+    if is_loopback_host(parts.hostname):
         return None
     return (
         f"the resolver {announcement.resolver} is plain http://: the registrationkey in "

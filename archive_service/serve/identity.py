@@ -14,11 +14,11 @@ import ipaddress
 import os
 import socket
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from .. import settings
 from ..collection import mint as mintmod
 from ..common import files
+from ..common.net import host_port, is_loopback_host
 from ..protocol import ibi as ibimod
 from . import inclusion
 
@@ -52,21 +52,11 @@ def address_of_bind(bind: str) -> str:
     return settings.hostport(f"{host}:{port}")
 
 
-def is_loopback_host(host: str) -> bool:
-    """Whether a host names this machine only: a loopback address, `localhost` or a name
-    under `.localhost` (RFC 6761)."""
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        host = host.lower().rstrip(".")
-        return host == "localhost" or host.endswith(".localhost")
-
-
 def is_trial_address(config: settings.Config) -> bool:
     """Whether archiveaddress is one no resolver is told of: defaulted from the bind
     address, or naming this machine only."""
-    host = urlsplit("//" + config.archiveaddress).hostname or "localhost"
-    return address_defaulted(config) or is_loopback_host(host)
+    host, _ = host_port(config.archiveaddress)
+    return address_defaulted(config) or is_loopback_host(host or "localhost")
 
 
 def address_defaulted(config: settings.Config) -> bool:
@@ -174,8 +164,8 @@ def _mint_once(config: settings.Config, path: Path) -> tuple[str, str]:
 def mint_service_ibi(config: settings.Config) -> str:
     """A repository name from archiveaddress when it is a domain name of two words or more,
     else an IBIp from archiveip, or the address's IP, or loopback; the port is the address's."""
-    parts = urlsplit("//" + config.archiveaddress)
-    host, port = parts.hostname or "localhost", parts.port or mintmod.REP_DEFAULT_PORT
+    host, port = host_port(config.archiveaddress, mintmod.REP_DEFAULT_PORT)
+    host = host or "localhost"
     try:
         ipaddress.ip_address(host)
     except ValueError:

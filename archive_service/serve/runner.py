@@ -13,6 +13,7 @@ from collections.abc import Callable
 from gunicorn.app.base import BaseApplication
 
 from .. import settings
+from ..common.net import is_loopback_host
 from ..common.worker import STOP_SIGNALS, ClientTimeoutWorker, Logger, unblock_stop_signals
 from ..indexer import startup
 from ..web import limits
@@ -191,7 +192,7 @@ def proxy_warning(config: settings.Config) -> str | None:
     at a time left a probe 42 s unanswered; behind the contrib nginx, 1.6 ms). None when it
     listens on loopback or a Unix socket, or when trusted_proxies names a proxy elsewhere."""
     host = config.bind.rpartition(":")[0]
-    if config.bind.startswith("unix:") or identity.is_loopback_host(host):
+    if config.bind.startswith("unix:") or is_loopback_host(host):
         return None
     if any(not ipaddress.ip_network(n).is_loopback for n in config.trusted_proxies):
         return None  # the admin named a proxy on another machine: it is in front

@@ -37,9 +37,9 @@ from ..collection.sidecar import DC_ELEMENTS
 from ..common import pages
 from ..common.fsnames import from_bytes, from_os
 from ..common.http import TEXT, answer_unexpected_errors, error_response
-from ..common.net import client_address
+from ..common.net import client_address, persistent_url
 from ..indexer.startup import LiveIndex
-from ..oai.records import oai_dc_xml, persistent_url
+from ..oai.records import oai_dc_xml
 from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
