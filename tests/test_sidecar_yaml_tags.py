@@ -162,6 +162,7 @@ def read(place: str, text: str):
 @example(text="timestamp: !!timestamp foo\n")
 @example(text="timestamp: '0001-01-01T00:00:00+23:59'\n")
 @example(text="dc: {title: &a [1, *a]}\nrep: &b {<<: *b}\n")
+@example(text="!!int {!!value '': !!null }\n")  # PyYAML's scalar of a map: its !!value key
 def test_only_the_sidecars_own_error_escapes(place, text: str):
     try:
         read(place, text)

@@ -61,7 +61,10 @@ def _checked(kind: str, construct):
 
     def checked_construct(loader, node):
         if not isinstance(node, yaml.ScalarNode):
-            return construct(loader, node)  # PyYAML's own error: not a scalar
+            # PyYAML would take the `!!value` key of a map as its scalar (`!!int {!!value ''}`)
+            raise yaml.constructor.ConstructorError(
+                None, None, f"expected a scalar node, but found {node.id}", node.start_mark
+            )
         value = node.value
         if kind in ("int", "float") and len(value) > MAX_NUMBER:
             raise _wrong(node, f"is a number of {len(value)} characters (at most {MAX_NUMBER})")
