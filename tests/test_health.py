@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from archive_service.index.store import Store
+from archive_service.indexer import follower
 from archive_service.serve import inclusion
+from archive_service.testing import wait_until
 from archive_service.web import create_app
 from serve_process import http_get, serve_collection
 from support import SERVICE, Client, garble_past_first_page
@@ -104,3 +106,33 @@ def test_a_running_service_turns_unhealthy_when_its_state_turns_read_only(
         assert serve.stop() == 0
     finally:
         serve.kill()
+
+
+@pytest.mark.process
+def test_an_indexer_started_again_and_again_is_a_503(settings, collection, tmp_path, monkeypatch):
+    # The Follower's real indexer processes, each exiting at its start: the collection went
+    # from under the running service. A crash loop like this said 200 "ok" (issue 30).
+    monkeypatch.setattr(follower, "FOLLOW_SECONDS", 0.05)
+    monkeypatch.setattr(follower, "MAX_STARTS", 2)  # each start takes a Python's start-up
+    app = create_app(settings)
+    live = app.extensions["archive_index"]
+    client = Client(app, "")
+    try:
+        collection.rename(tmp_path / "away")
+        live.follow()
+
+        def status() -> int:
+            return client.get("/health", expect_errors=True).status_int
+
+        assert wait_until(lambda: status() == 503, timeout=60)
+        body = client.get("/health", status=503).json
+        assert any(
+            "indexer was started" in p and "keeps stopping" in p for p in body["problems"]
+        ), body
+        # Once it is no longer started again and again, the Archive is healthy again.
+        live.follower.stop()
+        (tmp_path / "away").rename(collection)
+        monkeypatch.setattr(follower, "STARTS_WINDOW", 1.0)  # rather than a minute's wait
+        assert wait_until(lambda: status() == 200, timeout=30)
+    finally:
+        live.close()

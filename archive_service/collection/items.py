@@ -437,6 +437,33 @@ def load_item(
     return item, problems
 
 
+def read_item_or_problems(
+    root: Path,
+    directory: str,
+    name: Ibi,
+    files: list[tuple[str, os.stat_result]] | None = None,
+    has_sidecar: bool | None = None,
+) -> tuple[Item | None, list[Problem]]:
+    """`load_item`, with an item that cannot be used given as its problems instead (None):
+    its sidecar's faults, a read that failed, or, last, anything else that went wrong. One
+    item's problem is never the walk's: an exception let through here stopped `check`,
+    `index` and `serve`, and made the indexer crash and restart every second (issue 30)."""
+    try:
+        return load_item(root, directory, name, files, has_sidecar)
+    except sidecarmod.SidecarError as exc:
+        return None, [Problem(f"{directory}/{sidecarmod.SIDECAR}", p) for p in exc.problems]
+    except OSError as exc:
+        return None, [Problem(directory, f"cannot read: {exc.strerror}")]
+    except Exception as exc:  # noqa: BLE001 - a fault of ours: said, with its traceback
+        log.exception("reading the item %s", directory)
+        what = type(exc).__name__
+        try:
+            what += f": {exc}"
+        except Exception:  # noqa: BLE001, S110 - a message that cannot even be made
+            pass
+        return None, [Problem(directory, f"cannot be read ({what}); see the log")]
+
+
 def position(problem: Problem) -> str:
     """Where a problem of the walk, of an item or of a claim is listed: in collection order
     of the directory it names (an item's sidecar with its item), whichever catalog found
@@ -574,17 +601,10 @@ def scan(root: Path) -> Catalog:
     if not root.is_dir():
         raise FileNotFoundError(f"collection {root} is not a directory")
     for directory, name in iter_item_dirs(root, catalog.problems):
-        try:
-            item, problems = load_item(root, directory, name)
-        except sidecarmod.SidecarError as exc:
-            for problem in exc.problems:
-                catalog.problems.append(Problem(f"{directory}/{sidecarmod.SIDECAR}", problem))
-            continue
-        except OSError as exc:
-            catalog.problems.append(Problem(directory, f"cannot read: {exc.strerror}"))
-            continue
+        item, problems = read_item_or_problems(root, directory, name)
         catalog.problems.extend(problems)
-        catalog.add(item)
+        if item is not None:
+            catalog.add(item)
     catalog.finish()
     return catalog
 

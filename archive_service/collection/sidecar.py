@@ -187,7 +187,10 @@ def parse_timestamp(value: Any) -> datetime:
         raise ValueError(f"{value!r} is not an ISO 8601 date and time")
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+23:59 is before year 1 in UTC
+        raise ValueError(f"{value!r} is out of range once in UTC") from None
 
 
 def doc_path(value: Any) -> str:

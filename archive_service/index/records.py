@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..collection import items as index
-from ..collection import sidecar as sidecarmod
 from ..collection.items import Item, Problem
 from ..protocol import ibi as ibimod
 from ..protocol.catalog import claim, claimant
@@ -90,15 +89,9 @@ class _Row(NamedTuple):
 
 def read_item(root: Path, found: Found) -> _Row:
     directory = found.directory
-    item = None
-    try:
-        item, problems = index.load_item(
-            root, directory, found.name, found.files, found.has_sidecar
-        )
-    except sidecarmod.SidecarError as exc:
-        problems = [Problem(f"{directory}/{sidecarmod.SIDECAR}", p) for p in exc.problems]
-    except OSError as exc:
-        problems = [Problem(directory, f"cannot read: {exc.strerror}")]
+    item, problems = index.read_item_or_problems(
+        root, directory, found.name, found.files, found.has_sidecar
+    )
     keys = refs = langs = []
     record = kind = None
     if item is not None:

@@ -14,8 +14,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from .. import settings
+from ..common.files import replace_file
 from ..common.processes import child_environment, python_executable
 from ..index.store import Store
 
@@ -23,6 +25,57 @@ log = logging.getLogger(__name__)
 
 FOLLOW_SECONDS = 1.0  # how often a serving process checks that the indexer runs
 REPEAT_SECONDS = 600.0  # how often a serving process repeats why it cannot start the indexer
+# An indexer started more often than this within STARTS_WINDOW seconds keeps stopping (a
+# crash at start-up, or on something it reads): /health fails until it has run a window
+# through. Serve's start and a SIGHUP or two start one each, a crash loop one a second.
+MAX_STARTS = 6
+STARTS_WINDOW = 60.0
+
+
+def _starts_path(store: Store) -> Path:
+    return Path(f"{store.path}.starts")
+
+
+def _recent_starts(store: Store, now: float) -> list[float]:
+    """When the indexer of `store` was started within the window before `now` (seconds
+    since the epoch: several processes write and read them), as the Followers noted."""
+    try:
+        text = _starts_path(store).read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError):
+        return []
+    started = []
+    for word in text.split():
+        try:
+            moment = float(word)
+        except ValueError:
+            continue
+        if now - STARTS_WINDOW < moment <= now:
+            started.append(moment)
+    return started
+
+
+def note_start(store: Store) -> None:
+    """Beside the index: an indexer of `store` was started now (by whoever holds the watch
+    lock, so by one process at a time)."""
+    now = time.time()
+    starts = [*_recent_starts(store, now), now]
+    try:
+        replace_file(_starts_path(store), "".join(f"{t:.3f}\n" for t in starts[-MAX_STARTS * 2 :]))
+    except OSError:
+        pass  # a state directory that takes no writes fails /health already
+
+
+def restarting(store: Store) -> str | None:
+    """Why the indexer of `store` is failing, for /health: started more than MAX_STARTS
+    times within STARTS_WINDOW seconds; else None. Each worker that answers /health asks
+    this, whichever started the indexer: the starts are kept in a file beside the index."""
+    starts = len(_recent_starts(store, time.time()))
+    if starts <= MAX_STARTS:
+        return None
+    return (
+        f"the indexer was started {starts} times in the last {STARTS_WINDOW:g} s: it keeps "
+        "stopping (see the log); the index is not kept current"
+    )
 
 
 class Follower:
@@ -167,4 +220,5 @@ class Follower:
         finally:
             os.close(read_end)
         self._owner = write_end
+        note_start(self.store)
         log.info("started the indexer of %s (pid %d)", self.store.root, self._proc.pid)

@@ -1,8 +1,9 @@
 """`GET /health`: whether this Archive can answer, as JSON for load balancers and monitoring.
 
-It can answer (200) when its index reads and is not damaged, and its state directory takes
+It can answer (200) when its index reads and is not damaged, its state directory takes
 writes (the URL-key secret and the statistics live there: without it acknowledgments are
-not counted); else 503, with each problem in one line. The index's freshness and the
+not counted) and its indexer is not being restarted again and again (follower.restarting);
+else 503, with each problem in one line. The index's freshness and the
 inclusion in the resolver are reported, not judged: a stale index still answers, and an
 Archive not (yet) included still serves its files.
 
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..index.store import Store
+from ..indexer import follower
 from ..protocol.urlkeys import UrlKeys
 from ..serve import inclusion
 from . import stats
@@ -65,6 +67,8 @@ def check(
     damage = store.reported_damage()
     if damage:
         problems.append(f"the index is damaged ({damage}); it is being rebuilt")
+    if (why := follower.restarting(store)) is not None:
+        problems.append(why)
     refreshed = store.refreshed()
     writable = True
     # The state directory's name wins when the index lives in it.
