@@ -28,6 +28,10 @@ def install(app: Flask, templates: dict[str, str], *, compile_now: bool = True) 
     rendered (`compile_now=False`: a CGI process, made for one request, compiles the page it
     renders, if any, not all of them: 0.1 s)."""
     app.jinja_loader = DictLoader(templates)
+    # Every page's text goes through gettext (`_()`); null translations until a catalogue
+    # of messages is installed (issue 32 point 7).
+    app.jinja_env.add_extension("jinja2.ext.i18n")
+    app.jinja_env.install_null_translations(newstyle=True)
     if compile_now:
         for name in templates:
             app.jinja_env.get_template(name)

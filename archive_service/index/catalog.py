@@ -437,6 +437,30 @@ class StoreCatalog:
         first = items[0].directory if items and after else None
         return Page(items, after=beyond, before=first)
 
+    @_reading(snapshot=True)
+    def rows(self) -> int:
+        """How many readable rows the index holds (served or not), for the sitemaps' split."""
+        return (
+            self._reader()
+            .conn.execute("SELECT count(*) FROM items WHERE record IS NOT NULL")
+            .fetchone()[0]
+        )
+
+    @_reading(snapshot=True)
+    def directory_at(self, position: int) -> str | None:
+        """The item directory of readable row `position` (0: the first) in collection order:
+        where the sitemap that starts there starts (an index scan, no records read)."""
+        row = (
+            self._reader()
+            .conn.execute(
+                "SELECT sortkey FROM items WHERE record IS NOT NULL ORDER BY sortkey "
+                "LIMIT 1 OFFSET ?",
+                (position,),
+            )
+            .fetchone()
+        )
+        return directory_of(row[0]) if row else None
+
     # -- resolution --------------------------------------------------------------------
 
     @_reading(snapshot=True)
