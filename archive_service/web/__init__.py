@@ -68,7 +68,6 @@ PAGE_SOURCES = pages.sources(Path(__file__).with_name("templates"), PAGES)
 HTML = "text/html; charset=utf-8"
 STATISTICS_DAYS = 30  # what the statistics page counts
 HEALTH = ("health", "service_health")  # its endpoints
-PROBLEMS_SHOWN = 50  # on the Archive's page; `archive-service check` lists them all
 
 
 def persistent_url(resolver: str, ibi: str) -> str | None:
@@ -584,8 +583,8 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             resolver=None if config.resolver == "none" else config.resolver,
             inclusion=_inclusion(),
             refreshed=health.iso(refreshed),
-            indexer=health.indexer_state(state),
-            problems=found[:PROBLEMS_SHOWN],
+            # A public page: no process ids, paths or the announcer's detail (issue 32).
+            indexer=health.indexer_state(state, process=False),
             problem_count=len(found),
             list_url=url_for("items"),
             statistics_url=url_for("statistics"),
@@ -597,7 +596,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
         known = inclusion.read(config.state_dir)
         if known is None:
             return None
-        return {"state": known.state, "detail": known.detail, "since": health.iso(known.time)}
+        return {"state": known.state, "since": health.iso(known.time)}
 
     app.add_url_rule("/", "root", overview)
     app.add_url_rule(service_path + "/about", "about", overview)
