@@ -19,14 +19,20 @@ def escape(text: str) -> str:
 
 
 def bibtex(work: Work) -> str:
-    fields = [("title", work.title)]
+    fields = [("title", work.title, True)]
     if work.creators:
-        names = [", ".join(p for p in c.family_given if p) for c in work.creators]
-        fields.append(("author", " and ".join(names)))
+        # A name without a given part (an organization) braced: BibTeX splits no words of it.
+        names = [
+            f"{escape(c.family_given[0])}, {escape(c.family_given[1])}"
+            if c.family_given[1]
+            else f"{{{escape(c.name)}}}"
+            for c in work.creators
+        ]
+        fields.append(("author", " and ".join(names), False))
     if work.date_parts:
-        fields.append(("year", str(work.date_parts[0])))
+        fields.append(("year", str(work.date_parts[0]), True))
         if len(work.date_parts) > 1:
-            fields.append(("month", str(work.date_parts[1])))
+            fields.append(("month", str(work.date_parts[1]), True))
     for key, value in (
         ("publisher", work.publisher),
         ("language", work.language),
@@ -35,6 +41,8 @@ def bibtex(work: Work) -> str:
         ("url", work.cite_as),
     ):
         if value:
-            fields.append((key, value))
-    body = ",\n".join(f"  {key} = {{{escape(value)}}}" for key, value in fields)
+            fields.append((key, value, True))
+    body = ",\n".join(
+        f"  {key} = {{{escape(value) if plain else value}}}" for key, value, plain in fields
+    )
     return f"@{work.kind.bibtex}{{{csl_id(work)},\n{body}\n}}\n"

@@ -35,6 +35,4 @@ def csl_json(work: Work) -> dict:
 
 
 def _name(name: str, family: str, given: str) -> dict:
-    if not given and " " in name:  # an organization, written as it is
-        return {"literal": name}
     return {"family": family, "given": given} if given else {"literal": name}

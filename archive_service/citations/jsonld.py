@@ -24,6 +24,8 @@ def jsonld(work: Work) -> dict:
     ):
         if value:
             record[key] = value
+    if work.subjects:
+        record["keywords"] = list(work.subjects)
     if work.publisher:
         record["publisher"] = {"@type": "Organization", "name": work.publisher}
     parts = [

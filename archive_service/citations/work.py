@@ -24,12 +24,12 @@ class Creator:
 
     @property
     def family_given(self) -> tuple[str, str]:
-        """(family, given): `Family, Given` as written, else the last word is the family."""
+        """(family, given) of `Family, Given` (Dublin Core's custom); a name without a comma
+        is taken whole (given ""): an organization, more often than not."""
         if "," in self.name:
             family, _, given = self.name.partition(",")
             return family.strip(), given.strip()
-        words = self.name.split()
-        return (words[-1], " ".join(words[:-1])) if len(words) > 1 else (self.name, "")
+        return self.name, ""
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,12 @@ class Work:
     description: str | None
     publisher: str | None
     language: str | None
-    type_name: str  # dc:type, else the contenttype
+    type_name: str  # dc:type ("" when none: the contenttype Data says nothing of the genre)
     rights: str | None
     cite_as: str  # the persistent URL (the landing page's when no resolver is configured)
     landing: str
     files: tuple[File, ...] = ()
+    subjects: tuple[str, ...] = ()
     removed: datetime | None = None  # a Deleted item's time of removal
 
     @property
@@ -102,7 +103,8 @@ def work_of(item: Item, cite_as: str, landing: str, files: tuple[File, ...] = ()
         description=_first(dc, "description"),
         publisher=_first(dc, "publisher"),
         language=_first(dc, "language") or item.language,
-        type_name=_first(dc, "type") or item.contenttype,
+        type_name=_first(dc, "type") or "",
+        subjects=tuple(s.strip() for s in dc.get("subject", ()) if s.strip()),
         rights=_first(dc, "rights"),
         cite_as=cite_as,
         landing=landing,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from flask import Blueprint, Response, abort, redirect, render_template, request
 
-from ..citations import bibtex, csl, highwire, jsonld, ris, styles
+from ..citations import apa, bibtex, csl, highwire, jsonld, ris, styles
 from ..citations.work import File, Work, work_of
 from ..collection import items as collection
 from ..common.http import error_response
@@ -193,7 +193,7 @@ def blueprint(site: Context) -> Blueprint:
             "next": landing_of(item.nextedition),
             "last": landing_of(last.name) if last is not item else None,
             "formats": described,
-            "reference": reference(work),
+            "reference": apa.apa(work),
             "highwire": highwire.highwire(work),
             "jsonld": json.dumps(jsonld.jsonld(work)).replace("</", "<\\/"),
             "dc": item.dc or {},
@@ -208,10 +208,6 @@ def blueprint(site: Context) -> Blueprint:
         return None
 
     return pages
-
-
-def reference(work: Work) -> str:
-    return styles.reference(work, styles.DEFAULT_STYLE)
 
 
 def mediatype_of(name: str) -> str:
