@@ -667,6 +667,8 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             shown = figures.page(month)
         except stats.StatsError as exc:
             shown, problem = None, problem or str(exc)
+        if problem:  # for the operator: the page says only that there is one (paths, errors)
+            log.warning("statistics page: %s", problem)
         page = render_template(
             "statistics.html",
             archiveaddress=config.archiveaddress,
