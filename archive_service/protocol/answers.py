@@ -155,7 +155,10 @@ class Links:
 
     def landing(self, item: Item) -> str:
         """The item's landing page (SPEC §8), named by the IBI its directory has."""
-        return f"{self.service}/item/{self.path(item.name.text)}"
+        return self.item_url(item.name.text)
+
+    def item_url(self, ibi: str) -> str:
+        return f"{self.service}/item/{self.path(ibi)}"
 
     def linkset(self, item: Item, json: bool = False) -> str:
         """The item's FAIR Signposting linkset (RFC 9264): application/linkset, or +json."""
