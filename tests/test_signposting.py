@@ -13,6 +13,7 @@ import pytest
 from signposting.linkheader import find_signposting_http_link
 from signposting.linkset import Linkset, LinksetJSON, _parse_linkset, _parse_linkset_json
 
+from archive_service.testing import ibip_name
 from archive_service.web import create_app, sitemaps
 from support import ADDRESS, SERVICE, Client
 
@@ -123,3 +124,18 @@ def test_robots_names_the_sitemap_index_of_served_landing_pages(site, monkeypatc
     assert f"{SITE}/{SERVICE}/item/{DELETED}" not in pages
     assert (f"{SITE}/{SERVICE}/item/{ITEM}", "2012-03-05") in urls
     site.get(f"/{SERVICE}/sitemap/4.xml", status=404)
+
+
+def test_a_directory_that_loses_its_claim_is_not_in_the_sitemap(settings, collection):
+    """The claim rule decides, as for every answer: an IBIp directory claiming the rep of an
+    item filed under its repository name is not served, so not listed."""
+    loser = ibip_name(5)
+    (collection / loser / "doc").mkdir(parents=True)
+    (collection / loser / "doc" / "x.pdf").write_text("x")
+    (collection / loser / "item.yaml").write_text(f"rep: {ITEM}\n")
+    site = Client(create_app({**settings, "resolver": RESOLVER}), "")
+    body = site.get(f"/{SERVICE}/sitemap/0.xml").body
+    pages = [loc.text for loc in ET.fromstring(body).iter(f"{SITEMAP}loc")]
+    assert pages.count(f"{SITE}/{SERVICE}/item/{ITEM}") == 1
+    assert f"{SITE}/{SERVICE}/item/{loser}" not in pages
+    assert len(pages) == 14  # the sample's 15 items, the Deleted one left out
