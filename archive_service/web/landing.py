@@ -174,7 +174,10 @@ def blueprint(site: Context) -> Blueprint:
     def page_facts(item: Item, work: Work, links: Links, described: list) -> dict:
         def landing_of(ibi) -> dict | None:
             other = site.catalog.lookup(ibi) if ibi else None
-            return {"ibi": other.name.text, "url": links.landing(other)} if other else None
+            if other is None:
+                return None
+            titles = (other.dc or {}).get("title") or [other.name.text]
+            return {"ibi": other.name.text, "title": titles[0], "url": links.landing(other)}
 
         last = follow_editions(site.catalog.lookup, item).last
         return {
@@ -204,7 +207,8 @@ def blueprint(site: Context) -> Blueprint:
         for directory in site.catalog.referrers(mine):
             other = site.catalog.item_at(directory)
             if other is not None and other.nextedition and other.nextedition.key in mine:
-                return {"ibi": other.name.text, "url": links.landing(other)}
+                titles = (other.dc or {}).get("title") or [other.name.text]
+                return {"ibi": other.name.text, "title": titles[0], "url": links.landing(other)}
         return None
 
     return pages
