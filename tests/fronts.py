@@ -136,8 +136,12 @@ def check_front(front: str, collection: Path, light: bool = False) -> None:
     status, page = fetch(answer["url"])
     assert status == 200 and answer["url"].startswith(f"{front}/{SERVICE}/filelist/")
     links = re.findall(r'href="([^"]+)"', page.decode())
-    files = [link for link in links if "://" in link]
-    assert files and all(link.startswith(f"{front}/col/") for link in files)
+    absolute = [link for link in links if "://" in link]
+    files = [link for link in absolute if link.startswith(f"{front}/col/")]
+    # Besides the files, the item's landing page (issue 32), which works through the front.
+    (landing,) = [link for link in absolute if link not in files]
+    assert files and landing.startswith(f"{front}/{SERVICE}/item/")
+    assert fetch(landing)[0] == 200
     for link in files[:1] if light else files:
         assert fetch(link)[0] == 200, link
     # The page's own links (the Archive's page, the item list, the statistics) are paths from

@@ -8,6 +8,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import shutil
+import sqlite3
 import tomllib
 from importlib import resources
 from urllib.parse import urlencode
@@ -68,18 +69,29 @@ def test_the_archive_page_says_what_it_holds(settings, path):
 
 
 def test_the_archive_page_shows_the_inclusion_and_the_collections_problems(settings, collection):
+    """Issue 32 point 8: a public page shows the inclusion's state and how many problems,
+    not the operator's details: the announcer's instructions, paths, process ids."""
     (collection / BROKEN).mkdir(parents=True)
     (collection / BROKEN / "item.yaml").write_text("state: Lost\n")
     settings = {**settings, "resolver": "https://resolver.example.org/J8LNKB5R7W/3FUQHC5"}
-    client = Client(create_app(settings), "")
-    inclusion.record(settings["state_dir"], "included", settings["resolver"])
+    app = create_app(settings)
+    client = Client(app, "")
+    instructions = "set registrationkey_file (a file holding the key the operator gave you)"
+    inclusion.record(settings["state_dir"], "not-joined", settings["resolver"], instructions)
+    store = app.extensions["archive_index"].store
+    with sqlite3.connect(store.path) as db:
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('indexer', '4242 watching 1700000000')")
     page = client.get("/", status=200)
     said = facts(page)
     assert said["Resolver"] == settings["resolver"]
-    assert said["Inclusion"].startswith("included (since ")
+    assert said["Inclusion"].startswith("not-joined (since ")
+    assert said["Indexer"].startswith("watching since ")
+    text = page.html.get_text(" ", strip=True)
     # Counted only: which and why name paths (test_public_disclosure.py); `check` lists them.
     problems = page.html.find(id="problems").find_next("p").get_text(" ", strip=True)
     assert problems == "1 problem: archive-service check on the Archive's machine lists it."
+    for secret in ("registrationkey_file", "4242", BROKEN, "item.yaml", settings["state_dir"]):
+        assert secret not in text, secret
 
 
 def test_the_statistics_page_shows_what_was_counted(settings):
@@ -173,6 +185,8 @@ def test_the_pages_answer_when_the_state_directory_cannot_even_be_looked_into():
             return statistics, health, client.get("/", status=200).status_int
 
         (statistics, health, home), _ = in_child(child, unprivileged=True)
-    assert "Permission denied" in statistics
+    # Said to be unreadable, without the path or the error (issue 32: in the log, /health).
+    assert "The statistics cannot be read now" in statistics
+    assert "Permission denied" not in statistics and str(top) not in statistics
     assert not health["state_dir"]["writable"]
     assert home == 200

@@ -256,7 +256,8 @@ def test_a_file_named_with_a_backslash_is_no_target_and_check_says_so(collection
     (doc / "a\\b.pdf").write_text("x")
     client = Client(create_app(settings), "")
     ibi = index.scan(collection).item_at(OTHER).name.text
-    assert urls(client.url_request(ibi)) == {"url": f"http://{ADDRESS}/{SERVICE}/filelist/{OTHER}"}
+    # No single file: its landing page (issue 32), which lists its files.
+    assert urls(client.url_request(ibi)) == {"url": f"http://{ADDRESS}/{SERVICE}/item/{OTHER}"}
     client.get(f"/col/{OTHER}/doc/a%5Cb.pdf", status=404)
     assert "a%5Cb" not in filelist(client, OTHER).text
     assert main(["check", str(collection)]) == 1

@@ -445,6 +445,62 @@ class StoreCatalog:
         first = items[0].directory if items and after else None
         return Page(items, after=beyond, before=first)
 
+    @_reading(snapshot=True)
+    def rows(self) -> int:
+        """How many readable rows the index holds (served or not), for the sitemaps' split."""
+        return (
+            self._reader()
+            .conn.execute("SELECT count(*) FROM items WHERE record IS NOT NULL")
+            .fetchone()[0]
+        )
+
+    @_reading(snapshot=True)
+    def directory_at(self, position: int) -> str | None:
+        """The item directory of readable row `position` (0: the first) in collection order:
+        where the sitemap that starts there starts (an index scan, no records read)."""
+        row = (
+            self._reader()
+            .conn.execute(
+                "SELECT sortkey FROM items WHERE record IS NOT NULL ORDER BY sortkey "
+                "LIMIT 1 OFFSET ?",
+                (position,),
+            )
+            .fetchone()
+        )
+        return directory_of(row[0]) if row else None
+
+    @_reading(snapshot=True)
+    def landing_rows(self, after: str, stop: str | None, limit: int) -> tuple[list, str | None]:
+        """For the sitemaps: (directory, IBI, state, timestamp) of the served items after the
+        directory `after` and before `stop`, in collection order, from at most `limit` rows,
+        and the directory to go on after (None: no more). No record is decoded, and the claim
+        rule runs only for items with a key in `conflicts` (the others are served)."""
+        reader = self._reader()
+        bound = " AND sortkey < ?" if stop is not None else ""
+        rows = reader.conn.execute(
+            "SELECT sortkey, keys, json_extract(record, '$.name'), json_extract(record, "
+            "'$.state'), json_extract(record, '$.timestamp') FROM items WHERE record IS NOT "
+            f"NULL AND sortkey > ?{bound} ORDER BY sortkey LIMIT ?",
+            [sortkey(after), *([sortkey(stop)] if stop is not None else []), limit],
+        ).fetchall()
+        keys = list({k for row in rows for k in row[1].split()})
+        conflicted = set()
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            conflicted.update(
+                k
+                for (k,) in reader.conn.execute(
+                    f"SELECT key FROM conflicts WHERE key IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                )
+            )
+        found = [
+            (directory_of(key), name, state, timestamp)
+            for key, keys_text, name, state, timestamp in rows
+            if conflicted.isdisjoint(keys_text.split()) or self._served(reader, key)
+        ]
+        return found, directory_of(rows[-1][0]) if len(rows) == limit else None
+
     # -- resolution --------------------------------------------------------------------
 
     @_reading(snapshot=True)

@@ -153,6 +153,17 @@ class Links:
         url = f"{self.service}/metadata/{self.path(item.directory)}"
         return f"{url}?format={fmt}" if fmt else url
 
+    def landing(self, item: Item) -> str:
+        """The item's landing page (SPEC §8), named by the IBI its directory has."""
+        return self.item_url(item.name.text)
+
+    def item_url(self, ibi: str) -> str:
+        return f"{self.service}/item/{self.path(ibi)}"
+
+    def linkset(self, item: Item, json: bool = False) -> str:
+        """The item's FAIR Signposting linkset (RFC 9264): application/linkset, or +json."""
+        return f"{self.service}/linkset{'.json' if json else ''}/{self.path(item.name.text)}"
+
     @property
     def about(self) -> str:
         """The page describing the Archive's service, the service's own item (§7.1): under
@@ -462,7 +473,8 @@ class Archive:
             # choose the access URL, and this one is the existing repository's.
             return item.location, item, item.contenttype
         if item.target is None:
-            return links.filelist(item), item, item.contenttype
+            # No single file opens it: its landing page, which lists the files (issue 32).
+            return links.landing(item), item, item.contenttype
         # The index may be older than the disk: never hand out a URL that would 404.
         if not self.file_exists(item, item.target):
             return None
@@ -490,6 +502,7 @@ class Archive:
             (links.files, "file"),
             (links.service + "/filelist", "filelist"),
             (links.service + "/metadata", "metadata"),
+            (links.service + "/item", "landing"),
         ):
             base = canonical_url(prefix) + b"/"
             if not canon.startswith(base):

@@ -44,13 +44,32 @@ from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
 from ..serve import inclusion
-from . import counter, headers, health, limits, page_limit, stats, sushi, usage
+from . import (
+    counter,
+    headers,
+    health,
+    landing,
+    limits,
+    page_limit,
+    signposting,
+    sitemaps,
+    stats,
+    sushi,
+    usage,
+)
 from .acknowledgers import acknowledgers
 from .oai import oai_blueprint, oai_provider
 
 log = logging.getLogger(__name__)
 
-PAGES = ("filelist.html", "metadata.html", "service.html", "items.html", "statistics.html")
+PAGES = (
+    "filelist.html",
+    "metadata.html",
+    "service.html",
+    "items.html",
+    "statistics.html",
+    "landing.html",
+)
 # Read with the module's code (see common/pages.py): an app made later by a process that can no
 # longer read the package's files (privileges dropped, a tree only its installer reads) still
 # has its pages.
@@ -349,6 +368,13 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     def licensed_to_user(item: index.Item) -> bool:
         return answers.client_allowed(item, client_address(request.environ, trusted))
 
+    def signposted(response: Response, item: index.Item) -> Response:
+        # A /col/ file or a metadata record: cite-as and collection (FAIR Signposting).
+        site = links(request.environ)
+        cite_as = persistent_url(config.resolver, item.name.text) or site.landing(item)
+        response.headers["Link"] = signposting.member_header(cite_as, site.landing(item))
+        return response
+
     def answer(environ) -> tuple[int, bytes]:
         """The service (MontarResposta) for one WSGI request: its status and pairs body."""
         try:
@@ -438,7 +464,11 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
                 for rel, size in index.list_files(catalog.root, item)
             ]
         page = render_template(
-            "filelist.html", ibi=item.name.text, files=files, location=item.location
+            "filelist.html",
+            ibi=item.name.text,
+            files=files,
+            location=item.location,
+            landing=links(request.environ).landing(item),
         )
         if files is not None:
             used(item, counter.INVESTIGATION)
@@ -454,7 +484,8 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
         fmt = request.args.get("format")
         if fmt == "oai_dc":
             used(item, counter.INVESTIGATION)
-            return Response(oai_dc_xml(item.dc), content_type="text/xml; charset=utf-8")
+            record = Response(oai_dc_xml(item.dc), content_type="text/xml; charset=utf-8")
+            return signposted(record, item)
         if fmt:
             return error_response("unknown metadata format; oai_dc is the one offered", 404)
         dc = [(e, item.dc[e]) for e in DC_ELEMENTS if e in item.dc]
@@ -463,9 +494,10 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             ibi=item.name.text,
             dc=dc,
             oai_dc=links(request.environ).metadata(item, "oai_dc"),
+            landing=links(request.environ).landing(item),
         )
         used(item, counter.INVESTIGATION)
-        return Response(page, content_type="text/html; charset=utf-8")
+        return signposted(Response(page, content_type="text/html; charset=utf-8"), item)
 
     @app.get("/col/<path:rest>", endpoint="col")
     def col(rest: str) -> Response:
@@ -489,13 +521,13 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
                         )
                         if offloaded is not None:
                             used(item, counter.REQUEST)
-                            return offloaded
+                            return signposted(offloaded, item)
                     # A use once the file is served: a range not satisfiable (416, raised) or
                     # a failed If-Match (412) serves none and is no use (docs/counter.md).
                     response = _send(real)
                     if response.status_code < 400:
                         used(item, counter.REQUEST)
-                    return response
+                    return signposted(response, item)
         abort(404)
 
     def overview() -> Response:
@@ -516,6 +548,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             resolver=None if config.resolver == "none" else config.resolver,
             inclusion=_inclusion(),
             refreshed=health.iso(refreshed),
+            # A public page: no process ids, paths or the announcer's detail (issue 32).
             indexer=health.indexer_state(state),
             problem_count=len(catalog.problems),  # which and why name paths: for `check`
             list_url=url_for("items"),
@@ -529,7 +562,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
         known = inclusion.read(config.state_dir)
         if known is None:
             return None
-        return {"state": known.state, "detail": known.detail, "since": health.iso(known.time)}
+        return {"state": known.state, "since": health.iso(known.time)}
 
     app.add_url_rule("/", "root", overview)
     app.add_url_rule(service_path + "/about", "about", overview)
@@ -605,6 +638,8 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
                 shown = figures.page(month)
             except stats.StatsError as exc:
                 shown, problem = None, problem or str(exc)
+        if problem:  # for the operator: the page says only that there is one (paths, errors)
+            log.warning("statistics page: %s", problem)
         page = render_template(
             "statistics.html",
             archiveaddress=config.archiveaddress,
@@ -688,6 +723,9 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     app.add_url_rule(service_path + "/health", HEALTH[1], health_check)
 
     app.register_blueprint(oai_blueprint(oai_provider(config, catalog, keys), service_path, links))
+    context = landing.Context(catalog, config.resolver, links, used, licensed_to_user)
+    app.register_blueprint(landing.blueprint(context), url_prefix=service_path)
+    app.register_blueprint(sitemaps.blueprint(catalog, links, service_path))
     answer_unexpected_errors(app, log)
 
     pages_bounded = page_limit.of_archive(app.wsgi_app, config, service_path)

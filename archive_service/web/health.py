@@ -44,14 +44,15 @@ def write_problem(directory: str | os.PathLike, what: str) -> str | None:
         return f"cannot write in {what}: {exc.strerror or type(exc).__name__}"
 
 
-def indexer_state(store: Store) -> str | None:
+def indexer_state(store: Store, *, process: bool = False) -> str | None:
     """What the indexer last wrote of itself (`<pid> watching|polling|stopped <time>`), for
-    people: 'watching since …' (its pid is for the logs, not for the public)."""
+    people: 'watching since …'; its process id for the operator only (`process`)."""
     note = store.meta().get("indexer", "")
     parts = note.split(" ")
     if len(parts) != 3 or not parts[2].isdigit():
         return None
-    return f"{parts[1]} since {iso(float(parts[2]))}"
+    said = f"{parts[1]} since {iso(float(parts[2]))}"
+    return f"{said} (process {parts[0]})" if process else said
 
 
 def check(

@@ -1,0 +1,129 @@
+"""The citation formats of an item (issue 32), without the web: the kind table, creators
+with their ORCID, BibTeX values that bibtexparser reads back as written (hypothesis), and the
+sizes pages show."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import bibtexparser
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from archive_service.citations import apa, bibtex, styles
+from archive_service.citations.types import kind_of
+from archive_service.citations.work import Work, creator_of, orcid_url
+from archive_service.web.display import date_text, size_text
+
+
+@pytest.mark.parametrize(
+    "name, schema",
+    [
+        ("Text", "CreativeWork"),
+        ("", "CreativeWork"),
+        ("Metadata", "CreativeWork"),  # holds "data": not a Dataset
+        ("Dataset", "Dataset"),
+        ("Conference paper", "ScholarlyArticle"),
+        ("MovingImage", "VideoObject"),  # holds "image"
+        ("StillImage", "ImageObject"),
+        ("Tese de doutorado", "Thesis"),
+    ],
+)
+def test_each_type_name_has_its_kind(name, schema):
+    assert kind_of(name).schema == schema
+
+
+def test_a_creator_may_carry_an_orcid_or_a_page():
+    orcid = creator_of("Souza, Maria <https://orcid.org/0000-0002-1825-0097>")
+    assert orcid.name == "Souza, Maria" and orcid.family_given == ("Souza", "Maria")
+    assert orcid_url(orcid.url) == "https://orcid.org/0000-0002-1825-0097"
+    page = creator_of("INPE (https://www.gov.br/inpe)")
+    assert page.url == "https://www.gov.br/inpe" and orcid_url(page.url) is None
+    assert creator_of("Instituto Nacional de Pesquisas Espaciais").family_given == (
+        "Instituto Nacional de Pesquisas Espaciais",
+        "",
+    )
+
+
+text = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1
+).filter(lambda t: t.strip())
+
+
+@given(title=text)
+def test_bibtex_values_read_back_as_latex_escapes_of_what_was_written(title):
+    work = Work(
+        ibi="example.org/archive/2026/11.27.10.21",
+        title=title,
+        creators=(),
+        date="2026",
+        description=None,
+        publisher=None,
+        language=None,
+        type_name="",
+        rights=None,
+        cite_as="http://urlib.net/example.org/archive/2026/11.27.10.21",
+        landing="http://archive.example.org/x/item/example.org/archive/2026/11.27.10.21",
+    )
+    library = bibtexparser.parse_string(bibtex.bibtex(work))
+    assert not library.failed_blocks
+    (entry,) = library.entries
+    assert entry["title"] == bibtex.escape(title)
+    assert entry["year"] == "2026"
+
+
+def test_sizes_and_dates_for_people():
+    assert size_text(999) == "999 bytes"
+    assert size_text(1234) == "1.2 KB"
+    assert size_text(5_300_000_000) == "5.3 GB"
+    assert date_text(datetime(2015, 3, 2, 9, 15, tzinfo=UTC)) == "2015-03-02 09:15 UTC"
+
+
+def work(**facts) -> Work:
+    base = {
+        "ibi": "example.org/archive/2026/11.27.10.21",
+        "title": "Sistema de resolução",
+        "creators": (creator_of("Banon, Gerald Jean-Paul"),),
+        "date": "2012-07-12",
+        "description": None,
+        "publisher": None,
+        "language": "pt-BR",
+        "type_name": "",
+        "rights": None,
+        "cite_as": "http://urlib.net/example.org/archive/2026/11.27.10.21",
+        "landing": "http://archive.example.org/x/item/example.org/archive/2026/11.27.10.21",
+    }
+    return Work(**{**base, **facts})
+
+
+MANY = tuple(creator_of(f"Autor{n}, Nome{n} Meio") for n in range(23))
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        {},
+        {"publisher": "INPE"},
+        {"date": "2012"},
+        {"date": "2012-05", "creators": MANY[:2]},
+        {"creators": MANY[:3], "type_name": "Article", "publisher": "INPE"},
+        {"creators": MANY, "type_name": "Dataset", "publisher": "INPE"},
+        {"creators": MANY[:20], "type_name": "Report", "publisher": "INPE"},
+        {"type_name": "Book", "publisher": "INPE"},
+        {"type_name": "Software"},
+        {"type_name": "StillImage"},
+        {"type_name": "Conference paper", "publisher": "INPE"},
+        {"creators": (creator_of("Instituto Nacional de Pesquisas Espaciais"),)},
+    ],
+)
+def test_the_pages_apa_reference_is_citeproc_pys(facts):
+    """The landing page's fast APA writer and citeproc-py's APA style agree."""
+    one = work(**facts)
+    assert apa.apa(one) == styles.reference(one, "apa")
+
+
+def test_without_creators_or_date_the_apa_reference_still_reads_right():
+    assert apa.apa(work(creators=(), date=None)) == (
+        "Sistema de resolução. (n.d.). http://urlib.net/example.org/archive/2026/11.27.10.21"
+    )
