@@ -4,8 +4,6 @@ sizes pages show."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import bibtexparser
 import pytest
 from hypothesis import given
@@ -14,7 +12,6 @@ from hypothesis import strategies as st
 from archive_service.citations import apa, bibtex, styles
 from archive_service.citations.types import kind_of
 from archive_service.citations.work import Work, creator_of, orcid_url
-from archive_service.web.display import date_text, size_text
 
 
 @pytest.mark.parametrize(
@@ -71,13 +68,6 @@ def test_bibtex_values_read_back_as_latex_escapes_of_what_was_written(title):
     (entry,) = library.entries
     assert entry["title"] == bibtex.escape(title)
     assert entry["year"] == "2026"
-
-
-def test_sizes_and_dates_for_people():
-    assert size_text(999) == "999 bytes"
-    assert size_text(1234) == "1.2 KB"
-    assert size_text(5_300_000_000) == "5.3 GB"
-    assert date_text(datetime(2015, 3, 2, 9, 15, tzinfo=UTC)) == "2015-03-02 09:15 UTC"
 
 
 def work(**facts) -> Work:

@@ -41,10 +41,6 @@ def install(
     page it renders, if any, not all of them: 0.1 s)."""
     i18n.install(app, home, foreign)  # first: it adds Jinja's i18n extension
     app.jinja_loader = DictLoader(templates)
-    # Every page's text goes through gettext (`_()`); null translations until a catalogue
-    # of messages is installed (issue 32 point 7).
-    app.jinja_env.add_extension("jinja2.ext.i18n")
-    app.jinja_env.install_null_translations(newstyle=True)
     if compile_now:
         for name in templates:
             app.jinja_env.get_template(name)

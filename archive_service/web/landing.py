@@ -17,12 +17,12 @@ from ..citations import apa, bibtex, csl, highwire, jsonld, ris, styles
 from ..citations.work import File, Work, work_of
 from ..collection import items as collection
 from ..common.http import error_response
+from ..common.i18n import human_size, when
 from ..common.net import persistent_url
 from ..oai.records import oai_dc_xml
 from ..protocol.answers import Links
 from ..protocol.catalog import Item, follow_editions
 from . import counter, signposting
-from .display import date_text, size_text
 
 HTML = "text/html; charset=utf-8"
 # What the landing page URL gives (`?format=` names one; Accept chooses among the types).
@@ -186,9 +186,9 @@ def blueprint(site: Context) -> Blueprint:
             "work": work,
             "item": item,
             "deleted": item.state == "Deleted",
-            "removed": date_text(work.removed) if work.removed else None,
+            "removed": f"{when(work.removed)} UTC" if work.removed else None,
             "licensed_out": bool(item.networks) and not site.licensed(item),
-            "files": [(f, size_text(f.size)) for f in work.files],
+            "files": [(f, human_size(f.size)) for f in work.files],
             "location": item.location,
             "forms": [f for f in (item.forms.rep, item.forms.ibip) if f],
             "translations": [
