@@ -68,7 +68,9 @@ ROWS = (
 def test_rows_become_items_with_their_relations(config, tree):
     path = write(tree, ROWS)
     summary = run(config, path)
-    assert (summary.minted, summary.linked) == (4, 2)
+    # Three relations, each written once: p1's nextedition, p2's metadata, p1pt's translations
+    # (the translation was left out of the count: issue 34).
+    assert (summary.minted, summary.linked) == (4, 3)
     items = {i.name.text: i for i in held(config).values()}
     p1, p1pt, p2, m2 = (items[summary.ibis[k]] for k in ("p1", "p1pt", "p2", "m2"))
     assert p1.nextedition.text == p2.name.text
@@ -151,7 +153,7 @@ def test_relations_reach_rows_of_an_earlier_run(config, tree):
 def test_a_dry_run_says_what_it_would_do_and_writes_nothing(config, tree, tmp_path):
     path = write(tree, ROWS)
     summary = run(config, path, dry_run=True)
-    assert summary.minted == 4 and summary.linked == 2
+    assert summary.minted == 4 and summary.linked == 3
     assert any(line.startswith("mint p1 ") for line in summary.actions)
     assert not any(Path(config["collection"]).iterdir())
     mapping = Path(config["state_dir"]) / MAPPING_FILE
@@ -417,3 +419,23 @@ def test_streamed_records_are_applied_a_batch_at_a_time(config) -> None:
         apply(config, "oai-pmh:x", bad(), complete=False, batch=3)
     assert refused.value.applied == 3
     assert refused.value.problems[0].startswith("record 'r9': location:")
+
+
+def test_a_changed_translation_counts_once_and_other_changes_not_at_all(config, tree):
+    path = write(tree, ROWS)
+    first = run(config, path)
+    # p1pt's title changes, its translation does not: an update, no relation set.
+    write(tree, ROWS.replace("Artigo um", "Artigo 1"))
+    summary = run(config, path)
+    assert (summary.updated, summary.linked) == (1, 0)
+    # p1pt now translates p2 instead of p1: one relation set, on p1pt.
+    write(tree, ROWS.replace("Artigo um,pt,,,p1,", "Artigo um,pt,,,p2,"))
+    summary = run(config, path, dry_run=True)
+    assert summary.linked == 1
+    assert f"would set translations en {first.ibis['p2']} on {first.ibis['p1pt']}" in (
+        summary.actions
+    )
+    summary = run(config, path)
+    assert (summary.updated, summary.linked) == (1, 1)
+    items = {i.name.text: i for i in held(config).values()}
+    assert items[first.ibis["p1pt"]].translations["en"].text == first.ibis["p2"]

@@ -292,3 +292,37 @@ def test_what_a_manifest_says_reaches_the_terminal_escaped(tree, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "\nskipped: b" not in done.stdout
     assert done.stdout.splitlines()[0] == f"mint a\\x1b[2J\\nskipped: b ({path}:2)"
+
+
+def test_the_command_counts_a_translation_among_the_relations_set(tree, tmp_path, capsys):
+    # Issue 34: a manifest whose one relation is a translation printed "0 relations set"
+    # while `translations` was written into the translation's item.yaml. A translation is
+    # one relation: written on one side only (the index derives the other).
+    from archive_service.cli import main
+
+    path = tree / "m.csv"
+    path.write_text(
+        "id,files,location,title,language,translation_of\n"
+        "a,one.pdf,,One,en,\n"
+        "a-pt,,https://repo.example.org/a-pt,Um,pt,a\n"
+    )
+    common = ["--collection", str(tmp_path / "c"), "--state-dir", str(tmp_path / "state")]
+    common += ["--archiveaddress", "archive.example.org"]
+    (tmp_path / "c").mkdir()
+    assert main(["import", "manifest", str(path), "--dry-run", *common]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "1 relations would be set" in out[-1], out[-1]
+    assert main(["import", "manifest", str(path), "--verbose", *common]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "1 relations set" in out[-1], out[-1]
+    written = [a for a in out if a.startswith("set translations ")]
+    assert len(written) == 1, out
+    sidecars = [p.read_text() for p in (tmp_path / "c").rglob("item.yaml")]
+    assert sum("translations:" in s for s in sidecars) == 1  # as counted
+    assert main(["import", "manifest", str(path), *common]) == 0
+    assert "0 relations set" in capsys.readouterr().out  # nothing written again
+    path.write_text(path.read_text().replace("Um,pt,a", "Um,pt,"))
+    assert main(["import", "manifest", str(path), "--verbose", *common]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "1 relations set" in out[-1] and any(a.startswith("took translations ") for a in out)
+    assert not any("translations:" in p.read_text() for p in (tmp_path / "c").rglob("item.yaml"))

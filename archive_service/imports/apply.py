@@ -32,7 +32,6 @@ import time
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from ..common import files as filesmod
 from ..common.yamlsafe import dump_sidecar
 from .mapping import Mapped, PostgresMapping, SqliteMapping, open_mapping
 from .records import EDITION_OF, METADATA_OF, RELATIONS, TRANSLATION_OF, Record
+from .summary import Summary
 
 log = logging.getLogger(__name__)
 
@@ -101,29 +101,6 @@ class ImportRefused(Exception):
         self.problems = problems
         self.applied = 0  # records of a streamed import applied before (kept)
         super().__init__("\n".join(problems))
-
-
-@dataclass
-class Summary:
-    """What an import did (or, in a dry run, would do): counts and one line per action."""
-
-    dry_run: bool = False
-    minted: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    deleted: int = 0
-    linked: int = 0
-    actions: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    ibis: dict[str, str] = field(default_factory=dict)  # source id -> IBI (live records)
-
-    def line(self) -> str:
-        verb = "would be " if self.dry_run else ""
-        return (
-            f"{self.minted} {verb}minted, {self.updated} {verb}updated, {self.deleted} "
-            f"{verb}turned into tombstones, {self.linked} relations {verb}set, "
-            f"{self.unchanged} unchanged"
-        )
 
 
 @contextmanager
@@ -574,12 +551,15 @@ def _run(
         ibi = ibis[record.source_id]
         before = mapped.get(record.source_id)
         old_keys, _, old_data = (before.fingerprint if before else "").partition(":")
+        was = None  # its translations before (a relation set, when they change)
         if record.source_id in fresh:
             needs = "translations" in own  # the one key minting left out
         else:
             needs = fingerprint != before.fingerprint
             if not needs:
                 summary.unchanged += 1
+            elif keys != old_keys:
+                was = _sidecar(config, ibi).get("translations")
         if needs and not dry:
             files = None
             if record.source_id not in fresh and data != old_data:
@@ -611,6 +591,9 @@ def _run(
             summary.actions.append(
                 f"{'update' if dry else 'updated'} {ibi} for {record.source_id} ({what})"
             )
+        if needs and (record.source_id in fresh or keys != old_keys):
+            if own.get("translations") != was:
+                summary.linked_translation(ibi, own.get("translations"))
         if not dry:
             mapping.put(source, record.source_id, Mapped(ibi, fingerprint, False))
         step()
@@ -684,7 +667,10 @@ def _revise(
     return revised
 
 
+def _sidecar(config: Mapping[str, Any], ibi: str) -> dict[str, Any]:
+    return sidecar_update.load(_directory(config, ibi) / sidecarmod.SIDECAR)[1]
+
+
 def _sidecar_value(config: Mapping[str, Any], ibi: str, key: str) -> str | None:
-    _, data = sidecar_update.load(_directory(config, ibi) / sidecarmod.SIDECAR)
-    value = data.get(key)
+    value = _sidecar(config, ibi).get(key)
     return None if value is None else str(value)
