@@ -192,3 +192,58 @@ def test_bag_info_too_large_for_a_sidecar_is_refused_before_anything(config, tmp
     (problem,) = caught.value.problems
     assert problem.startswith(f"bag {bag}: its title, Dublin Core and location take 80")
     assert not any(Path(config["collection"]).iterdir())
+
+
+def test_the_bag_s_own_date_and_sender_are_not_the_work_s(config, tmp_path):
+    # Issue 34: make_bag writes Bagging-Date (today), which became the item's first dc:date,
+    # read by citations as the work's date; Contact-Name (who sent the bag) became a
+    # dc:contributor of the work.
+    bag = make(
+        tmp_path,
+        "dated",
+        {"a.pdf": b"a"},
+        {"Date": "1999", "Contact-Name": "Clerk", "Contact-Email": "c@example.org"},
+    )
+    (record,) = bags.read([bag])
+    assert "Bagging-Date" in bagit.Bag(str(bag)).info
+    assert record.dc["date"] == ("1999",) and "contributor" not in record.dc
+    undated = make(tmp_path, "undated", {"a.pdf": b"a"}, {"Title": "T"})
+    summary = apply(config, bags.SOURCE, bags.read([undated]), complete=False)
+    item = index.scan(Path(config["collection"])).lookup(summary.ibis["undated"])
+    assert "date" not in item.dc and item.dc["title"] == ["T"]
+
+
+def readme_table() -> dict[str, str | None]:
+    """README's bag-info table: label (lower case) -> the first `code` of its row's second
+    cell, or None for "not kept"."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    lines = readme.split("<!-- bag-info table", 1)[1].splitlines()[1:]
+    table: dict[str, str | None] = {}
+    for line in (line.strip() for line in lines[2:]):  # past the header and its rule
+        if not line.startswith("|"):
+            break
+        labels, becomes = (cell.strip() for cell in line.strip("|").split("|", 1))
+        target = None if becomes.startswith("not kept") else becomes.split("`")[1]
+        for label in labels.split("`")[1::2]:
+            assert label.lower() not in table, f"README lists {label} twice"
+            table[label.lower()] = target
+    return table
+
+
+def test_readme_documents_bag_info_as_the_mapping_does(tmp_path):
+    # The one table (bags.BAG_INFO) and README's must say the same; and what the table says
+    # is what a bag's labels become.
+    assert readme_table() == bags.BAG_INFO
+    info = {label.title(): f"v-{label}" for label in bags.BAG_INFO if label != "payload-oxum"}
+    for label in ("Edition-Of", "Translation-Of", "Metadata-Of"):
+        del info[label]
+    bag = make(tmp_path, "every", {"a.pdf": b"a"}, info)
+    (record,) = bags.read([bag])
+    wanted: dict[str, tuple[str, ...]] = {}
+    for label, target in bags.BAG_INFO.items():
+        if target and target.startswith("dc:") and label.title() in info:
+            element = target.removeprefix("dc:")
+            wanted[element] = (*wanted.get(element, ()), f"v-{label}")
+    assert {k: tuple(sorted(v)) for k, v in record.dc.items()} == {
+        k: tuple(sorted(v)) for k, v in wanted.items()
+    }

@@ -222,7 +222,8 @@ def add_parser(
         description="Import BagIt bags (RFC 8493), each validated first: its payload (data/) "
         "becomes the item's doc/, bag-info.txt its inline Dublin Core (Title, "
         "External-Description, External-Identifier, Source-Organization, DC-<element> …; "
-        "Edition-Of, Translation-Of, Metadata-Of name other bags). A bag's id is its "
+        "Edition-Of, Translation-Of, Metadata-Of name other bags; README's table lists every "
+        "label, and Bagging-Date and Contact-Name are not kept). A bag's id is its "
         "directory's name; bags not given are left as they are.",
     )
     bagit.add_argument("bags", nargs="+", metavar="DIR", help="bag directories")

@@ -2,7 +2,8 @@
 Library of Congress `bagit` library (every payload file against its manifests).
 
 The payload (`data/`) becomes the item's `doc/` (one level: a bag whose payload holds two
-files of one name in different folders is refused), `bag-info.txt` its inline Dublin Core.
+files of one name in different folders is refused), `bag-info.txt` its inline Dublin Core
+and its relations (`BAG_INFO`).
 The record's id is the bag directory's name. A bag (payload or tag files) with a symbolic
 link, a file that is not regular, or a `fetch.txt` (files the bag does not hold) is refused:
 a bag must carry what it vouches for, and a link would carry a file from outside it into a
@@ -21,31 +22,45 @@ import bagit
 
 from ..collection.sidecar import DC_ELEMENTS
 from .apply import ImportRefused
-from .records import EDITION_OF, METADATA_OF, TRANSLATION_OF, Record
+from .records import EDITION_OF, METADATA_OF, RELATIONS, TRANSLATION_OF, Record
 
 SOURCE = "bagit"
-# bag-info.txt labels (RFC 8493 §2.2.2 reserved ones, and plain Dublin Core names) -> element.
-DC_LABELS = {
-    "title": "title",
-    "dc-title": "title",
-    "external-description": "description",
-    "description": "description",
-    "external-identifier": "identifier",
-    "source-organization": "publisher",
-    "contact-name": "contributor",
-    "creator": "creator",
-    "author": "creator",
-    "subject": "subject",
-    "date": "date",
-    "bagging-date": "date",
-    "language": "language",
-    "rights": "rights",
-    "type": "type",
-}
-RELATION_LABELS = {
+# What each bag-info.txt label (any case) becomes: `dc:<element>` of the item's inline Dublin
+# Core, a relation naming another bag by its directory name (imports/records.py), or None:
+# not kept. A label not listed is not kept either. The one table of it: README's is checked
+# against it (tests/test_import_bagit.py).
+BAG_INFO: dict[str, str | None] = {
+    "title": "dc:title",
+    "creator": "dc:creator",
+    "author": "dc:creator",
+    "subject": "dc:subject",
+    "external-description": "dc:description",
+    "description": "dc:description",
+    "source-organization": "dc:publisher",  # RFC 8493: the organization the bag comes from
+    "date": "dc:date",
+    "type": "dc:type",
+    "external-identifier": "dc:identifier",
+    "language": "dc:language",  # the first is also the item's `language`
+    "rights": "dc:rights",
+    **{f"dc-{element}": f"dc:{element}" for element in DC_ELEMENTS},
     "edition-of": EDITION_OF,
     "translation-of": TRANSLATION_OF,
     "metadata-of": METADATA_OF,
+    # RFC 8493's other labels are about the bag and its transfer, not the work: the date it
+    # was packed (it became the item's dc:date, which citations read as the work's), who
+    # sent it (it became a dc:contributor of the work) and how to reach them, its size.
+    "bagging-date": None,
+    "contact-name": None,
+    "contact-phone": None,
+    "contact-email": None,
+    "organization-address": None,
+    "bag-size": None,
+    "payload-oxum": None,
+    "bag-group-identifier": None,
+    "bag-count": None,
+    "internal-sender-identifier": None,
+    "internal-sender-description": None,
+    "bag-software-agent": None,
 }
 
 
@@ -159,14 +174,14 @@ def _record(path: Path, where: str) -> Record:
     relations: dict[str, str] = {}
     language = None
     for label, value in bag.info.items():
-        key = label.strip().lower()
-        if key in RELATION_LABELS and _values(value):
-            relations[RELATION_LABELS[key]] = _values(value)[0]
-        element = DC_LABELS.get(key)
-        if element is None and key.startswith("dc-"):
-            element = key[3:] if key[3:] in DC_ELEMENTS else None
-        if element is not None and _values(value):
-            dc[element] = dc.get(element, ()) + _values(value)
+        target, values = BAG_INFO.get(label.strip().lower()), _values(value)
+        if target is None or not values:
+            continue
+        if target in RELATIONS:
+            relations[target] = values[0]
+        else:
+            element = target.removeprefix("dc:")
+            dc[element] = dc.get(element, ()) + values
     if dc.get("language"):
         language = dc["language"][0]
     return Record(
