@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..common import db
+from . import search
 from .records import _Row, claim
 from .walk import SEP, Walk, cover, estimate_items, sortkey
 
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Bump when a record's shape or what index.load_item derives changes: old indexes are rebuilt.
-SCHEMA = "8"  # 6: the kinds and conflicts tables (issue 18); 7: location (issue 21); 8: no
-# target named with a backslash
+SCHEMA = "10"  # 6: the kinds and conflicts tables (issue 18); 7: location (issue 21); 8: no
+# target named with a backslash; 10: the search tables of index/search.py (issue 34)
 BATCH_ITEMS = 1000
 BATCH_SECONDS = 1.0
 PROGRESS_SECONDS = 5.0
@@ -557,8 +558,8 @@ class Writer:
         for (name,) in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'"
         ).fetchall():
-            conn.execute(f'DROP TABLE "{name}"')
-        for statement in _TABLES.split(";"):
+            conn.execute(f'DROP TABLE IF EXISTS "{name}"')  # FTS5's go with theirs
+        for statement in (_TABLES + search.TABLES).split(";"):
             if statement.strip():
                 conn.execute(statement)
         conn.executemany(
@@ -676,6 +677,7 @@ class Writer:
     def _remove(self, batch: _Batch, key: str) -> None:
         batch.begin()
         self._undo(batch, key)
+        search.note_removed(batch.conn, key)
         batch.conn.execute("DELETE FROM items WHERE sortkey = ?", (key,))
         batch.done()
 
@@ -687,6 +689,7 @@ class Writer:
         batch.begin()
         if not new:
             self._undo(batch, key)
+        search.note_written(batch.conn, key, row.record)
         batch.items.append(
             (
                 key,
