@@ -45,9 +45,7 @@ def note_written(conn: sqlite3.Connection, key: str, record: str | None) -> None
     note_removed(conn, key)
     if record is None:
         return
-    (rowid,) = conn.execute(
-        "INSERT INTO search_ids (sortkey) VALUES (?) RETURNING id", (key,)
-    ).fetchone()
+    rowid = conn.execute("INSERT INTO search_ids (sortkey) VALUES (?)", (key,)).lastrowid
     conn.execute(
         "INSERT INTO search (rowid, ibi, title, date) VALUES (?, ?, ?, ?)", (rowid, *_texts(record))
     )
