@@ -153,6 +153,7 @@ def main() -> None:
             ("IBI part mtc-m18", "mtc-m18", middle),
             ("a whole repository name", rep_name(args.items // 3), ""),
             ("no match", "zzzzzz", ""),
+            ("one letter (a prefix of many words)", "a", ""),
         ]
         for label, text, start in cases:
             ms, shown = timed_page(store, args.rounds, after=start, search=text)
