@@ -202,3 +202,20 @@ def test_pages_of_a_search_hold_what_it_matches(tmp_path, monkeypatch, search, w
     )
     assert expected and listed == expected
     catalog.close()
+
+
+@pytest.mark.process
+def test_the_search_benchmark_runs(tmp_path):
+    # Measures nothing here: the script still builds its index and answers every case.
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "bench" / "search.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--items", "300", "--rounds", "1", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "rare title word" in done.stdout and "one letter" in done.stdout
