@@ -128,6 +128,12 @@ def dump(store) -> dict:
             for t in ("items", "keys", "refs", "langs", "kinds", "conflicts")
         }
         meta = dict(conn.execute("SELECT key, value FROM meta"))
+        # The search rows by item, not by id (ids follow the order items were written in);
+        # every row of the FTS table, so one left behind by a removed item shows.
+        tables["search"] = conn.execute(
+            "SELECT d.sortkey, s.ibi, s.title, s.date FROM search s LEFT JOIN search_ids d "
+            "ON d.id = s.rowid ORDER BY 1, 2, 3, 4"
+        ).fetchall()
     finally:
         conn.close()
     tables["meta"] = {k: meta.get(k) for k in ("schema", "collection", "complete", "dirs")}

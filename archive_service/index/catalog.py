@@ -21,6 +21,7 @@ from ..collection.items import Item, Problem, claim_problems
 from ..protocol import ibi as ibimod
 from ..protocol.catalog import claimant, is_served
 from ..protocol.ibi import Ibi
+from . import search as searchmod
 from .records import NO_LANGUAGE, _ibi, decode
 from .store import Store, is_damage
 from .walk import directory_of, sortkey
@@ -168,15 +169,9 @@ def _later(key: tuple, than: tuple) -> bool:
 
 
 PAGE_SIZE = 50  # items on one page of the item list
-SEARCH_WINDOW = 20000  # rows one page of a search reads at most (see StoreCatalog.page)
-# What a search matches, the lower-cased text given once per `?`: part of either form of the
-# IBI (`keys` holds them lower-cased), part of a dc title, the start of the timestamp or of
-# a dc date (ISO 8601: `2009`, `2009-09`). SQLite's lower() folds ASCII letters only.
-SEARCH = (
-    "(instr(keys, ?) OR instr(json_extract(record, '$.timestamp'), ?) = 1"
-    " OR EXISTS (SELECT 1 FROM json_each(record, '$.dc.title') WHERE instr(lower(value), ?))"
-    " OR EXISTS (SELECT 1 FROM json_each(record, '$.dc.date') WHERE instr(value, ?) = 1))"
-)
+# What one page of a search reads at most: a query's matches when it has no more (sorted), else
+# the items after the cursor, each checked (see search.page_rows).
+SEARCH_WINDOW = 20000
 
 
 @dataclass(frozen=True)
@@ -399,7 +394,7 @@ class StoreCatalog:
     @_reading(snapshot=True)
     def page(self, *, after: str = "", before: str = "", search: str = "") -> Page:
         """One page of the served items in collection order, after the item directory
-        `after` (or before `before`), those matching `search` only (see SEARCH).
+        `after` (or before `before`), those matching `search` only (see index/search.py).
 
         Keyset pagination on the primary key: each page costs the same at the millionth item
         as at the first. A search reads at most SEARCH_WINDOW rows per page, so a rare word
@@ -408,24 +403,24 @@ class StoreCatalog:
         backward = bool(before) and not after
         cursor = sortkey(before if backward else after)  # "": before every key
         op, order = ("<", "DESC") if backward else (">", "ASC")
-        rows_from = (
-            f"SELECT sortkey, keys, record FROM items WHERE record IS NOT NULL "
-            f"AND sortkey {op} ? ORDER BY sortkey {order}"
-        )
-        needle = search.strip().lower()
+        needle = search.strip()
+        windowed = False
         if needle:
-            sql = f"SELECT sortkey, record FROM ({rows_from} LIMIT ?) WHERE {SEARCH} LIMIT ?"
-            args = [cursor, SEARCH_WINDOW, *[needle] * SEARCH.count("?"), PAGE_SIZE + 1]
+            rows, windowed = searchmod.page_rows(
+                reader.conn, needle, cursor, backward, PAGE_SIZE, SEARCH_WINDOW
+            )
         else:
-            sql = f"SELECT sortkey, record FROM ({rows_from}) LIMIT ?"
-            args = [cursor, PAGE_SIZE + 1]
-        rows = reader.conn.execute(sql, args).fetchall()
+            rows = reader.conn.execute(
+                f"SELECT sortkey, record FROM items WHERE record IS NOT NULL "
+                f"AND sortkey {op} ? ORDER BY sortkey {order} LIMIT ?",
+                (cursor, PAGE_SIZE + 1),
+            ).fetchall()
         more = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE]
         # Where the next page starts: after the last item shown, or, when a search read its
         # whole window without filling the page, after the window's last row.
         resume = rows[-1][0] if rows else None
-        if needle and not more:
+        if windowed and not more:
             edge = reader.conn.execute(
                 f"SELECT sortkey FROM items WHERE record IS NOT NULL AND sortkey {op} ?"
                 f" ORDER BY sortkey {order} LIMIT 1 OFFSET ?",

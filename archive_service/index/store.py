@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..common import db
-from . import oai
+from . import oai, search
 from .records import _Row, claim
 from .walk import SEP, Walk, cover, estimate_items, sortkey
 
@@ -44,8 +44,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Bump when a record's shape or what index.load_item derives changes: old indexes are rebuilt.
-SCHEMA = "9"  # 6: the kinds and conflicts tables (issue 18); 7: location (issue 21); 8: no
-# target named with a backslash; 9: OAI-PMH's table (index/oai.py, kept across rebuilds)
+SCHEMA = "10"  # 6: the kinds and conflicts tables (issue 18); 7: location (issue 21); 8: no
+# target named with a backslash; 9: OAI-PMH's table (index/oai.py, kept across rebuilds);
+# 10: the search tables of index/search.py (issue 34)
 BATCH_ITEMS = 1000
 BATCH_SECONDS = 1.0
 PROGRESS_SECONDS = 5.0
@@ -565,8 +566,8 @@ class Writer:
             "SELECT name FROM sqlite_master WHERE type = 'table'"
         ).fetchall():
             if not oai.kept(name):
-                conn.execute(f'DROP TABLE "{name}"')
-        for statement in _TABLES.split(";"):
+                conn.execute(f'DROP TABLE IF EXISTS "{name}"')  # FTS5's go with theirs
+        for statement in (_TABLES + search.TABLES).split(";"):
             if statement.strip():
                 conn.execute(statement)
         conn.executemany(
@@ -684,6 +685,7 @@ class Writer:
     def _remove(self, batch: _Batch, key: str) -> None:
         batch.begin()
         self._undo(batch, key)
+        search.note_removed(batch.conn, key)
         batch.conn.execute("DELETE FROM items WHERE sortkey = ?", (key,))
         oai.note_removed(batch.conn, key)
         batch.done()
@@ -696,6 +698,7 @@ class Writer:
         batch.begin()
         if not new:
             self._undo(batch, key)
+        search.note_written(batch.conn, key, row.record)
         batch.items.append(
             (
                 key,

@@ -608,6 +608,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             "ibi": item.name.text,
             "title": titles[0],
             "date": item.timestamp.isoformat(),
+            "dcdate": (dc.get("date") or [None])[0],  # shown as given, in place of the date
             "state": item.state,
             "contenttype": item.contenttype,
             "deleted": deleted,
