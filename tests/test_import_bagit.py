@@ -65,7 +65,9 @@ def test_a_bag_becomes_an_item(config, tmp_path):
     assert item.dc["title"] == ["A thesis"] and item.dc["creator"] == ["Ana", "Rui"]
     assert item.dc["publisher"] == ["INPE"] and item.dc["description"] == ["On bags"]
     got = pairs_of(url_request(webtest.TestApp(create_app(config)), item.name.text))
-    assert got["state"] == "Original" and "/filelist/" in got["url"]  # two files, no index
+    assert (
+        got["state"] == "Original" and "/item/" in got["url"]
+    )  # two files, no index: its landing page
     again = apply(config, bags.SOURCE, bags.read([bag]), complete=False)
     assert again.minted == 0 and again.unchanged == 1
 
