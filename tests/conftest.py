@@ -165,6 +165,20 @@ def phone_browser():
         driver.quit()
 
 
+@pytest.fixture
+def served_copy(collection: Path, tmp_path: Path):
+    """A real `serve` of this test's copy of the sample collection (the browser tests')."""
+    from serve_process import serve_collection
+
+    serve = serve_collection(tmp_path, collection, tmp_path / "state")
+    try:
+        serve.wait_answering(timeout=60)
+        yield serve
+        assert serve.stop() == 0
+    finally:
+        serve.kill()
+
+
 @pytest.fixture(scope="session")
 def postgres_server():
     """One throwaway PostgreSQL server for the whole run (tests/postgres_server.py)."""

@@ -5,11 +5,8 @@ needs JavaScript), and each screenshot is saved for people to look at."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from serve_process import serve_collection
 from support import SERVICE, png_facts
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]
@@ -23,14 +20,8 @@ PAGES = {
 
 
 @pytest.fixture
-def served(collection: Path, tmp_path: Path):
-    serve = serve_collection(tmp_path, collection, tmp_path / "state")
-    try:
-        serve.wait_answering(timeout=60)
-        yield serve
-        assert serve.stop() == 0
-    finally:
-        serve.kill()
+def served(served_copy):
+    return served_copy
 
 
 def test_landing_pages_fit_a_phone_and_a_desktop(served, phone_browser, tmp_path):

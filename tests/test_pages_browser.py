@@ -60,14 +60,8 @@ def shots(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def served(collection: Path, tmp_path: Path):
-    serve = serve_collection(tmp_path, collection, tmp_path / "state")
-    try:
-        serve.wait_answering(timeout=60)
-        yield serve
-        assert serve.stop() == 0
-    finally:
-        serve.kill()
+def served(served_copy):
+    return served_copy
 
 
 def test_the_pages_fit_a_phone_and_show_something(served, phone_browser, shots):
