@@ -19,19 +19,14 @@ PAGES = {
 }
 
 
-@pytest.fixture
-def served(served_copy):
-    return served_copy
-
-
-def test_landing_pages_fit_a_phone_and_a_desktop(served, phone_browser, tmp_path):
+def test_landing_pages_fit_a_phone_and_a_desktop(served_copy, phone_browser, tmp_path):
     for size, (width, height) in SIZES.items():
         phone_browser.execute_cdp_cmd(
             "Emulation.setDeviceMetricsOverride",
             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": size == "phone"},
         )
         for name, path in PAGES.items():
-            phone_browser.get(f"http://{served.address}{path}")
+            phone_browser.get(f"http://{served_copy.address}{path}")
             purl = phone_browser.find_element("id", "purl")
             assert purl.get_attribute("value").endswith(path.split("/item/")[1])
             assert phone_browser.find_element("id", "copy").is_displayed(), (size, name)

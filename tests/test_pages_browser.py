@@ -59,15 +59,10 @@ def shots(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("screenshots")
 
 
-@pytest.fixture
-def served(served_copy):
-    return served_copy
-
-
-def test_the_pages_fit_a_phone_and_show_something(served, phone_browser, shots):
+def test_the_pages_fit_a_phone_and_show_something(served_copy, phone_browser, shots):
     width, height = PHONE
     for name, path in PAGES.items():
-        phone_browser.get(f"http://{served.address}{path}")
+        phone_browser.get(f"http://{served_copy.address}{path}")
         title = phone_browser.title
         assert title and "Error" not in title, (name, title)
         inner = phone_browser.execute_script("return window.innerWidth")
@@ -98,12 +93,12 @@ return [...document.querySelectorAll('svg.chart')].map(svg => {
 """
 
 
-def test_the_statistics_charts_fit_a_phone(served, phone_browser, tmp_path):
+def test_the_statistics_charts_fit_a_phone(served_copy, phone_browser, tmp_path):
     """Issue 20: both charts of a month of uses built by hand are drawn, visible and within
     the width; the whole page is saved as a picture (docs/statistics.png is one of these)."""
     record_month_of_uses(tmp_path / "state")  # WAL: written while serve runs
     width, height = PHONE
-    phone_browser.get(f"http://{served.address}/{SERVICE}/statistics?month=2026-01")
+    phone_browser.get(f"http://{served_copy.address}/{SERVICE}/statistics?month=2026-01")
     assert phone_browser.title.startswith("Statistics")
     charts = phone_browser.execute_script(CHARTS)
     assert [c[6] for c in charts] == [30, 12]
@@ -131,7 +126,7 @@ def test_the_statistics_charts_fit_a_phone(served, phone_browser, tmp_path):
 PORTUGUESE_PHONE = (390, 844)  # CSS pixels: a current phone held upright
 
 
-def test_the_pages_in_portuguese_fit_a_phone(served, phone_browser, shots):
+def test_the_pages_in_portuguese_fit_a_phone(served_copy, phone_browser, shots):
     """Issue 32: the switch to Português (Brasil) sticks from page to page (its cookie), the
     longer words still fit a 390 px phone, and each page is saved as a picture to look at."""
     width, height = PORTUGUESE_PHONE
@@ -139,9 +134,9 @@ def test_the_pages_in_portuguese_fit_a_phone(served, phone_browser, shots):
         "Emulation.setDeviceMetricsOverride",
         {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": True},
     )
-    phone_browser.get(f"http://{served.address}/{SERVICE}/about?lang=pt-BR")
+    phone_browser.get(f"http://{served_copy.address}/{SERVICE}/about?lang=pt-BR")
     for name, path in PAGES.items():
-        phone_browser.get(f"http://{served.address}{path}")
+        phone_browser.get(f"http://{served_copy.address}{path}")
         lang = phone_browser.execute_script("return document.documentElement.lang")
         assert lang == "pt-BR", (name, lang)
         scroll = phone_browser.execute_script("return document.documentElement.scrollWidth")
