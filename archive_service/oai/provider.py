@@ -350,8 +350,21 @@ class Provider:
 
     def _oai_dc(self, item: Item, ibi: str, site: Links) -> str:
         dc = records.record_dc(item, self.catalog.lookup, self.resolve_file, self.catalog.root)
+        related = records.relation_values(
+            item, self.catalog.lookup, self.identifier, self.catalog.naming
+        )
+        if related:
+            dc = {**dc, "relation": [*dc.get("relation", ()), *related]}
+        if item.language and not dc.get("language"):
+            # The sidecar's own language (a translation is listed by it), when dc names none.
+            dc = {**dc, "language": [item.language]}
         urls = [records.landing_page(site, ibi), persistent_url(self.resolver, ibi)]
         return records.oai_dc_text(dc, [u for u in urls if u])
+
+    def identifier(self, item: Item) -> str:
+        """An item's OAI identifier (index/oai.py's rule for the IBI it carries)."""
+        forms = {"rep": item.forms.rep, "ibip": item.forms.ibip, "name": item.name.text}
+        return self.prefix + rows.identifier_ibi(forms)
 
 
 def _check_prefix(prefix: str) -> None:
