@@ -20,7 +20,9 @@ address (unless `Limits.allow_internal`).
 
 A record becomes a `Record`: source id = the OAI identifier, location = its first http(s)
 `dc:identifier` (its landing page), its Dublin Core (the fifteen elements; the sidecar has
-no place for others) as the item's inline `dc`; a deleted header becomes `deleted=True`. A
+no place for others) as the item's inline `dc`, an Archive's `dc:relation` values naming a
+record of the same provider (oai/records.py) as its relations; a deleted header becomes
+`deleted=True`. A
 record that cannot be an item (no landing page, no `oai_dc`, a `dc` too large for a sidecar)
 is skipped and reported in `Harvest.skipped`, the rest go on.
 
