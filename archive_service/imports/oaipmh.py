@@ -545,20 +545,26 @@ class _Order:
     def __init__(self, batch: int | None):
         self.batch = batch
         self.chunk: dict[str, str | None] = {}  # the import batch's ids -> their language
-        self.yielded: set[str] = set()
-        self.held: dict[str, list[Record]] = {}  # the id waited for -> records
-        self.holding = 0
+        # The latest MAX_REMEMBERED ids yielded, as digests: a record naming one yielded
+        # before them waits to the end, by when that one is applied.
+        self.yielded: set[bytes] = set()
+        self.remembered: deque[bytes] = deque()
+        self.held: dict[str, dict[str, Record]] = {}  # the id waited for -> records by id
+        self.waits: dict[str, str] = {}  # a held record's id -> the id it waits for
 
     def put(self, record: Record) -> Iterator[Record]:
         """`record` (its relations' targets in lists, as `relations` gives them) now or later."""
+        earlier = self.waits.pop(record.source_id, None)
+        if earlier is not None:  # listed again (changed meanwhile): this one is the record now
+            self.held[earlier].pop(record.source_id, None)
         waiting = [
             targets[0]
             for key, targets in record.relations.items()
-            if key != TRANSLATION_OF and targets[0] not in self.yielded
+            if key != TRANSLATION_OF and _digest(targets[0]) not in self.yielded
         ]
-        if waiting and self.holding < MAX_HELD:
-            self.held.setdefault(waiting[0], []).append(record)
-            self.holding += 1
+        if waiting and len(self.waits) < MAX_HELD:
+            self.held.setdefault(waiting[0], {})[record.source_id] = record
+            self.waits[record.source_id] = waiting[0]
             return
         yield from self._out(record)
 
@@ -578,17 +584,22 @@ class _Order:
         if other is not None and record.language:
             mine[TRANSLATION_OF] = other
         self.chunk[record.source_id] = record.language
-        self.yielded.add(record.source_id)
+        digest = _digest(record.source_id)
+        if digest not in self.yielded:
+            self.yielded.add(digest)
+            self.remembered.append(digest)
+            if len(self.remembered) > MAX_REMEMBERED:
+                self.yielded.discard(self.remembered.popleft())
         yield dataclasses.replace(record, relations=mine)
-        for waiting in self.held.pop(record.source_id, ()):
-            self.holding -= 1
+        for waiting in self.held.pop(record.source_id, {}).values():
+            del self.waits[waiting.source_id]
             yield from self.put(waiting)
 
     def rest(self) -> Iterator[Record]:
         while self.held:
             _, records = self.held.popitem()
-            for record in records:
-                self.holding -= 1
+            for record in records.values():
+                del self.waits[record.source_id]
                 yield from self._out(record)
 
 
