@@ -406,3 +406,22 @@ def test_a_dated_list_is_counted_only_when_cheap(client, oai_settings, monkeypat
     monkeypatch.setattr(oairows, "MAX_COUNTED", 3)
     _, tokens = harvest(client, **{"from": moment})
     assert [t.get("completeListSize") for t in tokens] == ["3", "3", "3"]
+
+
+def test_relations_are_dc_relation_values_both_sides(client, oai_settings) -> None:
+    def relations(ibi: str) -> list[str]:
+        doc = oai(client, verb="GetRecord", identifier=f"oai:{HOST}:{ibi}", metadataPrefix="oai_dc")
+        return [e.text for e in doc.iterfind(".//dc:relation", NS) if " oai:" in e.text]
+
+    older = "sid.inpe.br/mtc-m18@80/2009/07.21.14.43"
+    assert f"hasNextEdition oai:{HOST}:{DESCRIBED}" in relations(older)
+    assert relations(DESCRIBED) == [
+        f"hasMetadata oai:{HOST}:{DESCRIBED}.49",
+        f"isNextEditionOf oai:{HOST}:{older}",
+    ]
+    assert relations(DESCRIBED + ".49") == [f"isMetadataOf oai:{HOST}:{DESCRIBED}"]
+    # A tombstone is a deleted record: no relation names it (an import refuses one that does).
+    path = Path(oai_settings["collection"], TOMBSTONE, "item.yaml")
+    path.write_text(path.read_text() + f"nextedition: {ITEM}\n")
+    refresh(oai_settings)
+    assert relations(ITEM) == []

@@ -103,9 +103,9 @@ def relation_values(
     identifier: Callable[[Item], str],
     naming: Callable[[Item, str], list[Item]],
 ) -> list[str]:
-    """`item`'s relations to items this Archive serves, as dc:relation values
-    (HAS_NEXT_EDITION, ...): `identifier` gives an item's OAI identifier, `naming(item, key)`
-    the items whose `key` (nextedition, metadata) names `item`."""
+    """`item`'s relations to items this Archive serves (not to a Deleted one: a deleted
+    record), as dc:relation values (HAS_NEXT_EDITION, ...): `identifier` gives an item's OAI
+    identifier, `naming(item, key)` the items whose `key` (nextedition, metadata) names it."""
     found: list[str] = []
     for name, other in (
         (HAS_NEXT_EDITION, item.nextedition),
@@ -113,8 +113,10 @@ def relation_values(
         *((HAS_TRANSLATION, ibi) for _, ibi in sorted(item.translations.items())),
     ):
         target = lookup(other.text) if other is not None else None
-        if target is not None:
+        if target is not None and target.state != "Deleted":
             found.append(f"{name} {identifier(target)}")
     for name, key in ((IS_NEXT_EDITION_OF, "nextedition"), (IS_METADATA_OF, "metadata")):
-        found += (f"{name} {identifier(other)}" for other in naming(item, key))
+        found += (
+            f"{name} {identifier(other)}" for other in naming(item, key) if other.state != "Deleted"
+        )
     return found
