@@ -142,6 +142,17 @@ def values(sidecar: dict, element: str) -> list[str]:
     return found if isinstance(found, list) else [found]
 
 
+def names(collection: Path, sidecar: dict) -> set[str]:
+    """The IBIs an imported item is known by in the second Archive: its directory's name and
+    its IBIp."""
+    found = {
+        str(p.parent.relative_to(collection))
+        for p in collection.rglob("item.yaml")
+        if yaml.safe_load(p.read_text()) == sidecar
+    }
+    return found | ({sidecar["ibip"]} if sidecar.get("ibip") else set())
+
+
 def test_round_trip_through_our_import_into_a_second_archive(served, tmp_path, capsys) -> None:
     url, settings = served
     second, state = tmp_path / "second", tmp_path / "second-state"
@@ -158,6 +169,22 @@ def test_round_trip_through_our_import_into_a_second_archive(served, tmp_path, c
     assert "http://urlib.net/" + REMOVED in values(mine, "identifier")
     described = by_page["sid.inpe.br/mtc-m18/2012/07.12.18.08"]  # its Metadata item's oai_dc
     assert values(described, "title")[0].startswith("Reference Model for an Open Archival")
+
+    # The relations between them, carried as dc:relation and set again between the new IBIs.
+    ibi = {page: names(second, s) for page, s in by_page.items()}
+    old_edition = by_page["sid.inpe.br/mtc-m18@80/2009/07.21.14.43"]
+    assert old_edition.get("nextedition") in ibi["sid.inpe.br/mtc-m18/2012/07.12.18.08"]
+    english = "sid.inpe.br/mtc-m18@80/2009/07.21.13.23"
+    portuguese = "sid.inpe.br/mtc-m18@80/2009/08.25.19.43"
+    assert by_page[english].get("metadata") in ibi[english + ".47"]
+    assert by_page[english + ".47"].get("contenttype") == "Metadata"
+    declared = {
+        *(by_page[english].get("translations") or {}).items(),
+        *(by_page[portuguese].get("translations") or {}).items(),
+    }
+    assert any(lang == "pt" and other in ibi[portuguese] for lang, other in declared) or any(
+        lang == "en" and other in ibi[english] for lang, other in declared
+    ), declared
 
     # A removal in the first Archive is a deleted record, and a tombstone in the second.
     shutil.rmtree(Path(settings["collection"]) / REMOVED)

@@ -7,6 +7,7 @@ change returns that item alone); deleted records that stay deleted, across a reb
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from pathlib import Path
@@ -377,3 +378,50 @@ def test_unreadable_sidecar_is_deleted_until_it_reads_again(client, oai_settings
     doc = oai(client, verb="GetRecord", identifier=ident, metadataPrefix="oai_dc")
     assert doc.find(".//o:header", NS).get("status") is None
     assert doc.findtext(".//dc:type", namespaces=NS) == "Text"
+
+
+def test_a_dated_list_is_counted_only_when_cheap(client, oai_settings, monkeypatch) -> None:
+    """completeListSize of a list with from/until: from the kept counts when the range holds
+    every row, counted up to MAX_COUNTED rows, else given on its last page only."""
+    oai(client, verb="Identify")  # indexed: every row's datestamp now
+    moment = providermod.stamp(wait_next_second())
+    changed = sorted(Path(oai_settings["collection"], "iconet.com.br").rglob("item.yaml"))[:3]
+    for path in changed:
+        text = path.read_text()
+        assert "\ntimestamp: " in text
+        path.write_text(re.sub(r"(?m)^timestamp: .*$", 'timestamp: "2020-01-01T00:00:00Z"', text))
+    refresh(oai_settings)
+    monkeypatch.setitem(providermod.PAGE, "ListIdentifiers", 1)
+    monkeypatch.setattr(oairows, "MAX_COUNTED", 2, raising=False)
+
+    listed, tokens = harvest(client, **{"from": "1970-01-01"})  # every row: the counts
+    assert len(listed) == 15 and {t.get("completeListSize") for t in tokens} == {"15"}
+    listed, tokens = harvest(client, until="2999-12-31")
+    assert {t.get("completeListSize") for t in tokens} == {"15"}
+
+    listed, tokens = harvest(client, **{"from": moment})  # three rows: more than counted
+    assert len(listed) == 3
+    assert [t.get("completeListSize") for t in tokens] == [None, None, "3"]
+    assert [t.get("cursor") for t in tokens] == ["0", "1", "2"]
+    monkeypatch.setattr(oairows, "MAX_COUNTED", 3)
+    _, tokens = harvest(client, **{"from": moment})
+    assert [t.get("completeListSize") for t in tokens] == ["3", "3", "3"]
+
+
+def test_relations_are_dc_relation_values_both_sides(client, oai_settings) -> None:
+    def relations(ibi: str) -> list[str]:
+        doc = oai(client, verb="GetRecord", identifier=f"oai:{HOST}:{ibi}", metadataPrefix="oai_dc")
+        return [e.text for e in doc.iterfind(".//dc:relation", NS) if " oai:" in e.text]
+
+    older = "sid.inpe.br/mtc-m18@80/2009/07.21.14.43"
+    assert f"hasNextEdition oai:{HOST}:{DESCRIBED}" in relations(older)
+    assert relations(DESCRIBED) == [
+        f"hasMetadata oai:{HOST}:{DESCRIBED}.49",
+        f"isNextEditionOf oai:{HOST}:{older}",
+    ]
+    assert relations(DESCRIBED + ".49") == [f"isMetadataOf oai:{HOST}:{DESCRIBED}"]
+    # A tombstone is a deleted record: no relation names it (an import refuses one that does).
+    path = Path(oai_settings["collection"], TOMBSTONE, "item.yaml")
+    path.write_text(path.read_text() + f"nextedition: {ITEM}\n")
+    refresh(oai_settings)
+    assert relations(ITEM) == []

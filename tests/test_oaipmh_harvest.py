@@ -4,12 +4,16 @@ that cannot be items, and a provider that misbehaves (503, errors, hangs, hostil
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from archive_service.imports.oaipmh import DAYS, Harvest, HarvestError, Limits, since
+from archive_service.imports.oaipmh import DAYS, Harvest, HarvestError, Limits, _Order, since
+from archive_service.imports.records import Record
 from oai_provider import OAI, Answer, endless, fixture_record, record_xml, unavailable
 
 pytestmark = pytest.mark.process
@@ -310,3 +314,37 @@ def test_new_tokens_for_ever_without_new_records_are_stopped(oai_provider) -> No
     with pytest.raises(HarvestError, match=r"20 pages in a row .* no record not listed before"):
         list(Harvest(oai_provider.url, limits=limits))
     assert len(oai_provider.requests) == 1 + 22  # the second page listed the record first
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 7), st.sampled_from(["edition_of", "metadata_of", None])),
+        min_size=1,
+        max_size=12,
+    ),
+    st.booleans(),
+    st.randoms(use_true_random=False),
+)
+def test_records_wait_for_the_record_they_name(listed, changed, random) -> None:
+    """An Archive's relations come back in an order the import takes: a record naming an
+    edition or item of the same harvest comes after it, each record kept (listed again, the
+    latest last), none lost."""
+    rank = random.sample(range(12), 12)  # relations go up in rank only: no cycle (refused)
+    records = []
+    for i, (other, key) in enumerate(listed):
+        relations = {key: [f"oai:h:{other}"]} if key and rank[other] > rank[i] else {}
+        records.append(Record(f"oai:h:{i}", relations=relations, title=f"first {i}"))
+    if changed:  # the first listed again, changed while the harvest paged
+        records.append(dataclasses.replace(records[0], title="again", relations={}))
+    order = _Order(batch=3)
+    out = [r for record in records for r in order.put(record)] + list(order.rest())
+    ids = [r.source_id for r in out]
+    assert set(ids) == {r.source_id for r in records}
+    assert len(ids) <= len(records)  # a record held and listed again goes once
+    assert all(isinstance(v, str) for r in out for v in r.relations.values())
+    for place, record in enumerate(out):
+        for other in record.relations.values():
+            if other in ids:
+                assert ids.index(other) < place, (ids, record)
+    if changed:  # the import applies the last one listed
+        assert [r for r in out if r.source_id == "oai:h:0"][-1].title == "again"

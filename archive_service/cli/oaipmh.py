@@ -32,7 +32,11 @@ def cmd_oaipmh(args: argparse.Namespace, load_config: LoadConfig) -> int:
     try:
         start = args.from_date or oaipmh.last_harvest(config, args.url, args.set)
         harvest = oaipmh.Harvest(
-            args.url, set_spec=args.set, from_date=start, limits=oaipmh.Limits.of(config)
+            args.url,
+            set_spec=args.set,
+            from_date=start,
+            limits=oaipmh.Limits.of(config),
+            batch=BATCH,
         )
         records = iter(harvest)
         first = next(records, None)  # the provider's refusals come before any change

@@ -20,7 +20,9 @@ address (unless `Limits.allow_internal`).
 
 A record becomes a `Record`: source id = the OAI identifier, location = its first http(s)
 `dc:identifier` (its landing page), its Dublin Core (the fifteen elements; the sidecar has
-no place for others) as the item's inline `dc`; a deleted header becomes `deleted=True`. A
+no place for others) as the item's inline `dc`, an Archive's `dc:relation` values naming a
+record of the same provider (oai/records.py) as its relations; a deleted header becomes
+`deleted=True`. A
 record that cannot be an item (no landing page, no `oai_dc`, a `dc` too large for a sidecar)
 is skipped and reported in `Harvest.skipped`, the rest go on.
 
@@ -29,6 +31,7 @@ No web framework here.
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import hashlib
 import json
@@ -53,7 +56,8 @@ from ..collection import sidecar
 from ..common import files, netguard
 from ..common.deadline import Overdue, call_within
 from ..common.yamlsafe import dump_sidecar
-from .records import Record
+from ..oai import records as ours
+from .records import EDITION_OF, METADATA_OF, TRANSLATION_OF, Record
 
 OAI = "{http://www.openarchives.org/OAI/2.0/}"
 OAI_DC = "{http://www.openarchives.org/OAI/2.0/oai_dc/}dc"
@@ -69,6 +73,17 @@ MAX_SKIPPED_LINES = 1000
 # Record identifiers a harvest remembers to tell a page of new records from a list going
 # round (8 bytes each, some 15 MB at most).
 MAX_REMEMBERED = 200_000
+# dc:relation values "<name> <OAI identifier>" (an Archive's, oai/records.py) -> the relation
+# of the record that carries them (imports/records.py).
+RELATION_OF = {
+    ours.IS_NEXT_EDITION_OF: EDITION_OF,
+    ours.IS_METADATA_OF: METADATA_OF,
+    ours.HAS_TRANSLATION: TRANSLATION_OF,
+}
+# Records held back until the record their edition_of / metadata_of names is yielded (the
+# import refuses a relation to a record it has not met yet); past this many, they go as
+# they are.
+MAX_HELD = 10_000
 
 
 class HarvestError(Exception):
@@ -401,6 +416,9 @@ class Harvest:
     count: int = 0  # records yielded
     taken: int = 0  # records read, skipped ones too
     stopped: str | None = None  # the cap that ended the records
+    # The import's batch (apply's `batch`): translation_of only names a record of the same
+    # batch, the one place the import finds its language.
+    batch: int | None = None
 
     def __iter__(self) -> Iterator[Record]:
         with _Scythe(self.url, self.limits, self.sleep) as scythe:
@@ -437,6 +455,7 @@ class Harvest:
             items = iter(())  # nothing changed since `from`: not an error
         if scythe.responses > first:
             self.response_date = scythe.response_date or None
+        order = _Order(self.batch)
         for element in items:
             if self.taken >= self.limits.max_records:
                 raise _Cap(f"the harvest reached oai_max_records ({self.limits.max_records})")
@@ -444,7 +463,8 @@ class Harvest:
             record = self.record(element)
             if record is not None:
                 self.count += 1
-                yield record
+                yield from order.put(record)
+        yield from order.rest()
 
     def record(self, element) -> Record | None:
         header = element.find(OAI + "header")
@@ -487,14 +507,100 @@ class Harvest:
         language = next((lang for lang in map(_language, values.get("language", ())) if lang), None)
         title = values["title"][0] if "title" in values else None
         dc_tuples = {name: tuple(texts) for name, texts in values.items()}
+        # A relation across sets would name a record this harvest never lists.
+        related = {} if self.set_spec else relations(identifier, values.get("relation", ()))
         return Record(
             identifier,
             location=location.strip(),
             title=title,
             language=language,
             dc=dc_tuples,
+            relations=related,
             where=where,
         )
+
+
+def relations(identifier: str, values) -> dict[str, list[str]]:
+    """The relations dc:relation values name (RELATION_OF) to records of the same provider
+    (an OAI identifier `oai:<host>:...` of `identifier`'s host), each relation's targets in
+    order; _Order keeps one of each."""
+    host = identifier.split(":", 2)[1] if identifier.count(":") >= 2 else None
+    found: dict[str, list[str]] = {}
+    for value in values:
+        name, _, other = value.strip().partition(" ")
+        other = other.strip()
+        if name in RELATION_OF and host and other.startswith(f"oai:{host}:"):
+            if other != identifier:
+                found.setdefault(RELATION_OF[name], []).append(other)
+    return found
+
+
+class _Order:
+    """Records in the order the import can take their relations: one held back until the
+    record its edition_of / metadata_of names is yielded; translation_of kept only when it
+    names a record already yielded in the same import batch (both are needed for the
+    languages), else the other record names this one. The rest, at the end, name records an
+    earlier harvest may have brought."""
+
+    def __init__(self, batch: int | None):
+        self.batch = batch
+        self.chunk: dict[str, str | None] = {}  # the import batch's ids -> their language
+        # The latest MAX_REMEMBERED ids yielded, as digests: a record naming one yielded
+        # before them waits to the end, by when that one is applied.
+        self.yielded: set[bytes] = set()
+        self.remembered: deque[bytes] = deque()
+        self.held: dict[str, dict[str, Record]] = {}  # the id waited for -> records by id
+        self.waits: dict[str, str] = {}  # a held record's id -> the id it waits for
+
+    def put(self, record: Record) -> Iterator[Record]:
+        """`record` (its relations' targets in lists, as `relations` gives them) now or later."""
+        earlier = self.waits.pop(record.source_id, None)
+        if earlier is not None:  # listed again (changed meanwhile): this one is the record now
+            self.held[earlier].pop(record.source_id, None)
+        waiting = [
+            targets[0]
+            for key, targets in record.relations.items()
+            if key != TRANSLATION_OF and _digest(targets[0]) not in self.yielded
+        ]
+        if waiting and len(self.waits) < MAX_HELD:
+            self.held.setdefault(waiting[0], {})[record.source_id] = record
+            self.waits[record.source_id] = waiting[0]
+            return
+        yield from self._out(record)
+
+    def _out(self, record: Record) -> Iterator[Record]:
+        if self.batch is not None and len(self.chunk) >= self.batch:
+            self.chunk = {}  # apply's _chunks: a new batch
+        mine = {k: v[0] for k, v in record.relations.items() if k != TRANSLATION_OF}
+        # Translations are listed by language: both records need one, and two.
+        other = next(
+            (
+                t
+                for t in record.relations.get(TRANSLATION_OF, ())
+                if self.chunk.get(t) not in (None, record.language)
+            ),
+            None,
+        )
+        if other is not None and record.language:
+            mine[TRANSLATION_OF] = other
+        self.chunk[record.source_id] = record.language
+        digest = _digest(record.source_id)
+        if digest not in self.yielded:
+            self.yielded.add(digest)
+            self.remembered.append(digest)
+            if len(self.remembered) > MAX_REMEMBERED:
+                self.yielded.discard(self.remembered.popleft())
+        yield dataclasses.replace(record, relations=mine)
+        for waiting in self.held.pop(record.source_id, {}).values():
+            del self.waits[waiting.source_id]
+            yield from self.put(waiting)
+
+    def rest(self) -> Iterator[Record]:
+        while self.held:
+            _, records = self.held.popitem()
+            for record in records.values():
+                del self.waits[record.source_id]
+                yield from self._out(record)
 
 
 def _yaml_size(values: Mapping[str, list[str]]) -> int:

@@ -582,6 +582,23 @@ class StoreCatalog:
         ).fetchall()
         return [self._item(reader, key) for (key,) in keys if self._served(reader, key)]
 
+    @_reading(snapshot=True)
+    def naming(self, item: Item, sidecar_key: str) -> list[Item]:
+        """The served items whose `sidecar_key` (nextedition or metadata) names `item`, in key
+        order: its previous editions, the items it is the Metadata item of (OAI-PMH's
+        dc:relation gives both sides)."""
+        prefix = {"nextedition": "n:", "metadata": "m:"}[sidecar_key]
+        refs = [prefix + k for k in item.keys() if _storable(k)]
+        if not refs:
+            return []
+        reader = self._reader()
+        keys = reader.conn.execute(
+            f"SELECT DISTINCT sortkey FROM refs WHERE ref IN ({','.join('?' * len(refs))}) "
+            "ORDER BY sortkey",
+            refs,
+        ).fetchall()
+        return [self._item(reader, key) for (key,) in keys if self._served(reader, key)]
+
     # -- for deposit and delete: which directories to read from disk -----------------------
 
     @_reading()

@@ -208,18 +208,34 @@ def page(
     return [_header(row) for row in rows]
 
 
-def count(conn: sqlite3.Connection, sel: Selection) -> int:
-    """How many rows `sel` lists (a list's first page gives it once, its tokens carry it):
-    without dates, from the counts the writer keeps; with dates, by counting the range (an
-    incremental harvest's range is small; 1,000,000 rows cost 0.7 s, loaded)."""
-    if sel.since <= 0 and sel.until >= FOREVER:
+# A dated list's rows counted at most (some 10 ms): past it, its size is not given.
+MAX_COUNTED = 10_000
+
+
+def count(conn: sqlite3.Connection, sel: Selection) -> int | None:
+    """How many rows `sel` lists (a list's first page gives it once, its tokens carry it), or
+    None when that is not cheap to know (completeListSize is optional). Without dates, or
+    with dates around every row of its set, from the counts the writer keeps; else by
+    counting the range, up to MAX_COUNTED rows (an incremental harvest's range is small;
+    counting a million rows cost 0.7 s, loaded)."""
+    where, args = _where(sel._replace(since=0, until=FOREVER))
+    # Each alone: SQLite reads one end of the index for a lone min() or max(), not for both.
+    first, last = (
+        conn.execute(f"SELECT {end}(stamp) FROM {TABLE} WHERE {where}", args).fetchone()[0]
+        for end in ("min", "max")
+    )
+    if first is None or (sel.since <= first and sel.until >= last):
         row = conn.execute(
             f"SELECT n FROM {TABLE}_counts WHERE col = ? AND value = ?",
             (sel.column or "", sel.value or ""),
         ).fetchone()
         return row[0] if row else 0
     where, args = _where(sel)
-    return conn.execute(f"SELECT count(*) FROM {TABLE} WHERE {where}", args).fetchone()[0]
+    n = conn.execute(
+        f"SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE {where} LIMIT ?)",
+        [*args, MAX_COUNTED + 1],
+    ).fetchone()[0]
+    return n if n <= MAX_COUNTED else None
 
 
 def header(conn: sqlite3.Connection, ibi: str) -> Header | None:

@@ -241,7 +241,7 @@ class Provider:
         sel = rows.Selection(state["c"], state["v"], state["f"], state["u"])
         size = PAGE[verb]
 
-        def read(conn) -> tuple[list, int]:
+        def read(conn) -> tuple[list, int | None]:
             position = (state["t"], state["k"])
             found = rows.page(conn, sel, position, size + 1, records=verb == "ListRecords")
             total = state["n"] if "n" in state else rows.count(conn, sel)
@@ -251,8 +251,11 @@ class Provider:
         if not found and state["o"] == 0:
             raise OaiError("noRecordsMatch", "no record matches the arguments")
         more, found = len(found) > size, found[:size]
-        # Never less than what is listed (an index from before the counts; positiveInteger).
-        total = max(total, state["o"] + len(found) + more)
+        if not more:  # the last page: the list's size is known
+            total = state["o"] + len(found)
+        elif total is not None:
+            # Never less than what is listed (an index from before the counts; positiveInteger).
+            total = max(total, state["o"] + len(found) + more)
         if verb == "ListIdentifiers":
             listed = "".join(self._header_xml(h) for h in found)
         else:
@@ -271,10 +274,8 @@ class Provider:
                     "n": total,
                 }
                 following = escape(self.tokens.issue(nxt))
-            token = (
-                f'<resumptionToken completeListSize="{total}" cursor="{cursor}">'
-                f"{following}</resumptionToken>"
-            )
+            size_given = "" if total is None else f' completeListSize="{total}"'
+            token = f'<resumptionToken{size_given} cursor="{cursor}">{following}</resumptionToken>'
         return f"<{verb}>{listed}{token}</{verb}>"
 
     def _state(self, verb: str, given: dict) -> dict:
@@ -350,8 +351,21 @@ class Provider:
 
     def _oai_dc(self, item: Item, ibi: str, site: Links) -> str:
         dc = records.record_dc(item, self.catalog.lookup, self.resolve_file, self.catalog.root)
+        related = records.relation_values(
+            item, self.catalog.lookup, self.identifier, self.catalog.naming
+        )
+        if related:
+            dc = {**dc, "relation": [*dc.get("relation", ()), *related]}
+        if item.language and not dc.get("language"):
+            # The sidecar's own language (a translation is listed by it), when dc names none.
+            dc = {**dc, "language": [item.language]}
         urls = [records.landing_page(site, ibi), persistent_url(self.resolver, ibi)]
         return records.oai_dc_text(dc, [u for u in urls if u])
+
+    def identifier(self, item: Item) -> str:
+        """An item's OAI identifier (index/oai.py's rule for the IBI it carries)."""
+        forms = {"rep": item.forms.rep, "ibip": item.forms.ibip, "name": item.name.text}
+        return self.prefix + rows.identifier_ibi(forms)
 
 
 def _check_prefix(prefix: str) -> None:

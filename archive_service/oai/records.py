@@ -19,6 +19,13 @@ OAI_DC_XSD = "http://www.openarchives.org/OAI/2.0/oai_dc.xsd"
 DC = "http://purl.org/dc/elements/1.1/"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
 
+# An item's relations to other items of this Archive, as dc:relation values "<name> <the other
+# item's OAI identifier>" (docs/oai-pmh.md): both sides of each, so that `import oai-pmh`
+# (imports/oaipmh.py) reads them back from whichever record it meets.
+HAS_NEXT_EDITION, IS_NEXT_EDITION_OF = "hasNextEdition", "isNextEditionOf"
+HAS_METADATA, IS_METADATA_OF = "hasMetadata", "isMetadataOf"
+HAS_TRANSLATION = "hasTranslation"  # the index gives a translation on both sides
+
 MAX_RECORD_FILE = 1024 * 1024  # a Metadata item's oai_dc file read for a record, at most
 
 
@@ -88,3 +95,28 @@ def record_dc(
         if found is not None:
             return found
     return item.dc or {}
+
+
+def relation_values(
+    item: Item,
+    lookup: Callable[[str], Item | None],
+    identifier: Callable[[Item], str],
+    naming: Callable[[Item, str], list[Item]],
+) -> list[str]:
+    """`item`'s relations to items this Archive serves (not to a Deleted one: a deleted
+    record), as dc:relation values (HAS_NEXT_EDITION, ...): `identifier` gives an item's OAI
+    identifier, `naming(item, key)` the items whose `key` (nextedition, metadata) names it."""
+    found: list[str] = []
+    for name, other in (
+        (HAS_NEXT_EDITION, item.nextedition),
+        (HAS_METADATA, item.metadata),
+        *((HAS_TRANSLATION, ibi) for _, ibi in sorted(item.translations.items())),
+    ):
+        target = lookup(other.text) if other is not None else None
+        if target is not None and target.state != "Deleted":
+            found.append(f"{name} {identifier(target)}")
+    for name, key in ((IS_NEXT_EDITION_OF, "nextedition"), (IS_METADATA_OF, "metadata")):
+        found += (
+            f"{name} {identifier(other)}" for other in naming(item, key) if other.state != "Deleted"
+        )
+    return found
