@@ -75,7 +75,8 @@ def _checked(kind: str, construct):
             if kind == "timestamp" and getattr(built, "tzinfo", None) is not None:
                 built.astimezone(UTC)  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
         except (ValueError, OverflowError) as exc:  # 0b_, 2026-02-30: the grammar's holes
-            raise _wrong(node, f"is not {name} ({exc})") from None
+            noun = name.split(" ", 1)[1]  # "a date or time" -> "date or time"
+            raise _wrong(node, f"is not a valid {noun} ({exc})") from None
         return built
 
     return checked_construct

@@ -597,7 +597,9 @@ class _Order:
 
     def rest(self) -> Iterator[Record]:
         while self.held:
-            _, records = self.held.popitem()
+            # From a record not itself held: the ones waiting for a held one follow it (_out).
+            target = next((t for t in self.held if t not in self.waits), next(iter(self.held)))
+            records = self.held.pop(target)
             for record in records.values():
                 del self.waits[record.source_id]
                 yield from self._out(record)
