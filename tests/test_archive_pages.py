@@ -84,7 +84,7 @@ def test_the_archive_page_shows_the_inclusion_and_the_collections_problems(setti
     page = client.get("/", status=200)
     said = facts(page)
     assert said["Resolver"] == settings["resolver"]
-    assert said["Inclusion"].startswith("not-joined (since ")
+    assert said["Inclusion"].startswith("not joined (since ")
     assert said["Indexer"].startswith("watching since ")
     text = page.html.get_text(" ", strip=True)
     # Counted only: which and why name paths (test_public_disclosure.py); `check` lists them.

@@ -86,7 +86,9 @@ def test_the_page_links_the_editions_and_both_ibi_forms(site):
 
 def test_a_deleted_item_is_a_citable_410_tombstone(site):
     page = site.get(landing(DELETED), status=410)
-    assert "Removed on Mar 2, 2015, 9:15" in page.html.find(class_="tombstone").get_text()  # for the locale
+    assert (
+        "Removed on Mar 2, 2015, 9:15" in page.html.find(class_="tombstone").get_text()
+    )  # for the locale
     assert page.html.find(id="purl")["value"] == f"http://urlib.net/{DELETED}"
     assert f'<http://urlib.net/{DELETED}>; rel="cite-as"' in page.headers["Link"]
     assert not page.html.select("a.download")

@@ -34,7 +34,11 @@ SIZE_UNITS = ("byte", "kilobyte", "megabyte", "gigabyte", "terabyte", "petabyte"
 def chosen_locale() -> str:
     """The request's locale: the switch, its cookie, then Accept-Language (Flask-Babel's
     locale_selector; read once per request)."""
-    for asked in (request.args.get(COOKIE), request.cookies.get(COOKIE)):
+    try:
+        switched = request.args.get(COOKIE)
+    except UnicodeDecodeError:  # raw bytes in the query: its 400 page is still in a language
+        switched = None
+    for asked in (switched, request.cookies.get(COOKIE)):
         if asked in LOCALES:
             return LOCALES[asked]
     # Werkzeug falls back to primary tags: pt-PT matches our "pt", which is pt-BR, our one

@@ -332,7 +332,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     # Each request reads one snapshot of the index: never half of an indexer's commit.
     app.teardown_request(lambda exc: catalog.end())
     pages.install(app, PAGE_SOURCES, compile_now=refresh, home="about")
-    headers.install(app, files_endpoint="col")
+    headers.install(app, files_endpoint="col", scripts=(landing.COPY_SCRIPT,))
     service_path = "/" + config.archiveserviceibi
 
     @app.context_processor

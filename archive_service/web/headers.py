@@ -10,6 +10,9 @@ also keep out of others' frames and keep their queries out of other sites' logs.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+
 from flask import Flask, Response, request
 
 NOSNIFF = ("X-Content-Type-Options", "nosniff")
@@ -19,11 +22,23 @@ PAGE_POLICY = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
-PAGE_HEADERS = (
-    NOSNIFF,
-    ("Content-Security-Policy", PAGE_POLICY),
-    ("Referrer-Policy", "same-origin"),
-)
+
+
+def script_hash(script: str) -> str:
+    """A CSP source that allows exactly one inline script (CSP Level 2's hash source)."""
+    digest = hashlib.sha256(script.encode("utf-8")).digest()
+    return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
+
+
+def page_headers(scripts: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
+    """The headers of every page: its policy allows the inline `scripts` given and no other."""
+    policy = PAGE_POLICY
+    if scripts:
+        policy += "; script-src " + " ".join(script_hash(s) for s in scripts)
+    return (NOSNIFF, ("Content-Security-Policy", policy), ("Referrer-Policy", "same-origin"))
+
+
+PAGE_HEADERS = page_headers()
 # What a browser runs as a document of its origin: markup with scripts (HTML, XHTML, SVG,
 # XML through XSLT or its namespaces).
 SCRIPTED = frozenset(
@@ -43,16 +58,17 @@ def file_headers(mimetype: str) -> list[tuple[str, str]]:
     return [NOSNIFF, SANDBOX] if runs_scripts(mimetype) else [NOSNIFF]
 
 
-def install(app: Flask, files_endpoint: str) -> None:
+def install(app: Flask, files_endpoint: str, scripts: tuple[str, ...] = ()) -> None:
     """Give every answer of `app` its headers: a file of `files_endpoint` its own, any other
-    answer (pages, their errors, JSON) the pages'."""
+    answer (pages, their errors, JSON) the pages', which allow the inline `scripts` only."""
+    pages = page_headers(scripts)
 
     @app.after_request
     def secure(response: Response) -> Response:
         if request.endpoint == files_endpoint and response.status_code < 400:
             wanted = file_headers(response.mimetype or "")
         else:
-            wanted = PAGE_HEADERS
+            wanted = pages
         for name, value in wanted:  # a view's own choice stands (a stricter Referrer-Policy)
             response.headers.setdefault(name, value)
         return response

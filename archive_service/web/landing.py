@@ -41,6 +41,22 @@ NOT_ACCEPTABLE = "none of the Accept types can be given; offered: " + ", ".join(
 )
 
 
+# The copy button's script, the one script of the pages: kept here so that the pages' Content
+# Security Policy can allow exactly it, by its hash (web/headers.py), and no other.
+COPY_SCRIPT = """
+(function () {
+  var button = document.getElementById("copy"), field = document.getElementById("purl");
+  if (!navigator.clipboard) return;
+  button.hidden = false;
+  button.addEventListener("click", function () {
+    navigator.clipboard.writeText(field.value).then(function () {
+      document.getElementById("copied").textContent = button.dataset.done;
+    });
+  });
+})();
+"""
+
+
 @dataclass(frozen=True)
 class Context:
     """What the pages need of the app create_app made."""
@@ -86,7 +102,9 @@ def blueprint(site: Context) -> Blueprint:
         signposts = signposting.landing_links(
             work, described, (links.linkset(item), links.linkset(item, json=True))
         )
-        page = render_template("landing.html", **page_facts(item, work, links, described))
+        page = render_template(
+            "landing.html", copy_script=COPY_SCRIPT, **page_facts(item, work, links, described)
+        )
         if status == 200:
             site.used(item, counter.INVESTIGATION)
         response = Response(page, status=status, content_type=HTML)
