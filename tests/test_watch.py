@@ -84,7 +84,7 @@ CHANGES = {
         "",
         lambda p: (
             "LK47B6W/362SFKH" not in p.get("ibi", "x")
-            and p.get("url", "").endswith(f"/filelist/{REP}")
+            and p.get("url", "").endswith(f"/item/{REP}")  # no target: its landing page
         ),
     ),
     "renamed item": (
