@@ -160,3 +160,31 @@ def test_pages_are_made_at_a_lower_priority_than_the_protocol(settings):
     assert seen == [max(mine, page_limit.PAGE_NICE)]
     assert client.get(f"/{SERVICE}?servicesubject=inclusionConfirmationRequest").status_int == 200
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+
+
+def test_a_streamed_page_is_read_within_its_slot_on_a_page_thread(settings):
+    """A sitemap streams its body: read after the bound's slot was given back, its work ran
+    past the bound on a thread of the protocol's priority (found by the adversarial pass)."""
+    app = create_app({**settings, "page_concurrency": 1})
+    limit = limit_of(app)
+    inner, seen = limit.app, []
+
+    def noted(environ, start_response):
+        body = inner(environ, start_response)
+
+        def reading():
+            for chunk in body:
+                free = limit.slots.acquire(blocking=False)
+                if free:
+                    limit.slots.release()
+                priority = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+                seen.append((free, priority))
+                yield chunk
+
+        return reading()
+
+    limit.app = noted
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    page = Client(app, "").test.get(f"/{SERVICE}/sitemap/0.xml", status=200)
+    assert b"<urlset" in page.body
+    assert seen and all(s == (False, max(mine, page_limit.PAGE_NICE)) for s in seen), seen

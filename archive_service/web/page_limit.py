@@ -68,9 +68,10 @@ class PageLimit:
             )
             return [] if environ.get("REQUEST_METHOD") == "HEAD" else [BODY]
         try:
-            # A page is made whole before it is returned (no streamed template): its work
-            # is over when the app returns.
-            return self.makers.run(self.app, environ, start_response)
+            # A page is made whole on a page thread before it is returned: a streamed body
+            # (a sitemap) read later would do its work past the bound, on a thread of the
+            # protocol's priority.
+            return self.makers.run(_made_whole, self.app, environ, start_response)
         finally:
             self.slots.release()
 
@@ -108,6 +109,17 @@ class _PageThreads:
                     )
                     self.pid = os.getpid()
         return self.pool.submit(make, *args).result()
+
+
+def _made_whole(app, environ, start_response) -> list[bytes]:
+    """`app`'s answer with its whole body read (and the iterable closed, as WSGI asks)."""
+    body = app(environ, start_response)
+    try:
+        return [b"".join(body)]
+    finally:
+        close = getattr(body, "close", None)
+        if close is not None:
+            close()
 
 
 def _lower_priority() -> None:
