@@ -79,6 +79,23 @@ def test_without_an_authority_the_remembered_claimant_wins_then_the_first():
     assert not settle_claims([claim(EVIL, 0)], ibi).conflicts
 
 
+def test_an_archive_announcing_anothers_address_is_no_authority_over_its_ibips():
+    """An IBIp's authority is the `archiveip` an Archive announced itself: a registered hostile
+    Archive announcing the good one's address covered its IBIps too, and won whenever it
+    answered first (the adversarial pass over issue 30). Two that cover an IBI are no
+    authority over each other: the remembered claimant stands, else the first."""
+    ip = "150.163.2.10"
+    ibi = ibip.encode(ip, 80, 1.7e9)
+    good = ArchiveRef("archive.inpe.br", "sid.inpe.br/mtc-m18@80/2008/03.17.15.17", ip)
+    evil = ArchiveRef("evil.example.org", "evil.example.org/ev/2024/01.01.00.00", ip)
+    assert covers(ibi, evil.serviceibi, evil.ip) and covers(ibi, good.serviceibi, good.ip)
+    answers = [claim(evil, 0), claim(good, 1)]
+    assert settle_claims(answers, ibi, owner=good.serviceibi.lower()).refused == {0}
+    first = settle_claims(answers, ibi)
+    assert first.refused == {1}
+    assert all(c.why != "the naming authority of the IBI" for c in first.conflicts)
+
+
 def test_a_silent_remembered_claimant_is_not_displaced():
     ibi = "iconet.com.br/banon/2011/06.14.16.40"
     owner = OTHER.serviceibi.lower()

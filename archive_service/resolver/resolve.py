@@ -351,17 +351,20 @@ def is_claim(answer: Answer) -> bool:
 def settle_claims(answers: Sequence[Answer], ibi: str, owner: str | None = None) -> Claims:
     """Whose claim of the Original of `ibi` stands among `answers`.
 
-    The naming authority's (`covers`) first; else the remembered claimant's (`owner`, a
-    service IBI key), which a new claimant does not displace while it is not heard saying
-    otherwise (no answer, or not asked); else the first claimant's. An Archive that now
-    answers without claiming the Original (empty: the item moved; a Copy) gives way."""
+    The naming authority's (`covers`) first, when one claimant alone covers the IBI: an IBIp's
+    authority rests on the `archiveip` an Archive announced itself, which another can announce
+    too, and two that cover it are no authority over each other. Else the remembered
+    claimant's (`owner`, a service IBI key), which a new claimant does not displace while it
+    is not heard saying otherwise (no answer, or not asked); else the first claimant's. An
+    Archive that now answers without claiming the Original (empty: the item moved; a Copy)
+    gives way."""
     claimants = [a for a in answers if is_claim(a)]
     if not claimants:
         return Claims()
     keyed = {ibimod.key(a.archive.serviceibi): a for a in claimants}
     authorities = [a for a in claimants if covers(ibi, a.archive)]
     heard = {ibimod.key(a.archive.serviceibi) for a in answers if not a.error}
-    if authorities:
+    if len(authorities) == 1:
         kept, why = authorities[0], "the naming authority of the IBI"
     elif owner in keyed:
         kept, why = keyed[owner], "the Archive remembered for the IBI"
