@@ -54,3 +54,19 @@ def test_connect_refuses_before_any_packet_and_connects_when_allowed():
             assert sock.getpeername() == ("127.0.0.1", port)
     finally:
         server.close()
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["::7f00:1", "::ffff:0:7f00:1", "64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::1",
+     "2002:a9fe:a9fe::1", "fec0::1"],
+)  # fmt: skip
+def test_ipv6_forms_that_carry_an_internal_ipv4_are_internal(address):
+    """IPv4-compatible, NAT64 and 6to4 forms reach the IPv4 address they carry (and site-local
+    is routed inside some networks): the adversarial pass over issue 30 found them public."""
+    assert netguard.kind(address) is not None, address
+
+
+@pytest.mark.parametrize("address", ["2001:4860:4860::8888", "64:ff9b::808:808", "8.8.8.8"])
+def test_public_addresses_in_those_forms_stay_public(address):
+    assert netguard.kind(address) is None

@@ -39,8 +39,10 @@ def kind(address: str) -> str | None:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return "not an IP address"
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.is_site_local:  # fec0::/10: deprecated, but routed inside some networks
+            return "site-local"
+        ip = _embedded_ipv4(ip) or ip
     if ip.is_loopback:
         return "loopback"
     if ip.is_unspecified:
@@ -51,6 +53,24 @@ def kind(address: str) -> str | None:
         return "private"
     if ip.is_multicast or not ip.is_global:
         return "not publicly routable"
+    return None
+
+
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries and may reach (mapped, translated, compatible,
+    NAT64, 6to4), judged as that address: `::7f00:1` is loopback, `64:ff9b::a9fe:a9fe`
+    link-local."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    high = int(ip) >> 32
+    # NAT64; IPv4-translated ::ffff:0:a.b.c.d; IPv4-compatible ::a.b.c.d (not :: nor ::1)
+    if ip in NAT64 or high == 0xFFFF0000 or (high == 0 and int(ip) > 1):
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return None
 
 
