@@ -102,12 +102,22 @@ def networks(value: str) -> tuple[str, ...]:
     found = []
     for word in words:
         try:
-            found.append(str(ipaddress.ip_network(word, strict=False)))
+            network = ipaddress.ip_network(word, strict=False)
         except ValueError:
             raise ValueError(
                 f"{word} is neither an IP address nor a network such as 10.0.0.0/8"
             ) from None
+        found.append(str(_as_ipv4(network)))
     return tuple(found)
+
+
+def _as_ipv4(network):
+    """An IPv4-mapped network (::ffff:192.0.2.0/120) as the IPv4 one it names: clients'
+    addresses are compared as IPv4 (common/net.py), so it would otherwise match none."""
+    mapped = network.network_address.ipv4_mapped if network.version == 6 else None
+    if mapped is None or network.prefixlen < 96:
+        return network
+    return ipaddress.ip_network(f"{mapped}/{network.prefixlen - 96}")
 
 
 def ascii_text(value: str) -> str:

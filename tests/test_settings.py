@@ -107,3 +107,13 @@ def test_every_setting_is_documented_in_the_readme_and_in_help():
         assert re.search(rf"`{setting.name}`", readme), f"README does not document {setting.name}"
         assert setting.env in readme, f"README does not name {setting.env}"
         assert setting.option in serve_help
+
+
+def test_an_ipv4_mapped_network_is_kept_as_the_ipv4_one_it_names():
+    """`::ffff:a.b.c.d` in trusted_proxies or resolver_networks matched no client, whose
+    address is compared as IPv4 (the adversarial pass over issue 30)."""
+    assert settings.networks("::ffff:192.0.2.7, ::ffff:198.51.100.0/120, 2001:db8::/32") == (
+        "192.0.2.7/32",
+        "198.51.100.0/24",
+        "2001:db8::/32",
+    )
