@@ -31,6 +31,7 @@ from .. import __version__
 from ..common.idle import spoke_while_idle
 from ..common.net import host_port
 from ..protocol import pairs as pairsmod
+from . import lookups
 from .loops import new_pseudonym
 from .resolve import Answer, ArchiveRef
 
@@ -122,7 +123,7 @@ def _connect(address: str, timeout: float, deadline: float) -> socket.socket:
     # thread for as many timeouts.
     host, port = _host_port(address)
     error: Exception = ArchiveError("no time left before the deadline to connect")
-    for family, kind, proto, _, where in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+    for family, kind, proto, _, where in lookups.addresses(host, port, deadline):
         left = min(timeout, deadline - time.monotonic())
         if left <= 0:
             break
