@@ -31,14 +31,19 @@ COOKIE_DAYS = 365
 SIZE_UNITS = ("byte", "kilobyte", "megabyte", "gigabyte", "terabyte", "petabyte")
 
 
+def switched() -> str | None:
+    """The language the page's switch asked for (`?lang=`), None when none; a query of raw
+    bytes that are not UTF-8 asks for none (its 400 page is still said in a language)."""
+    try:
+        return request.args.get(COOKIE)
+    except UnicodeDecodeError:
+        return None
+
+
 def chosen_locale() -> str:
     """The request's locale: the switch, its cookie, then Accept-Language (Flask-Babel's
     locale_selector; read once per request)."""
-    try:
-        switched = request.args.get(COOKIE)
-    except UnicodeDecodeError:  # raw bytes in the query: its 400 page is still in a language
-        switched = None
-    for asked in (switched, request.cookies.get(COOKIE)):
+    for asked in (switched(), request.cookies.get(COOKIE)):
         if asked in LOCALES:
             return LOCALES[asked]
     # Werkzeug falls back to primary tags: pt-PT matches our "pt", which is pt-BR, our one
@@ -172,7 +177,7 @@ def install(app: Flask, home: str | None = None, foreign: tuple[str, ...] = ()) 
             # The words depend on these two request headers: a cache must keep each apart.
             response.vary.update(("Accept-Language", "Cookie"))
             response.content_language.add(tag())
-        asked = request.args.get(COOKIE)
+        asked = switched()
         if asked in LOCALES and request.cookies.get(COOKIE) != asked:
             response.set_cookie(
                 COOKIE,
