@@ -289,6 +289,13 @@ def debian_python_site(public: Path) -> tuple[str, Path]:
         "watchdog",
         "inotify_simple",
         "counter_robots",
+        # The pages' languages (Flask-Babel, Babel) and the landing pages' citations.
+        "flask_babel",
+        "babel",
+        "pytz",
+        "citeproc",
+        "rispy",
+        "lxml",
     ):
         spec = importlib.util.find_spec(name)
         if spec is None:
