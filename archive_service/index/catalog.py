@@ -168,6 +168,14 @@ def _later(key: tuple, than: tuple) -> bool:
         return True
 
 
+def _referring(conn: sqlite3.Connection, refs: list[str]) -> list[str]:
+    """The item directories (sort keys, in order) whose sidecars name one of `refs` (the refs
+    table: translations by key, 'n:'/'m:' for a next edition or a metadata item)."""
+    marks = ",".join("?" * len(refs))
+    query = f"SELECT DISTINCT sortkey FROM refs WHERE ref IN ({marks}) ORDER BY sortkey"
+    return [key for (key,) in conn.execute(query, refs).fetchall()]
+
+
 PAGE_SIZE = 50  # items on one page of the item list
 # What one page of a search reads at most: a query's matches when it has no more (sorted), else
 # the items after the cursor, each checked (see search.page_rows).
@@ -554,13 +562,7 @@ class StoreCatalog:
         item = decode(directory_of(key), row[0]) if row else None
         if item is not None:
             # A translation declared on one side is a translation on both sides (Catalog.finish).
-            keys = item.keys()
-            declared = reader.conn.execute(
-                f"SELECT DISTINCT sortkey FROM refs WHERE ref IN ({','.join('?' * len(keys))}) "
-                "ORDER BY sortkey",
-                keys,
-            ).fetchall()
-            for (other,) in declared:
+            for other in _referring(reader.conn, item.keys()):
                 if other == key or not self._served(reader, other):
                     continue
                 source = self._row(reader, other)
@@ -592,12 +594,8 @@ class StoreCatalog:
         if not refs:
             return []
         reader = self._reader()
-        keys = reader.conn.execute(
-            f"SELECT DISTINCT sortkey FROM refs WHERE ref IN ({','.join('?' * len(refs))}) "
-            "ORDER BY sortkey",
-            refs,
-        ).fetchall()
-        return [self._item(reader, key) for (key,) in keys if self._served(reader, key)]
+        keys = _referring(reader.conn, refs)
+        return [self._item(reader, key) for key in keys if self._served(reader, key)]
 
     # -- for deposit and delete: which directories to read from disk -----------------------
 
