@@ -10,7 +10,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from archive_service import cli
-from archive_service.protocol import answers, ibi, ibip, pairs
+from archive_service.protocol import ibi, ibip, pairs, requests
+from archive_service.protocol.verbs import parse_verblist
 from archive_service.resolver import purl, resolve
 
 FAST = settings(max_examples=400, deadline=None)
@@ -94,9 +95,9 @@ def test_a_parsed_persistent_url_is_a_urlrequest_the_archive_accepts(
         return
     assert ibi.key(parsed.ibi) == ibi.key(ibi_)
     question = resolve.Question(parsed.ibi, parsed.parsed.relation, parsed.parsed.filelist)
-    request = answers.parse_url_request(question.params("150.163.2.175", parsed.filepath))
+    request = requests.parse_url_request(question.params("150.163.2.175", parsed.filepath))
     assert request.verbs == parsed.parsed
-    assert answers.parse_verblist(parsed.verblist) == parsed.parsed
+    assert parse_verblist(parsed.verblist) == parsed.parsed
 
 
 @FAST
@@ -105,7 +106,7 @@ def test_a_parsed_persistent_url_is_a_urlrequest_the_archive_accepts(
 @example(mdf="", verbs=["GetMetadata", "GetMetadata"], separators=["%0A"] * 4)
 def test_verbs_mean_the_same_whatever_blanks_or_pluses_join_them(mdf, verbs, separators):
     """Table 6.4 joins verbs with '+', Example 8.2 with blanks; the Archive takes any run of
-    white space or '+' (answers.parse_verblist): so does the persistent URL, duplicates
+    white space or '+' (verbs.parse_verblist): so does the persistent URL, duplicates
     included."""
 
     def parse(joined: str):

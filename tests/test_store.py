@@ -23,6 +23,7 @@ from archive_service.collection import items as index
 from archive_service.index import catalog as catalogmod
 from archive_service.index import readers, store, walk
 from archive_service.protocol import answers
+from archive_service.protocol.verbs import relation_name
 from archive_service.testing import dump, make_collection, wait_until
 from archive_service.web import create_app
 from serve_process import Process
@@ -152,7 +153,7 @@ def test_translations_and_languages_follow_changes(collection: Path, tmp_path: P
     assert "de" in catalog.languages
     assert "url.translation(de)" in pairs_of(url_request(app, english, "GetTranslation(de)"))
     full = app.app.extensions["archive"].relations
-    assert any(answers.relation_name(r) == ".translation(de)" for r in full)
+    assert any(relation_name(r) == ".translation(de)" for r in full)
 
     # It stops declaring it: the reverse side and the language go with it.
     (new / "item.yaml").write_text("language: en\n")

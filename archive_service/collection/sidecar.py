@@ -17,6 +17,7 @@ import yaml
 from ..common.yamlsafe import SafeLoader as _SafeLoader
 from ..common.yamlsafe import tab_hint
 from ..protocol import ibi as ibimod
+from ..protocol.language import language_tag
 
 _YAML = "tag:yaml.org,2002:"
 _SCALARS = {_YAML + t for t in ("null", "bool", "int", "float", "timestamp", "binary")}
@@ -130,7 +131,6 @@ MAX_DEPTH = 64  # levels of maps and lists, the top map included (SPEC §7 uses 
 MAX_ALIASES = 100  # `*name` references
 MAX_ALIAS_NODES = 10_000  # nodes the aliases stand for, counted as copies
 _NOT_NAMES = ("", ".", "..")  # path parts PurePosixPath drops, or doc_path refuses
-_LANGUAGE_RE = re.compile(r"([A-Za-z]{2})(?:-([A-Za-z]{2}))?")
 # Not a Char of XML 1.0 (control characters but TAB, LF and CR; surrogates; U+FFFE, U+FFFF):
 # YAML's double-quoted escapes can put any of them in a value.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -167,12 +167,8 @@ class Sidecar:
 
 
 def normalize_language(text: str) -> str:
-    """`lang[-CC]` as the standard writes it: language lower case, country upper case."""
-    match = _LANGUAGE_RE.fullmatch(text)
-    if not match:
-        raise ValueError(f"{text!r} is not lang[-CC] (two letters, optionally '-' and two more)")
-    lang, country = match.groups()
-    return lang.lower() + (f"-{country.upper()}" if country else "")
+    """`lang[-CC]` in any case, as the standard writes it (protocol/language.py)."""
+    return language_tag(text, any_case=True)
 
 
 def parse_timestamp(value: Any) -> datetime:

@@ -7,101 +7,43 @@ Plain protocol logic: no web framework here. The web layer hands in the decoded 
 from __future__ import annotations
 
 import ipaddress
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import NamedTuple
-from urllib.parse import quote
 
 from . import ibi as ibimod
 from . import pairs as pairsmod
 from .catalog import DOC, Catalog, Item, follow_editions
+from .errors import RequestError
 from .ibi import Forms, Ibi
+from .links import Links
+from .requests import (
+    UrlRequest,
+    check_acknowledgment,
+    filepath_parts,
+    parse_client,
+    parse_url_request,
+)
 from .urlkeys import UrlKeys, canonical_url
+from .verbs import (
+    ALL,
+    LAST_EDITION,
+    METADATA,
+    TRANSLATION,
+    Relation,
+    Step,
+    UnknownStep,
+    Verbs,
+    qualifier_pattern,
+)
 
 ID_PAIRS = ("archiveaddress", "ibi", "ibi.archiveservice", "ibi.platformsoftware")
 RELATED_PREFIXES = ("contenttype", "ibi", "state", "timestamp", "url")
-ACK_DOMAINS = {"contenttype": ("Data", "Metadata"), "state": ("Original", "Copy")}  # Table 6.11
-_URLKEY_RE = re.compile(r"[0-9]{10,}(?:-[0-9]{10,})?")
-_VERB_RE = re.compile(
-    r"(GetLastEdition)|GetTranslation(?:\(([a-z]{2}(?:-[A-Z]{2})?)\))?"
-    r"|GetMetadata(?:\((oai_dc)\))?|(GetFileList)"
-)
-# relation = ([u [t]] | [t [u]]) [m [t]]  (Table 7.5), over the step letters.
-_RELATION_SHAPE = re.compile(r"(?:ut?|tu?)?(?:mt?)?")
-ALL_LANGUAGES = "*"  # GetTranslation without a language: every translation (§7.3 Ex. 7.3)
-
-
-class RequestError(ValueError):
-    """A malformed request: HTTP 400 with `error {reason}` (SPEC §4, Contract)."""
-
-
-# ---------------------------------------------------------------------------- relations
-
-
-@dataclass(frozen=True)
-class Step:
-    kind: str  # 'u' last edition, 't' translation, 'm' metadata
-    arg: str | None = None  # language for t (or ALL_LANGUAGES), format for m
-
-    def qualifier(self, language: str | None = None) -> str:
-        if self.kind == "u":
-            return ".lastedition"
-        if self.kind == "m":
-            return ".metadata" + (f"({self.arg})" if self.arg else "")
-        lang = language if self.arg == ALL_LANGUAGES else self.arg
-        return ".translation" + (f"({lang})" if lang else "")
-
-
-Relation = tuple[Step, ...]
-
-
-def relation_name(relation: Relation) -> str:
-    return "".join(step.qualifier() for step in relation)
-
-
-@dataclass(frozen=True)
-class Verbs:
-    relation: Relation = ()
-    filelist: bool = False
-    last_edition: bool = False
-
-    @property
-    def empty(self) -> bool:
-        return not self.relation and not self.filelist
-
-
-# Table 6.4 joins verbs with "+" (a "+" in a query string arrives as a blank, "%2B" as "+");
-# Example 8.2 sends blanks. Runs of either separate verbs.
-_VERB_SEPARATORS = re.compile(r"[\s+]+")
-
-
-@lru_cache(maxsize=1024)  # resolvers send few distinct verb lists; Verbs is immutable
-def parse_verblist(text: str) -> Verbs:
-    """Parse `parsedibiurl.verblist` (Table 6.4): verbs joined by `+` or by blanks."""
-    steps: list[Step] = []
-    filelist = False
-    for verb in filter(None, _VERB_SEPARATORS.split(text)):
-        match = _VERB_RE.fullmatch(verb)
-        if not match:
-            raise RequestError(f"unknown verb {verb}")
-        last, lang, fmt, files = match.groups()
-        if files:
-            filelist = True
-        elif last:
-            steps.append(Step("u"))
-        elif verb.startswith("GetTranslation"):
-            steps.append(Step("t", lang or ALL_LANGUAGES))
-        else:
-            steps.append(Step("m", fmt))
-    if not _RELATION_SHAPE.fullmatch("".join(s.kind for s in steps)):
-        raise RequestError("verb order names no relation of Table 7.5")
-    return Verbs(tuple(steps), filelist, any(s.kind == "u" for s in steps))
 
 
 def default_relations(catalog: Catalog) -> list[Relation]:
@@ -111,144 +53,14 @@ def default_relations(catalog: Catalog) -> list[Relation]:
     metadata (free and oai_dc) also of the last edition, its translations, and the
     translations of its metadata.
     """
-    u, m, m_dc = Step("u"), Step("m"), Step("m", "oai_dc")
-    translations = [Step("t", lang) for lang in sorted(catalog.languages)]
+    u, m, m_dc = Step(LAST_EDITION), Step(METADATA), Step(METADATA, "oai_dc")
+    translations = [Step(TRANSLATION, lang) for lang in sorted(catalog.languages)]
     if catalog.has_unlanguaged:
-        translations.insert(0, Step("t"))
+        translations.insert(0, Step(TRANSLATION))
     relations: list[Relation] = [(), (u,), (m,), (m_dc,), (u, m), (u, m_dc)]
     relations += [(t,) for t in translations]
     relations += [(m, t) for t in translations]
     return relations
-
-
-# ------------------------------------------------------------------------------- links
-
-
-class Links:
-    """Where the Archive publishes item files and pages; every URL is absolute.
-
-    `site` is `http://<archiveaddress>` plus the WSGI mount point (SCRIPT_NAME); `url_base`,
-    when configured, is where an existing web server publishes the collection's files.
-    """
-
-    _SAFE = "/@:!$&'()*+,;=-._~"
-
-    def __init__(self, site: str, service_path: str, url_base: str | None = None):
-        self.site = site.rstrip("/")
-        self.service = self.site + self.path(service_path)
-        self.files = url_base.rstrip("/") if url_base else self.site + "/col"
-
-    @classmethod
-    def path(cls, text: str) -> str:
-        # File names are bytes on disk; surrogates (os.fsdecode) go back to those bytes.
-        return quote(text.encode("utf-8", "surrogateescape"), safe=cls._SAFE)
-
-    def file(self, item: Item, relpath: str) -> str:
-        return f"{self.files}/{self.path(item.directory)}/{DOC}/{self.path(relpath)}"
-
-    def filelist(self, item: Item) -> str:
-        return f"{self.service}/filelist/{self.path(item.directory)}"
-
-    def metadata(self, item: Item, fmt: str | None) -> str:
-        url = f"{self.service}/metadata/{self.path(item.directory)}"
-        return f"{url}?format={fmt}" if fmt else url
-
-    def landing(self, item: Item) -> str:
-        """The item's landing page (SPEC §8), named by the IBI its directory has."""
-        return self.item_url(item.name.text)
-
-    def item_url(self, ibi: str) -> str:
-        return f"{self.service}/item/{self.path(ibi)}"
-
-    def linkset(self, item: Item, json: bool = False) -> str:
-        """The item's FAIR Signposting linkset (RFC 9264): application/linkset, or +json."""
-        return f"{self.service}/linkset{'.json' if json else ''}/{self.path(item.name.text)}"
-
-    @property
-    def about(self) -> str:
-        """The page describing the Archive's service, the service's own item (§7.1): under
-        the service's path, which every deployment forwards (contrib/)."""
-        return f"{self.service}/about"
-
-
-# ---------------------------------------------------------------------------- requests
-
-
-@dataclass(frozen=True)
-class UrlRequest:
-    ibi: str
-    client_ips: tuple = ()
-    filepath: str | None = None
-    verbs: Verbs = Verbs()
-
-
-@lru_cache(maxsize=4096)  # a resolver sends the addresses of its users over and over
-def _client_ips(text: str) -> tuple:
-    """`IP *(SP IP)`: the user first, then the proxies (Table 6.10)."""
-    words = text.split(" ")
-    try:
-        return tuple(ipaddress.ip_address(w) for w in words)
-    except ValueError:
-        raise RequestError(
-            "clientinformation.ipaddress must be IP addresses separated by spaces"
-        ) from None
-
-
-def filepath_parts(text: str) -> tuple[str, ...]:
-    """A file path inside an item (`/reference.bib`); anything leaving it is an error.
-
-    Table 6.9 asks for a path-absolute, yet Example 7.11 sends `reference.bib`: a path
-    without its leading slash is read from the item's root all the same."""
-    if "\x00" in text or "\\" in text:
-        raise RequestError("parsedibiurl.filepath has a NUL or a backslash")
-    parts = tuple(p for p in PurePosixPath("/" + text).parts[1:] if p not in ("", "."))
-    if ".." in parts:
-        raise RequestError("parsedibiurl.filepath leaves the item")
-    return parts
-
-
-def parse_client(query: dict[str, str]) -> tuple:
-    if not query.get("clientinformation.ipaddress"):
-        raise RequestError("urlRequest needs clientinformation.ipaddress")
-    return _client_ips(query["clientinformation.ipaddress"])
-
-
-def parse_url_request(query: dict[str, str]) -> UrlRequest:
-    client = parse_client(query)
-    if not query.get("parsedibiurl.ibi"):
-        raise RequestError("urlRequest needs parsedibiurl.ibi")
-    try:
-        ibimod.parse(query["parsedibiurl.ibi"])
-    except ibimod.IbiError:
-        raise RequestError("parsedibiurl.ibi is neither a repository name nor an IBIp") from None
-    filepath = query.get("parsedibiurl.filepath") or None
-    if filepath is not None:
-        filepath_parts(filepath)
-    return UrlRequest(
-        ibi=query["parsedibiurl.ibi"],
-        client_ips=client,
-        filepath=filepath,
-        verbs=parse_verblist(query.get("parsedibiurl.verblist", "")),
-    )
-
-
-# Table 6.11 marks every pair but `ibi` obligatory, yet the seed's own Example 6.9 has no
-# `state`: the item, contenttype and state counted are the Archive's own anyway.
-ACK_REQUIRED = ("clientinformation.ipaddress", "contenttype", "url", "url.persistent", "urlkey")
-
-
-def check_acknowledgment(query: dict[str, str]) -> None:
-    """An acknowledgment the Archive answers: the pairs of ACK_REQUIRED (of which counting
-    needs only `url` and `urlkey`), each in its grammar, and `state`, `ibi` when present."""
-    for name in ACK_REQUIRED:
-        if not query.get(name):
-            raise RequestError(f"acknowledgment needs {name}")
-    _client_ips(query["clientinformation.ipaddress"])
-    if not _URLKEY_RE.fullmatch(query["urlkey"]):
-        raise RequestError("urlkey must be digits with an optional dash, 10 or more each")
-    for name, allowed in ACK_DOMAINS.items():
-        if query.get(name) and query[name] not in allowed:  # empty is as good as absent
-            raise RequestError(f"{name} must be {' or '.join(allowed)}")
 
 
 _process_keys: UrlKeys | None = None
@@ -401,20 +213,30 @@ class Archive:
         return group
 
     def step(self, node: Node, step: Step) -> list[tuple[str, Node]]:
-        if step.kind == "u":
-            if node.inline_of is not None:
-                return [(step.qualifier(), node)]
-            last = self.last_edition(node.item) if node.item else None
-            return [(step.qualifier(), Node(item=last, fmt=node.fmt))] if last else []
-        if step.kind == "t":
-            group = self.translations(node)
-            if step.arg == ALL_LANGUAGES:
-                return [
-                    (step.qualifier(lang), n)
-                    for lang, n in sorted(group.items(), key=lambda kv: kv[0] or "")
-                ]
-            found = group.get(step.arg)
-            return [(step.qualifier(), found)] if found else []
+        """Where one step of a relation leads from `node`, by qualifier: each verb's step
+        is followed by its own method (FOLLOW); a step without one is an error."""
+        follow = self.FOLLOW.get(step.kind)
+        if follow is None:
+            raise UnknownStep(f"the Archive follows no step {step.kind!r} ({step.verb.name})")
+        return follow(self, node, step)
+
+    def _to_last_edition(self, node: Node, step: Step) -> list[tuple[str, Node]]:
+        if node.inline_of is not None:
+            return [(step.qualifier(), node)]
+        last = self.last_edition(node.item) if node.item else None
+        return [(step.qualifier(), Node(item=last, fmt=node.fmt))] if last else []
+
+    def _to_translations(self, node: Node, step: Step) -> list[tuple[str, Node]]:
+        group = self.translations(node)
+        if step.arg == ALL:
+            return [
+                (step.qualifier(lang), n)
+                for lang, n in sorted(group.items(), key=lambda kv: kv[0] or "")
+            ]
+        found = group.get(step.arg)
+        return [(step.qualifier(), found)] if found else []
+
+    def _to_metadata(self, node: Node, step: Step) -> list[tuple[str, Node]]:
         item = node.item
         if item is None:
             return []
@@ -423,6 +245,9 @@ class Archive:
         if item.dc:
             return [(step.qualifier(), Node(inline_of=item, fmt=step.arg))]
         return []
+
+    # How each step of verbs.VERBS is followed, by its letter; a new verb's step goes here.
+    FOLLOW = {"u": _to_last_edition, "t": _to_translations, "m": _to_metadata}
 
     def follow(self, item: Item, relation: Relation) -> list[tuple[str, Node]]:
         reached = [("", Node(item=item))]
@@ -448,7 +273,7 @@ class Archive:
             return None
         if item.networks and not self._client_allowed(item, request):
             # A licensed item: outside its networks the user gets its metadata instead.
-            meta = self.step(Node(item=item), Step("m"))
+            meta = self.step(Node(item=item), Step(METADATA))
             return self.url_of(meta[0][1], request, links) if meta else None
         if item is self.service_item:
             # Neither files nor a file list of its own: its URL is the page that says what
@@ -755,20 +580,9 @@ def iso(item: Item) -> str:
     return item.timestamp.isoformat()[:19] + "Z"
 
 
-@lru_cache(maxsize=1024)  # one pattern per relation asked; Relation is a tuple of frozen Steps
-def _qualifier_pattern(relation: Relation) -> re.Pattern:
-    parts = []
-    for step in relation:
-        if step.kind == "t" and step.arg == ALL_LANGUAGES:
-            parts.append(r"\.translation(?:\([a-z]{2}(?:-[A-Z]{2})?\))?")
-        else:
-            parts.append(re.escape(step.qualifier()))
-    return re.compile("".join(parts))
-
-
 def filtrar_lista_de_url(answer: list[tuple[str, str]], verbs: Verbs) -> list[tuple[str, str]]:
     """FiltrarListaDeURL (§4.3): keep what the resolver needs for the relation the verbs name."""
-    pattern = _qualifier_pattern(verbs.relation)
+    pattern = qualifier_pattern(verbs.relation)
     deleted = ("state", "Deleted") in answer
     kept = []
     for name, value in answer:

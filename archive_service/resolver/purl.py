@@ -8,25 +8,14 @@ kept by the resolver alone (privacy rule of §6.2); the other query pairs belong
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote
 
-from ..protocol import answers
 from ..protocol import ibi as ibimod
-from ..protocol.answers import RequestError, Verbs
+from ..protocol.errors import RequestError
+from ..protocol.requests import filepath_parts
+from ..protocol.verbs import VERBS, Table, Verbs, parse_verblist, split_verbs
 
-_LANG = re.compile(r"[a-z]{2}(?:-[A-Z]{2})?")
-# One elementary modifier: "!", "+" or "+(…)", ":" or ":(…)"; the parameter is checked apart
-# so that a bad one gets its own message.
-_TOKEN = re.compile(r"!|\+(?:\(([^()]*)\))?|:(?:\(([^()]*)\))?")
-# mdf = ([u [t]] | [t [u]]) [m [t]]  (Table 6.1), over the letters u, t, m.
-_SHAPE = re.compile(r"(?:ut?|tu?)?(?:mt?)?")
-_MDF_CHARS = "!+:"
-# As the Archive splits them (answers.parse_verblist): by blanks only, a tab or a newline
-# left two verbs one word, which escaped the union's repetition check (!, then
-# GetLastEdition%09GetLastEdition, was refused where the same with "+" was not).
-_VERB_SPLIT = re.compile(r"[\s+]+")
 # The whole query of `<persistent URL>??` (seed 003's metadata suffix, N2T/ARK's inflection:
 # the WSGI query is the second "?") and of `<persistent URL>?info`: the item's metadata.
 METADATA_INFLECTIONS = ("?", "info")
@@ -54,47 +43,15 @@ class PersistentUrl:
         return " ".join(self.verbs)
 
 
-def modifier_verbs(mdf: str) -> list[str]:
+def modifier_verbs(mdf: str, table: Table = VERBS) -> list[str]:
     """The verbs of a modifier (Table 6.5): `!+(pt):` -> GetLastEdition GetTranslation(pt) …"""
-    verbs, shape, position = [], "", 0
-    while position < len(mdf):
-        token = _TOKEN.match(mdf, position)
-        if not token:
-            raise PurlError(
-                f"modifier {mdf!r}: {mdf[position:]!r} at character {position + 1} "
-                "is not !, +, +(lang[-CC]), : or :(oai_dc)"
-            )
-        text, lang, fmt = token.group(0), token.group(1), token.group(2)
-        if text == "!":
-            shape += "u"
-            verbs.append("GetLastEdition")
-        elif text.startswith("+"):
-            if lang is not None and not _LANG.fullmatch(lang):
-                raise PurlError(
-                    f"modifier {mdf!r}: translation language {lang!r} must be "
-                    "2 small letters, optionally '-' and a 2-capital-letter "
-                    "country (e.g. pt or pt-BR)"
-                )
-            shape += "t"
-            verbs.append(f"GetTranslation({lang})" if lang else "GetTranslation")
-        else:
-            if fmt is not None and fmt != "oai_dc":
-                raise PurlError(
-                    f"modifier {mdf!r}: metadata format {fmt!r} is not offered; "
-                    "the one format is oai_dc"
-                )
-            shape += "m"
-            verbs.append(f"GetMetadata({fmt})" if fmt else "GetMetadata")
-        position = token.end()
-    if not _SHAPE.fullmatch(shape):
-        raise PurlError(
-            f"modifier {mdf!r} is not one of Table 6.2: '!' and '+' may each come "
-            "once before ':', and one '+' after it"
-        )
-    return verbs
+    try:
+        return table.modifier_words(mdf)
+    except ValueError as exc:
+        raise PurlError(str(exc)) from None
 
 
-def split_ibi(path: str) -> tuple[str, str, str]:
+def split_ibi(path: str, table: Table = VERBS) -> tuple[str, str, str]:
     """Split `<ibi><mdf><path>` (no leading slash) into IBI, modifier and absolute path.
 
     A repository name has four segments and an IBIp two; the four-segment reading is tried
@@ -107,7 +64,7 @@ def split_ibi(path: str) -> tuple[str, str, str]:
         if len(segments) < size:
             continue
         last = segments[size - 1]
-        cut = next((i for i, c in enumerate(last) if c in _MDF_CHARS), len(last))
+        cut = next((i for i, c in enumerate(last) if c in table.modifier_start), len(last))
         candidate = "/".join(segments[: size - 1] + [last[:cut]])
         try:
             parsed = ibimod.parse(candidate)
@@ -140,14 +97,14 @@ def _query(query_string: str) -> tuple[dict[str, str], str]:
     return decoded, "&".join(theirs)
 
 
-def parse(path: str, query_string: str = "") -> PersistentUrl:
+def parse(path: str, query_string: str = "", table: Table = VERBS) -> PersistentUrl:
     """Parse a persistent URL's path (after the resolver's base, no leading slash) and query."""
     if not path:
         raise PurlError("no IBI: a persistent URL is /<ibi><modifier><path>?<query>")
-    ibi, mdf, filepath = split_ibi(path)
+    ibi, mdf, filepath = split_ibi(path, table)
     if query_string in METADATA_INFLECTIONS:  # the metadata, as ":" asks (unless it does)
         query_string, mdf = "", mdf if ":" in mdf else mdf + ":"
-    verbs = modifier_verbs(mdf)
+    verbs = modifier_verbs(mdf, table)
     if not query_string.isascii():
         raise PurlError("the query has bytes that are not ASCII; percent-encode them")
     ours, passthrough = _query(query_string)
@@ -165,19 +122,21 @@ def parse(path: str, query_string: str = "") -> PersistentUrl:
     # name GetTranslation twice (!+:+), which is kept.
     # A set to look in: `verb not in verbs` made 50,000 distinct verbs take 8 s (quadratic).
     seen = set(verbs)
-    for verb in _VERB_SPLIT.split(ours.get(VERBLIST, "").strip()):
-        if verb and verb not in seen:
+    # Split as the Archive splits them: by blanks only, a tab or a newline left two verbs one
+    # word, which escaped this check (GetLastEdition%09GetLastEdition after "!").
+    for verb in split_verbs(ours.get(VERBLIST, "")):
+        if verb not in seen:
             seen.add(verb)
             verbs.append(verb)
     try:
-        parsed = answers.parse_verblist(" ".join(verbs))
+        parsed = parse_verblist(" ".join(verbs), table)
     except RequestError as exc:
         raise PurlError(f"verbs {' '.join(verbs)!r}: {exc}") from None
     if filepath in ("", "/"):
         filepath = None
     if filepath is not None:
         try:
-            answers.filepath_parts(filepath)
+            filepath_parts(filepath)
         except RequestError as exc:
             raise PurlError(f"path {filepath!r}: {exc}") from None
     return PersistentUrl(

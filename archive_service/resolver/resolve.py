@@ -26,7 +26,6 @@ whole loop of Figure 6.1 whatever carries the messages.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -38,7 +37,7 @@ from werkzeug.http import parse_accept_header
 from ..protocol import authority
 from ..protocol import ibi as ibimod
 from ..protocol import pairs as pairsmod
-from ..protocol.answers import ALL_LANGUAGES, Relation, Step
+from ..protocol.verbs import Relation, Verbs, qualifier_pattern
 from .purl import PersistentUrl
 
 log = logging.getLogger(__name__)
@@ -120,14 +119,6 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-def verb_of(step: Step) -> str:
-    if step.kind == "u":
-        return "GetLastEdition"
-    if step.kind == "t":
-        return "GetTranslation" + (f"({step.arg})" if step.arg not in (None, ALL_LANGUAGES) else "")
-    return "GetMetadata" + (f"({step.arg})" if step.arg else "")
-
-
 @dataclass(frozen=True)
 class Question:
     """One round's urlRequest: the IBI asked about and the relation wanted of it."""
@@ -138,8 +129,7 @@ class Question:
 
     @property
     def verblist(self) -> str:
-        verbs = [verb_of(step) for step in self.relation]
-        return " ".join(verbs + ["GetFileList"] if self.filelist else verbs)
+        return Verbs(self.relation, self.filelist).verblist
 
     def params(self, client_ips: str, filepath: str | None) -> dict[str, str]:
         """Table 6.9: nothing else, in particular no language preference, no required status."""
@@ -193,17 +183,6 @@ def language_score(language: str | None, prefs: Preferences) -> tuple[float, int
 # ------------------------------------------------------------------------------ reading
 
 
-def relation_pattern(relation: Relation) -> re.Pattern:
-    """The qualifiers that answer `relation`; each translation without a language is a group."""
-    parts = []
-    for step in relation:
-        if step.kind == "t" and step.arg == ALL_LANGUAGES:
-            parts.append(r"\.translation(?:\(([A-Za-z]{2}(?:-[A-Za-z]{2})?)\))?")
-        else:
-            parts.append(re.escape(step.qualifier()))
-    return re.compile("".join(parts))
-
-
 def forms_keys(value: str) -> set[str]:
     words = pairsmod.unbrace(value)
     if len(words) == 1:
@@ -235,7 +214,7 @@ class Match:
 def best_match(pairs: Mapping[str, str], relation: Relation, prefs: Preferences) -> Match | None:
     """The qualifier that best answers `relation`: the user's languages first, then the item
     itself in its own language (the fallback of Example 6.3), then one with a URL."""
-    pattern = relation_pattern(relation)
+    pattern = qualifier_pattern(relation)
     own = forms_keys(pairs["ibi"]) if pairs.get("ibi") else set()
     best = None
     for qualifier in {name[3:] for name in pairs if name.startswith(("url", "ibi"))}:
