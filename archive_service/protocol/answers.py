@@ -391,7 +391,7 @@ class Archive:
         written when they are held elsewhere (Examples 7.2, 7.8, 8.2)."""
         if node.item is None:
             return Forms.of(node.ref)
-        if qualifier in ("", ".lastedition"):
+        if qualifier in ("", LAST_EDITION.qualifier):
             return node.item.forms
         return node.item.primary
 

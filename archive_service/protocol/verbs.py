@@ -18,7 +18,6 @@ from .errors import RequestError
 from .language import LANGUAGE
 
 ALL = "*"  # a step given without its parameter that stands for each (GetTranslation, Ex. 7.3)
-ALL_LANGUAGES = ALL
 
 
 class UnknownStep(LookupError):

@@ -37,7 +37,7 @@ from werkzeug.http import parse_accept_header
 from ..protocol import authority
 from ..protocol import ibi as ibimod
 from ..protocol import pairs as pairsmod
-from ..protocol.verbs import Relation, Verbs, qualifier_pattern
+from ..protocol.verbs import LAST_EDITION, Relation, Verbs, qualifier_pattern
 from .purl import PersistentUrl
 
 log = logging.getLogger(__name__)
@@ -264,7 +264,8 @@ def read(answer: Answer, question: Question, prefs: Preferences) -> Reading:
         target = first_form(match.ibi)
         if target:
             return Reading(answer, FOLLOW, match, Question(target, (), question.filelist))
-    if question.relation and question.relation[0].kind == "u" and pairs.get("ibi.nextedition"):
+    first = question.relation[0].verb if question.relation else None
+    if first is LAST_EDITION and pairs.get("ibi.nextedition"):
         target = first_form(pairs["ibi.nextedition"])
         if target:
             return Reading(
