@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -329,15 +328,12 @@ def _reached_at(archive: ArchiveRef) -> bool:
     An Archive announces its `archiveip` itself: a registered one announcing another's
     address otherwise covered that one's IBIps and, before anyone was remembered for one,
     won its first resolution by answering first (the adversarial pass over issue 30). Not
-    waited for: a name not yet looked up is no authority in this round."""
+    waited for: a name never looked up yet is no authority in this round."""
     want = net.address(archive.ip or "")
     if want is None:
         return False
-    try:
-        host, port = net.host_port(archive.address)
-        found = lookups.addresses(host or "", port or net.HTTP_PORT, time.monotonic())
-    except Exception:  # noqa: BLE001 - a name that fails to resolve leads nowhere
-        return False
+    host, port = net.host_port(archive.address)
+    found = lookups.known(host, port or net.HTTP_PORT) if host else []
     return any(net.address(str(where[0])) == want for *_, where in found)
 
 
