@@ -167,6 +167,9 @@ def bind_address(value: str) -> str:
         if value.startswith("unix:"):
             return value
         raise ValueError("must be HOST:PORT (e.g. 127.0.0.1:8080) or unix:PATH")
+    if ":" in host and not (host.startswith("[") and host.endswith("]")):
+        # gunicorn splits an unbracketed one at its first colon, then fails to start
+        raise ValueError(f"an IPv6 address goes in brackets: [{host}]:{port}")
     return value
 
 

@@ -149,6 +149,8 @@ def test_a_tab_in_the_config_file_is_named(tmp_path):
         ("127.0.0.1:8080", "127.0.0.0/8", False),
         ("[::1]:8080", "127.0.0.0/8", False),
         ("localhost:8080", "none", False),
+        ("127.1:8080", "none", False),  # what the resolver library makes 127.0.0.1
+        ("[::ffff:127.0.0.1]:8080", "none", False),  # loopback as a dual-stack socket has it
         ("unix:/run/archive-service.sock", "none", False),
         ("0.0.0.0:8080", "127.0.0.0/8 ::1", True),
         ("192.0.2.7:8080", "none", True),
@@ -167,3 +169,13 @@ def test_serve_reachable_from_other_machines_without_a_proxy_is_warned_of(
     if warned:
         assert warning.startswith(f"serve listens on {bind} with no proxy in front")
         assert "contrib/" in warning and "\n" not in warning
+
+
+@pytest.mark.parametrize("bind", ["::1:8080", "::8080", "fe80::1:80"])
+def test_an_ipv6_bind_without_brackets_is_refused_by_the_settings_not_by_gunicorn(tmp_path, bind):
+    """`bind: ::1:8080` passed the settings, then gunicorn split it at its first colon and
+    failed to start. The settings say what to write instead."""
+    with pytest.raises(settings.ConfigError) as raised:
+        settings.load(None, {"collection": str(tmp_path), "bind": bind}, {})
+    assert "an IPv6 address goes in brackets" in str(raised.value)
+    assert settings.load(None, {"collection": str(tmp_path), "bind": "[::1]:8080"}, {}).bind

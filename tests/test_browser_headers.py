@@ -6,6 +6,7 @@ through nginx and Apache sending the files (test_proxy_offload.py) and in a real
 
 from __future__ import annotations
 
+import gzip
 from urllib.parse import quote
 
 import pytest
@@ -95,3 +96,24 @@ def test_pages_keep_out_of_frames_and_keep_their_queries(app, path, status):
 )
 def test_what_runs_scripts(mimetype, runs):
     assert runs_scripts(mimetype) is runs
+
+
+@pytest.mark.parametrize(
+    "name, kind, encoding",
+    [
+        ("drawing.svgz", "image/svg+xml", "gzip"),  # an image the browser inflates and shows
+        ("data.tar.gz", "application/gzip", None),  # saved as the gzip bytes it is
+        ("paper.ps.gz", "application/gzip", None),
+        ("dump.xz", "application/x-xz", None),
+    ],
+)
+def test_a_compressed_file_is_described_as_its_bytes(app, collection, name, kind, encoding):
+    """A .svgz was served as image/svg+xml with no Content-Encoding (a browser showed gzip
+    bytes as broken SVG), and a .tar.gz as application/x-tar (gzip bytes under a tar's
+    type). The file and the proxy sending it are told the same."""
+    (collection / FILES_DIR / "doc" / name).write_bytes(gzip.compress(b"<svg/>"))
+    # Flask's client: WebTest inflates a gzip-encoded body and drops the header it checks.
+    got = app.app.test_client().get(f"/col/{FILES_DIR}/doc/{name}")
+    got.close()
+    assert got.headers["Content-Type"].split(";")[0] == kind
+    assert got.headers.get("Content-Encoding") == encoding

@@ -15,6 +15,7 @@ from archive_service.protocol.authority import covers
 from archive_service.resolver.answered import Answered
 from archive_service.resolver.conflicts import Conflicts
 from archive_service.resolver.resolve import Answer, ArchiveRef, settle_claims
+from archive_service.resolver.resolve import covers as resolve_covers
 
 SEED_ARCHIVE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
 GOOD = ArchiveRef("good.example", SEED_ARCHIVE, "150.163.34.243")
@@ -144,3 +145,20 @@ def test_an_answer_whose_url_was_refused_claims_nothing():
     answers = [refused, claim(OTHER, 1)]
     claims = settle_claims(answers, "iconet.com.br/banon/2011/06.14.16.40")
     assert claims.owner == OTHER.serviceibi.lower() and not claims.conflicts
+
+
+def test_an_archiveip_counts_only_where_the_archiveaddress_leads():
+    """With nobody remembered for an IBIp, a registered Archive announcing the address the
+    IBIp encodes (not its own) covered it as much as the Archive at that address, and won
+    the first resolution by answering first (the adversarial pass over issue 30). The
+    announced archiveip is now believed only where the archiveaddress is reached."""
+    ip = "127.0.0.2"
+    ibi = ibip.encode(ip, 80, 1.7e9)
+    good = ArchiveRef(f"{ip}:8080", "sid.inpe.br/mtc-m18@80/2008/03.17.15.17", ip)
+    evil = ArchiveRef("127.0.0.3:8080", "evil.example.org/ev/2024/01.01.00.00", ip)
+    first = settle_claims([claim(evil, 0), claim(good, 1)], ibi)
+    assert first.refused == {0}, first
+    assert first.conflicts[0].why == "the naming authority of the IBI"
+    unbracketed = ArchiveRef("[::1]:8080", "x.example/w/2020/01.01.00.00", "::1")
+    assert resolve_covers(ibip.encode("::1", 80, 1.7e9), unbracketed)
+    assert not resolve_covers(ibi, ArchiveRef("no-such-host.invalid", good.serviceibi, ip))

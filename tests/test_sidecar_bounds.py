@@ -271,3 +271,27 @@ def test_deposit_refuses_to_edit_a_hostile_sidecar(tmp_path):
     )
     assert done.returncode == 0, done
     assert f"nested deeper than {sidecar.MAX_DEPTH} levels" in done.stdout
+
+
+def test_a_fifo_swapped_in_for_the_sidecar_is_refused_not_waited_on(tmp_path):
+    """The walk finds item.yaml a file, then reads it: a FIFO put there in between used to
+    block the indexer until some writer came (forever). It is an unreadable sidecar now."""
+    fifo = tmp_path / "item.yaml"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            sidecar.read(fifo)
+        except BaseException as exc:  # noqa: BLE001 - the test reports what it was
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    if reader.is_alive():  # release it, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(timeout=10)
+        pytest.fail("reading a FIFO sidecar waited for a writer")
+    assert len(outcome) == 1 and isinstance(outcome[0], sidecar.SidecarError), outcome
+    assert "not a regular file" in str(outcome[0])

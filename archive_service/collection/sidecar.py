@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from ..common import files
 from ..common.yamlsafe import SafeLoader as _SafeLoader
 from ..common.yamlsafe import tab_hint
 from ..protocol import ibi as ibimod
@@ -421,7 +422,7 @@ def read(path: str | os.PathLike) -> Sidecar:
     """Load and validate `path`; a YAML syntax error is a SidecarError naming line and column,
     a sidecar beyond the bounds above one naming the bound."""
     try:
-        with open(path, "rb") as stream:
+        with open(files.open_regular(path), "rb") as stream:
             text = stream.read(MAX_BYTES + 1)
         problem = bounds_problem(text)
         if problem is not None:

@@ -40,6 +40,18 @@ def replace_file(path: Path, text: str) -> None:
     fsync_dir(path.parent)
 
 
+def open_regular(path: str | os.PathLike[str]) -> int:
+    """A blocking descriptor for reading the regular file at `path` (links followed): OSError
+    EINVAL when it is not one. Opened without waiting, then checked: a FIFO put where a file
+    was found a moment before would otherwise block its reader until some writer came."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+    os.set_blocking(fd, True)
+    return fd
+
+
 def open_no_links(path: str | os.PathLike[str]) -> int:
     """A descriptor for reading the regular file at `path` (absolute or not), opened one
     directory at a time so that no part of the path may be a symbolic link: OSError (ELOOP,

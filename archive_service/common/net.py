@@ -203,8 +203,11 @@ def host_port(address: str, default: int | None = HTTP_PORT) -> tuple[str, int |
 def is_loopback_host(host: str) -> bool:
     """Whether a host names this machine only: a loopback address, `localhost` or a name
     under `.localhost` (RFC 6761)."""
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        host = host.lower().rstrip(".")
-        return host == "localhost" or host.endswith(".localhost")
+    found = address(host.strip("[]"))
+    if found is None:
+        try:  # the forms the resolver library takes too: 127.1, 0x7f.1, 2130706433
+            found = ipaddress.IPv4Address(socket.inet_aton(host))
+        except (OSError, ValueError):
+            host = host.lower().rstrip(".")
+            return host == "localhost" or host.endswith(".localhost")
+    return found.is_loopback

@@ -23,6 +23,7 @@ KEPT = 4096  # names kept at most (one per included Archive's address)
 _lock = threading.Lock()
 _pid = 0
 _names: dict[tuple[str, int], tuple[float, Future]] = {}
+_found: dict[tuple[str, int], list[tuple]] = {}  # each name's last answer, however old
 
 
 class LookupTimeout(OSError):
@@ -42,12 +43,28 @@ def addresses(host: str, port: int, deadline: float) -> list[tuple]:
         raise LookupTimeout(f"the name {host} was not looked up in time") from None
 
 
+def known(host: str, port: int) -> list[tuple]:
+    """The addresses `host` was last found at, at once: [] while it never was (a lookup is
+    started then). For checks made in a round's stride, which must not wait for DNS, nor
+    change their answer each time a kept lookup expires."""
+    try:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except socket.gaierror:
+        pass
+    found = _lookup(host, port)
+    if found.done() and found.exception() is None:
+        return found.result()
+    with _lock:
+        return _found.get((host, port), [])
+
+
 def _lookup(host: str, port: int) -> Future:
     global _pid
     now = time.monotonic()
     with _lock:
         if _pid != os.getpid():  # a lookup under way in the parent has no thread here
             _names.clear()
+            _found.clear()
             _pid = os.getpid()
         kept = _names.get((host, port))
         if kept is not None and (not kept[1].done() or kept[0] > now):
@@ -55,6 +72,7 @@ def _lookup(host: str, port: int) -> Future:
         if len(_names) >= KEPT:
             for key in [k for k, (_, f) in _names.items() if f.done()]:
                 del _names[key]
+                _found.pop(key, None)
         found: Future = Future()
         _names[(host, port)] = (now + LOOKUP_FOR, found)
     threading.Thread(
@@ -65,6 +83,9 @@ def _lookup(host: str, port: int) -> Future:
 
 def _resolve(host: str, port: int, found: Future) -> None:
     try:
-        found.set_result(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        answer = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with _lock:
+            _found[(host, port)] = answer
+        found.set_result(answer)
     except Exception as exc:  # noqa: BLE001 - the asker raises it as its own
         found.set_exception(exc)

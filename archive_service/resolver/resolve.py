@@ -34,10 +34,12 @@ from urllib.parse import urlsplit
 from werkzeug.datastructures import LanguageAccept
 from werkzeug.http import parse_accept_header
 
+from ..common import net
 from ..protocol import authority
 from ..protocol import ibi as ibimod
 from ..protocol import pairs as pairsmod
 from ..protocol.verbs import LAST_EDITION, Relation, Verbs, qualifier_pattern
+from . import lookups
 from .purl import PersistentUrl
 
 log = logging.getLogger(__name__)
@@ -293,8 +295,26 @@ class Outcome:
 
 
 def covers(ibi: str, archive: ArchiveRef) -> bool:
-    """Whether `archive` is the naming authority of `ibi` (protocol/authority.py)."""
-    return authority.covers(ibi, archive.serviceibi, archive.ip)
+    """Whether `archive` is the naming authority of `ibi` (protocol/authority.py), its
+    announced `archiveip` counting only where its `archiveaddress` leads (`_reached_at`)."""
+    ip = archive.ip if archive.ip and _reached_at(archive) else None
+    return authority.covers(ibi, archive.serviceibi, ip)
+
+
+def _reached_at(archive: ArchiveRef) -> bool:
+    """Whether `archive.ip` is among the addresses the resolver reaches the Archive at (its
+    `archiveaddress` looked up, as the connection to it was: lookups.py keeps the answer).
+
+    An Archive announces its `archiveip` itself: a registered one announcing another's
+    address otherwise covered that one's IBIps and, before anyone was remembered for one,
+    won its first resolution by answering first (the adversarial pass over issue 30). Not
+    waited for: a name never looked up yet is no authority in this round."""
+    want = net.address(archive.ip or "")
+    if want is None:
+        return False
+    host, port = net.host_port(archive.address)
+    found = lookups.known(host, port or net.HTTP_PORT) if host else []
+    return any(net.address(str(where[0])) == want for *_, where in found)
 
 
 @dataclass(frozen=True)

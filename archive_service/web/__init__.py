@@ -11,7 +11,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-import mimetypes
 import os
 import stat
 import threading
@@ -113,11 +112,14 @@ def _send(path: Path) -> Response:
         name = _displayable(from_os(path.name))
         # 64 KB blocks: few enough for Python's loop (100 MB over loopback: 0.10 s against
         # sendfile's 0.08 s), small enough for a slow client to take each in client_timeout.
+        kind, encoding = headers.media_type(name)
         response = Response(
             wrap_file(request.environ, stream, buffer_size=64 * 1024),
             direct_passthrough=True,
-            mimetype=mimetypes.guess_type(name)[0] or "application/octet-stream",
+            mimetype=kind,
         )
+        if encoding:
+            response.content_encoding = encoding
         response.content_length = st.st_size
         response.last_modified = st.st_mtime
         response.cache_control.no_cache = True
@@ -159,7 +161,10 @@ def _offload(how: str, real: Path, root: Path, named: Path) -> Response | None:
     if not real.is_relative_to(root):  # outside (index.resolve_file serves none): serve it
         return None
     name = _displayable(from_os(real.name))
-    response = Response(mimetype=mimetypes.guess_type(name)[0] or "application/octet-stream")
+    kind, encoding = headers.media_type(name)
+    response = Response(mimetype=kind)
+    if encoding:
+        response.content_encoding = encoding
     response.cache_control.no_cache = True
     response.headers.set("Content-Disposition", "inline", **_filename_options(name))
     if how == "x-sendfile":

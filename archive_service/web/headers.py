@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import mimetypes
 
 from flask import Flask, Response, request
 
@@ -22,6 +23,30 @@ PAGE_POLICY = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
+
+
+# A compressed file is described as what its bytes are: told `Content-Encoding: gzip`, a
+# browser saved a .tar.gz decompressed under its .gz name; told application/x-tar, it had
+# gzip bytes under a tar's type. SVG is the exception Apache's AddEncoding makes: a .svgz
+# is an image the browser inflates and shows.
+_COMPRESSED = {
+    "gzip": "application/gzip",
+    "bzip2": "application/x-bzip2",
+    "xz": "application/x-xz",
+    "compress": "application/x-compress",
+    "br": "application/x-brotli",
+}
+_SHOWN_INFLATED = {("image/svg+xml", "gzip")}
+
+
+def media_type(name: str) -> tuple[str, str | None]:
+    """The Content-Type a file named `name` is served with, and its Content-Encoding."""
+    kind, encoding = mimetypes.guess_type(name)
+    if encoding is None:
+        return kind or "application/octet-stream", None
+    if (kind, encoding) in _SHOWN_INFLATED:
+        return kind, encoding
+    return _COMPRESSED.get(encoding, "application/octet-stream"), None
 
 
 def script_hash(script: str) -> str:

@@ -7,7 +7,6 @@ A Blueprint made per app by `blueprint(...)` from what create_app hands it."""
 from __future__ import annotations
 
 import json
-import mimetypes
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,7 +21,7 @@ from ..common.net import persistent_url
 from ..oai.records import oai_dc_xml
 from ..protocol.answers import Links
 from ..protocol.catalog import Item, follow_editions
-from . import counter, signposting
+from . import counter, headers, signposting
 
 HTML = "text/html; charset=utf-8"
 # What the landing page URL gives (`?format=` names one; Accept chooses among the types).
@@ -235,7 +234,7 @@ def blueprint(site: Context) -> Blueprint:
 
 
 def mediatype_of(name: str) -> str:
-    return mimetypes.guess_type(name)[0] or "application/octet-stream"
+    return headers.media_type(name)[0]
 
 
 def with_vary(response: Response) -> Response:
