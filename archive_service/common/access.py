@@ -25,16 +25,17 @@ _PARAMETER = re.compile(r"((?:^|[?&;])([^=&;?\s]*)=)[^&;\s]*")
 SECRET_NAMES = frozenset(("api_key", "registrationkey"))
 
 
-# A parameter that may be secret: a name holding an escape, or one of SECRET_NAMES as it is.
-_MAYBE_SECRET = re.compile(
-    r"(?:^|[?&;])(?:[^=&;?\s%]*%|(?:" + "|".join(sorted(SECRET_NAMES)) + ")=)",
-    re.IGNORECASE,
-)
+# A parameter that may be secret: a name holding an escape, or one of SECRET_NAMES as it is;
+# at the start (`match`) or after a separator (`search`). One pattern with `(?:^|[?&;])`
+# took 3 times as long: the engine no longer skips to the separators (11 µs a urlRequest).
+_NAME = r"(?:[^=&;?\s%]*%|(?:" + "|".join(sorted(SECRET_NAMES)) + ")=)"
+_MAYBE_SECRET_FIRST = re.compile(_NAME, re.IGNORECASE)
+_MAYBE_SECRET = re.compile(r"[?&;]" + _NAME, re.IGNORECASE)
 
 
 def redact(text: str) -> str:
     """`text` with the value of each secret parameter (SECRET_NAMES) as `<secret>`."""
-    if "=" not in text or not _MAYBE_SECRET.search(text):
+    if "=" not in text or not (_MAYBE_SECRET.search(text) or _MAYBE_SECRET_FIRST.match(text)):
         return text
     return _PARAMETER.sub(
         lambda m: (
