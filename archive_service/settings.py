@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from . import __version__
+from .common import logs
 from .common.postgres import redacted as postgres_redacted
 from .common.yamlsafe import SafeLoader, tab_hint
 from .protocol import ibi as ibimod
@@ -216,6 +217,10 @@ def _choice(*options: str) -> Callable[[str], str]:
         return value
 
     return parse
+
+
+def log_format(value: str) -> str:
+    return _choice(*logs.FORMATS)(value)
 
 
 def _interval(value: Any) -> float:
@@ -472,6 +477,14 @@ SETTINGS: tuple[Setting, ...] = (
         "seconds a client may take to send its request, or stay without reading while a "
         "response is sent, before serve drops the connection",
         positive_int,
+    ),
+    Setting(
+        "log_format",
+        "text",
+        "how every process of the Archive logs: text (one line a record; no timestamp under "
+        "systemd, which stamps each) or json (one object a line, access lines with their "
+        "fields)",
+        log_format,
     ),
     Setting(
         "index_watch",

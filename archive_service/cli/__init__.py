@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from .. import __version__, settings
-from ..common import logs
+from ..common import logs, progress
 from . import imports as imports_cli
 from . import oaipmh as oaipmh_cli
 from . import resolver as resolver_cli
@@ -123,7 +123,7 @@ def _check_links(args: argparse.Namespace, config: settings.Config) -> int:
         catalog.lookup,
         lambda ibi: persistent_url(config.resolver, ibi),
     )
-    bar = imports_cli.Bar(label="links") if sys.stderr.isatty() else None
+    bar = progress.on_terminal("links")
     checker = links.Checker(
         timeout=args.links_timeout,
         per_host=args.links_per_host,
@@ -252,7 +252,12 @@ def cmd_index(args: argparse.Namespace) -> int:
     live = LiveIndex(config)
     if args.watch:
         return run_indexer(live.store, config, lock_fd=args.lock_fd, owner_fd=args.owner_fd)
-    result = live.refresh()
+    bar = progress.on_terminal("index")
+    try:
+        result = live.refresh(bar)
+    finally:
+        if bar is not None:
+            bar.close()
     try:
         count, problems = live.catalog.count(), live.catalog.problems
     finally:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable, Iterable
-from typing import TextIO
 
 from .. import settings
 from ..collection import deposit as depositmod
 from ..collection import mint as mintmod
+from ..common import progress
 from ..common.logs import shown
 from ..imports import apply as applymod
 from ..imports.records import Record
@@ -26,43 +25,6 @@ from . import toolkit
 LoadConfig = Callable[..., settings.Config]
 AddSettings = Callable[..., None]
 NAMES = ("collection", "archiveaddress", "archiveip", "state_dir", "database")
-
-
-class Bar:
-    """A one-line progress bar on a terminal (`done/total`, rate, time left), redrawn at most
-    five times a second; nothing when the stream is not a terminal (a cron job's mail)."""
-
-    def __init__(self, stream: TextIO = sys.stderr, label: str = "import"):
-        self.stream, self.label = stream, label
-        self.started = self.shown = time.monotonic()
-        self.drawn = False
-
-    def __call__(self, done: int, total: int | None) -> None:
-        """`total` None: not known (a streamed import), the count and the rate only."""
-        now = time.monotonic()
-        if (total is None or done < total) and now - self.shown < 0.2:
-            return
-        self.shown = now
-        rate = done / max(now - self.started, 1e-9)
-        if total is None:
-            self.stream.write(f"\r{self.label} {done} {rate:.0f}/s ")
-            self.stream.flush()
-            self.drawn = True
-            return
-        width = 30
-        filled = width * done // max(total, 1)
-        left = (total - done) / rate if rate else 0
-        self.stream.write(
-            f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-            f"{rate:.0f}/s, {left:.0f} s left "
-        )
-        self.stream.flush()
-        self.drawn = True
-
-    def close(self) -> None:
-        if self.drawn:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 def run_import(
@@ -81,7 +43,7 @@ def run_import(
     them midway (a harvest's), reported as a stop."""
     command = f"import {args.import_command}"
     config = load_config(args, "collection")
-    bar = Bar() if sys.stderr.isatty() else None
+    bar = progress.on_terminal("import")
     try:
         got = read()
         records, problems = got if isinstance(got, tuple) else (got, [])

@@ -9,7 +9,7 @@ import stat
 import sys
 
 from .. import settings
-from ..common import postgres
+from ..common import logs, postgres
 
 
 def add_settings(parser: argparse.ArgumentParser, names=None, table=settings.SETTINGS) -> None:
@@ -45,6 +45,7 @@ def load_config(
     problems += collection_problems(config, required)
     if problems:
         raise settings.ConfigError(*problems)
+    logs.configure(config.get("log_format"))
     return config
 
 
@@ -54,6 +55,7 @@ def collect_config(
     """`load_config`, the problems returned rather than raised (see settings.collect)."""
     options = {s.name: getattr(args, s.name, None) for s in settings.SETTINGS}
     config, problems = settings.collect(args.config, options, environ, required=required)
+    logs.configure(config.get("log_format"))
     return config, problems + collection_problems(config, required)
 
 

@@ -9,6 +9,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from . import logs
+
 
 def python_executable() -> str:
     """The Python to start our own processes with (under mod_wsgi sys.executable may name
@@ -24,8 +26,11 @@ def python_executable() -> str:
 
 
 def child_environment() -> dict[str, str]:
-    """The environment for a Python process of ours: this package importable as it is here."""
+    """The environment for a Python process of ours: this package importable as it is here,
+    logging in this process's format (the log_format setting may come from a file it is not
+    given)."""
     env = dict(os.environ)
+    env[logs.ENV] = logs.chosen()
     parent = str(Path(__file__).resolve().parents[2])  # the directory holding archive_service/
     env["PYTHONPATH"] = os.pathsep.join(p for p in (parent, env.get("PYTHONPATH")) if p)
     return env

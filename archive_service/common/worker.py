@@ -1,5 +1,5 @@
 """The gunicorn worker of both servers (the Archive's and the resolver's): gthread whose
-client connections time out; and their error log's format."""
+client connections time out; and their logger (the error log's format, the access log)."""
 
 from __future__ import annotations
 
@@ -7,24 +7,40 @@ import errno
 import re
 import signal
 import socket
+import sys
 import time
-from urllib.parse import unquote_plus
 
 from gunicorn import glogging
 from gunicorn.workers.gthread import ThreadWorker
 
-from ..common import logs
+from ..common import access, logs
+
+
+def _stream_fd(log) -> int:
+    """The descriptor gunicorn's access handler writes to: stdout for "-", else its file."""
+    for handler in log.handlers:
+        stream = getattr(handler, "stream", None)
+        if stream is not None:
+            stream.flush()
+            return stream.fileno()
+    return sys.stdout.fileno()
 
 
 class Logger(glogging.Logger):
-    """gunicorn's error log in the format of every other process of ours (common/logs.py);
-    the access log keeps its own."""
+    """gunicorn's error log in the format of every other process of ours (common/logs.py,
+    text or JSON); the access log in its own (common/access.py), written in batches."""
 
     datefmt = None  # logging's default, as in logs.configure()
 
     def setup(self, cfg) -> None:
         self.error_fmt = logs.line_format()
         super().setup(cfg)
+        as_json = logs.chosen() == "json"
+        if as_json:
+            for handler in self.error_log.handlers:
+                handler.setFormatter(logs.formatter())
+        self.access_line = access.Access(as_json, self.extras, self._get_user)
+        self.access_lines = access.Lines(_stream_fd(self.access_log))
 
     # gunicorn's lines when it cannot listen: "Connection in use: ('127.0.0.1', 8080)", then
     # "connection to … failed: [Errno 98] …" five times, then "Can't connect to …" and exit 1.
@@ -66,47 +82,25 @@ class Logger(glogging.Logger):
             return True
         return False
 
-    def atoms(self, resp, req, environ, request_time) -> dict:
+    # What a server adds to gunicorn's combined line (common/access.py `Extra`).
+    extras: tuple[access.Extra, ...] = ()
+
+    def access(self, resp, req, environ, request_time) -> None:
         # Keys come in query strings (COUNTER_SUSHI's api_key to the Archive, an Archive's
         # registrationkey to the resolver): the access log keeps each request without them.
-        found = super().atoms(resp, req, environ, request_time)
-        # One look at what the client sent: a urlRequest (no secret, hundreds a second) then
-        # costs one search (2 µs), not a decoding of each name of four atoms (16 µs).
-        sent = (environ.get("QUERY_STRING") or "", environ.get("HTTP_REFERER") or "")
-        if not any(_MAYBE_SECRET.search(text) for text in sent):
-            return found
-        for atom in ("r", "q", "f", "{raw_uri}e", "{query_string}e"):
-            if isinstance(found.get(atom), str):
-                found[atom] = redact(found[atom])
-        return found
+        if not self.access_log_enabled:
+            return
+        try:
+            line = self.access_line.line(resp, environ, request_time)
+        except Exception:
+            self.exception("access log: cannot write the line of a request")
+            return
+        self.access_lines.write(line)
 
 
-# NAME=VALUE in a query string (or a request line). The name is compared decoded: Werkzeug
-# decodes every escape of a name, so `%61pi_key=KEY` is the api_key too, and a pattern of
-# the name's spellings (`api_key`, `api%5fkey`) left that key in the log.
-_PARAMETER = re.compile(r"((?:^|[?&;])([^=&;?\s]*)=)[^&;\s]*")
-SECRET_NAMES = frozenset(("api_key", "registrationkey"))
-
-
-# A parameter that may be secret: a name holding an escape, or one of SECRET_NAMES as it is.
-_MAYBE_SECRET = re.compile(
-    r"(?:^|[?&;])(?:[^=&;?\s%]*%|(?:" + "|".join(sorted(SECRET_NAMES)) + ")=)",
-    re.IGNORECASE,
-)
-
-
-def redact(text: str) -> str:
-    """`text` with the value of each secret parameter (SECRET_NAMES) as `<secret>`."""
-    if "=" not in text or not _MAYBE_SECRET.search(text):
-        return text
-    return _PARAMETER.sub(
-        lambda m: (
-            m.group(1) + "<secret>"
-            if unquote_plus(m.group(2)).lower() in SECRET_NAMES
-            else m.group(0)
-        ),
-        text,
-    )
+# The access log's redaction, where both servers' tests and callers have found it.
+redact = access.redact
+SECRET_NAMES = access.SECRET_NAMES
 
 
 class _ClientSocket(socket.socket):

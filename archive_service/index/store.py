@@ -27,13 +27,14 @@ import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..common import db
+from ..common.progress import duration, figures
 from . import oai, search
 from .records import _Row, claim
 from .walk import SEP, Walk, cover, estimate_items, sortkey
@@ -385,40 +386,37 @@ class Refreshed:
         )
 
 
-class Progress:
-    """A log line every few seconds while a long refresh runs: items done, rate, time left."""
+Shown = bool | Callable[[int, int | None], object]  # log progress, or show it to a function
 
-    def __init__(self, root: Path, total: int, enabled: bool):
-        self.root, self.total, self.enabled = root, total, enabled
+
+class Progress:
+    """A long refresh's progress: a log line every few seconds (items done, rate, time left),
+    or, given a function (`index` on a terminal: common/progress.py `Bar`), every step to it."""
+
+    def __init__(self, root: Path, total: int, shown: Shown):
+        self.root, self.total = root, total
+        self.enabled, self.shown = bool(shown), shown if callable(shown) else None
         self.started = self.last = time.monotonic()
 
     def step(self, done: int) -> None:
+        if self.shown is not None:
+            self.shown(done, max(self.total, done))
+            return
         if not self.enabled:
             return
         now = time.monotonic()
         if now - self.last < PROGRESS_SECONDS:
             return
         self.last = now
-        rate = done / max(now - self.started, 1e-9)
-        total = max(self.total, done)
-        left = (total - done) / rate if rate else 0
+        rate, left = figures(done, self.total, self.started, now)
         log.info(
             "indexing %s: %d of about %d items (%.0f items/s, about %s left)",
             self.root,
             done,
-            total,
+            max(self.total, done),
             rate,
-            _duration(left),
+            duration(left),
         )
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(seconds + 0.5)
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
 class Writer:
@@ -432,7 +430,7 @@ class Writer:
         self,
         scopes: Iterable[str] | None = None,
         *,
-        progress: bool = False,
+        progress: Shown = False,
         verify: bool | None = None,
     ) -> Refreshed:
         """Walk `scopes` (default: the whole collection) and rewrite what changed.
@@ -453,7 +451,7 @@ class Writer:
         self.store.note_refreshed()
         return result
 
-    def rebuild(self, why: str, *, progress: bool = False) -> Refreshed:
+    def rebuild(self, why: str, *, progress: Shown = False) -> Refreshed:
         """Build the index anew from the collection beside the damaged one, then put it in
         its place: readers keep what they can read of the old one until then, and never see
         a half-built one. Writers wait (the write lock is held throughout)."""
@@ -480,7 +478,7 @@ class Writer:
         )
         return result
 
-    def _refresh(self, scopes: Iterable[str] | None, *, progress: bool, verify: bool) -> Refreshed:
+    def _refresh(self, scopes: Iterable[str] | None, *, progress: Shown, verify: bool) -> Refreshed:
         full = scopes is None
         scopes = [""] if full else cover(scopes)
         result = Refreshed()

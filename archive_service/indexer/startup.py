@@ -154,15 +154,16 @@ class LiveIndex:
         self.catalog = StoreCatalog(self.store)
         self.follower = Follower(self.store, config)
 
-    def refresh(self):
-        """Re-read what changed (everything, the first time), logging progress if long.
+    def refresh(self, shown: Callable[[int, int | None], object] | None = None):
+        """Re-read what changed (everything, the first time), logging progress if long, or
+        showing it to `shown` (`index` on a terminal: common/progress.py `Bar`).
 
         An index that cannot be written (a full or failing disk) is served as it is; if
         there is none yet, it is built in a private temporary directory instead."""
         if _early_refresh_done(str(self.store.path)):
             return None
         try:
-            return Writer(self.store).refresh(progress=True)
+            return Writer(self.store).refresh(progress=shown or True)
         except (sqlite3.Error, OSError) as exc:
             if not os.path.isdir(self.store.root):
                 raise  # the collection itself is missing: nothing to serve
@@ -186,7 +187,7 @@ class LiveIndex:
                 self.catalog = StoreCatalog(self.store)
                 self.follower = Follower(self.store, self.config)
                 try:
-                    return Writer(self.store).refresh(progress=True)
+                    return Writer(self.store).refresh(progress=shown or True)
                 except (sqlite3.Error, OSError) as again:
                     exc = again
             # Nowhere to keep an index: this process alone holds one in memory, as read now.

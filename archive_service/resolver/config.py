@@ -111,6 +111,13 @@ RESOLVER_SETTINGS: tuple[Setting, ...] = (
         settings.networks,
         env_prefix=_P,
     ),
+    Setting(
+        "log_format",
+        "text",
+        "how the resolver logs: text (one line a record) or json (one object a line)",
+        settings.log_format,
+        env_prefix=_P,
+    ),
     Setting("workers", 1, "gunicorn worker processes", settings.positive_int, env_prefix=_P),
     Setting(
         "threads",

@@ -14,10 +14,18 @@ log = logging.getLogger(__name__)
 
 # gunicorn's default, then where a resolution sent the user and the Archive that said so
 # (resolver/app.py puts its service IBI in the request environ as archive_service.archive).
+# ResolverLogger writes these lines itself (common/access.py); the format says what they are.
 ACCESS_LOG_FORMAT = (
     '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" "%({location}o)s" '
     "%({archive_service.archive}e)s"
 )
+
+
+class ResolverLogger(Logger):
+    extras = (
+        ("location", '"{}"', "o", "location"),
+        ("archive", "{}", "e", "archive_service.archive"),
+    )
 
 
 class ResolverServer(BaseApplication):
@@ -39,7 +47,7 @@ class ResolverServer(BaseApplication):
         self.cfg.set("access_log_format", ACCESS_LOG_FORMAT)
         self.cfg.set("errorlog", "-")
         # Its access log hides registration keys (in inclusion and exclusion URLs).
-        self.cfg.set("logger_class", Logger)
+        self.cfg.set("logger_class", ResolverLogger)
         self.cfg.set("control_socket_disable", True)
         # A resolution may take `rounds` x `timeout` seconds; the worker must outlive it.
         self.cfg.set("timeout", max(30, int(self.config.rounds * (self.config.timeout + 1)) + 5))
