@@ -1,0 +1,147 @@
+"""Prometheus metrics, what both servers share: the counters' directory under gunicorn, the
+metrics as declared (`Metric`, made on first use), who may read them (`allowed`) and the
+text a scrape gets (`exposition`). No web framework.
+
+Under `serve` and `resolver serve` the figures add up over gunicorn's workers through
+prometheus_client's multiprocess mode: `use_directory` (the master, before the app is made
+and the workers fork) makes the directory empty and names it in PROMETHEUS_MULTIPROC_DIR,
+which prometheus_client reads when it is imported (`values.ValueClass`); each process then
+writes its own file there, a worker's counts stay when it dies (gunicorn starts another) and
+`child_exit` forgets its live gauges. Anywhere else (WebTest, mod_wsgi, CGI, a gunicorn
+command line of the admin's) the process keeps its own figures in memory: one process's.
+That is why prometheus_client is imported here only when a metric is first used."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .net import Network, client_address, within
+
+log = logging.getLogger(__name__)
+
+ENV = "PROMETHEUS_MULTIPROC_DIR"
+_lock = threading.Lock()
+
+
+def use_directory(state_dir: str, name: str) -> str:
+    """Make `state_dir/<name>` the multiprocess directory, emptied (the counts of a previous
+    run would be added to this one's); a temporary one when it cannot be written. In the
+    master, before any metric is made."""
+    path = Path(state_dir) / name
+    try:
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(mode=0o700, parents=True)
+    except OSError as exc:
+        path = Path(tempfile.mkdtemp(prefix=f"archive-service-{name}-"))
+        log.warning("metrics: cannot use %s/%s (%s); counting in %s", state_dir, name, exc, path)
+    os.environ[ENV] = str(path)
+    values = sys.modules.get("prometheus_client.values")
+    if values is not None:  # imported already (a test's process): mode chosen anew
+        values.ValueClass = values.get_value_class()
+    return str(path)
+
+
+def child_exit(server, worker) -> None:
+    """gunicorn's hook, in the master, for a worker that ended: its live gauges are gone."""
+    if os.environ.get(ENV):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+class Metric:
+    """A Prometheus metric declared at import, made when first counted (after `use_directory`
+    decided where figures go); its labelled children kept, so counting is one dict look-up."""
+
+    def __init__(self, kind: str, name: str, doc: str, labels: tuple[str, ...] = (), **options):
+        self.kind, self.name, self.doc, self.labelnames = kind, name, doc, labels
+        self.options = options
+        self._made: Any = None
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def made(self) -> Any:
+        """The prometheus_client metric, made now if it is not yet."""
+        if self._made is not None:
+            return self._made
+        with _lock:
+            if self._made is None:
+                import prometheus_client
+
+                made = getattr(prometheus_client, self.kind)
+                self._made = made(
+                    self.name, self.doc, self.labelnames, registry=None, **self.options
+                )
+        return self._made
+
+    def labels(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            made = self.made()
+            child = self._children[values] = made.labels(*values) if values else made
+        return child
+
+
+def exposition(
+    own: Iterable[Metric], live: Callable[[], Iterable[Any]] | None = None
+) -> tuple[bytes, str]:
+    """(body, content type) of a scrape of the server that counts the metrics `own`: every
+    process's figures (multiprocess) or this process's, and the `live` metric families
+    computed now (gauges of the moment)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+    own = tuple(own)
+    for metric in own:  # one without labels is shown from the start, at 0
+        metric.made()
+    registry = CollectorRegistry(auto_describe=False)
+    if os.environ.get(ENV):
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry.register(_InMemory(own))
+    if live is not None:
+        registry.register(_Live(live))
+    return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+class _InMemory:
+    def __init__(self, own: tuple[Metric, ...]):
+        self.own = own
+
+    def collect(self):
+        for metric in self.own:
+            yield from metric.made().collect()
+
+
+class _Live:
+    def __init__(self, families: Callable[[], Iterable[Any]]):
+        self.families = families
+
+    def collect(self):
+        return self.families()
+
+
+def gauge(name: str, doc: str, samples: Mapping[tuple[str, ...], float], labels=()):
+    """A gauge family of the moment (for `exposition`'s `live`): value by label values."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    family = GaugeMetricFamily(name, doc, labels=list(labels))
+    for values, value in samples.items():
+        family.add_metric(list(values), value)
+    return family
+
+
+def allowed(environ: Mapping[str, Any], allow: tuple[Network, ...], trusted: Iterable[Network]):
+    """Whether the client (as `trusted_proxies` decides it) is in `metrics_allow`."""
+    found = client_address(environ, trusted)
+    return found is not None and within(found, allow)
