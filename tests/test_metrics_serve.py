@@ -16,7 +16,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from serve_process import Process, Serve, free_port, http_get, wait_until
 
-URL_REQUEST = "servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1&parsedibiurl.ibi=LK47B6W/362SFKH"
+URL_REQUEST = "&".join(
+    (
+        "servicesubject=urlRequest",
+        "clientinformation.ipaddress=127.0.0.1",
+        "parsedibiurl.ibi=LK47B6W/362SFKH",
+    )
+)
 UNKNOWN = "/8JMKD3MGP7W/3EPGUE5"  # no Archive is included: 503
 
 
