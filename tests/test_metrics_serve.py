@@ -87,7 +87,8 @@ def test_serve_counts_add_up_over_workers_and_outlive_a_killed_one(serve):
         return all(counts.get(pid, 0) > 0 for pid in workers)
 
     sent = spread(f"{process.url}?{URL_REQUEST}", both_answered)
-    assert total(base, name, **subject) == before + sent
+    # Each worker writes its counts within a second (common/metrics.py FLUSH_EVERY).
+    wait_until(lambda: total(base, name, **subject) == before + sent, what="every count")
 
     killed = workers[0]
     os.kill(killed, signal.SIGKILL)
@@ -99,7 +100,7 @@ def test_serve_counts_add_up_over_workers_and_outlive_a_killed_one(serve):
     assert per_process(directory, name, **subject)[killed] > 0, "its file kept"
     assert total(base, name, **subject) == before + sent
     http_get(f"{process.url}?{URL_REQUEST}")
-    assert total(base, name, **subject) == before + sent + 1
+    wait_until(lambda: total(base, name, **subject) == before + sent + 1, what="the new count")
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +128,6 @@ def test_resolver_counts_add_up_over_workers(resolver):
         return len([n for n in per_process(directory, name).values() if n > 0]) >= 2
 
     sent = spread(base + UNKNOWN, both_answered)
-    assert total(base, name, outcome="no_archive") == before + sent
+    wait_until(lambda: total(base, name, outcome="no_archive") == before + sent, what="counts")
     assert total(base, "archive_service_resolver_archives_asked_count") == before + sent
     assert total(base, "archive_service_resolver_registry_archives") == 0

@@ -42,6 +42,7 @@ class ResolverServer(BaseApplication):
         # Its access log hides registration keys (in inclusion and exclusion URLs).
         self.cfg.set("logger_class", Logger)
         self.cfg.set("control_socket_disable", True)
+        self.cfg.set("worker_exit", metrics.worker_exit)  # a stopping worker's last counts written
         self.cfg.set("child_exit", metrics.child_exit)  # a dead worker's live gauges forgotten
         # A resolution may take `rounds` x `timeout` seconds; the worker must outlive it.
         self.cfg.set("timeout", max(30, int(self.config.rounds * (self.config.timeout + 1)) + 5))
