@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from archive_service.protocol import pairs
 from archive_service.resolver.app import create_resolver_app
+from archive_service.resolver.resolve import ArchiveRef, Conflict
 from archive_service.web import create_app
 from support import ADDRESS, Client
 
@@ -135,3 +136,23 @@ def test_the_resolver_counts_resolutions_and_archives_asked(tmp_path):
         extra_environ={**LOOPBACK, "HTTP_X_FORWARDED_FOR": OUTSIDER},
         status=404,
     )
+
+
+def test_the_resolver_counts_acknowledgments_dropped_and_conflicting_claims(tmp_path):
+    app = create_resolver_app({"state_dir": str(tmp_path / "resolver"), "ack_queue": 1})
+    test = webtest.TestApp(app)
+    parts = app.extensions["resolver"]
+    before = scrape(test)
+    queue = parts["acknowledgments"]
+    # 192.0.2.1 (TEST-NET-1) never answers: each sender thread waits on one, and the queue
+    # (1) is full for the rest, dropped at once.
+    archive = ArchiveRef("192.0.2.1:9", "J8LNKB5R7W/3FUQHC6")
+    for _ in range(20):
+        queue.put(archive, {"servicesubject": "acknowledgment"})
+    parts["conflicts"](Conflict("J8LNKB5R7W/3FUQHC7", "a", "b", "the naming authority"))
+    after = scrape(test)
+    name = "archive_service_resolver_acknowledgments_total"
+    assert value(after, name, event="queued") - value(before, name, event="queued") == 20
+    assert value(after, name, event="dropped") - value(before, name, event="dropped") >= 1
+    conflicts = "archive_service_resolver_conflicting_claims_total"
+    assert value(after, conflicts) - value(before, conflicts) == 1
