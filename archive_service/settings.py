@@ -455,6 +455,14 @@ SETTINGS: tuple[Setting, ...] = (
         "is none or on loopback; none counts none",
         networks,
     ),
+    Setting(
+        "metrics_allow",
+        ("127.0.0.0/8", "::1/128"),
+        "addresses or networks that may read GET /metrics (Prometheus; the client as "
+        "trusted_proxies decides it; 404 to anyone else; docs/metrics.md); none: no metrics "
+        "kept or served",
+        networks,
+    ),
     Setting("workers", 2, "number of gunicorn worker processes for serve", positive_int),
     Setting(
         "threads",

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Mapping
 
+from . import metrics
 from .archives import ArchiveClient, ArchiveError
 from .resolve import ArchiveRef
 
@@ -53,11 +54,13 @@ class Acknowledgments:
                         target=self._send, name=f"acknowledgment-{i}", daemon=True
                     ).start()
             self._counts["queued"] += 1
+            metrics.acknowledgment("queued")
             return self._push(0.0, 0, archive, dict(params), via)
 
     def _push(self, due: float, attempt: int, archive, params, via) -> bool:
         if len(self._waiting) >= self.size:
             self._counts["dropped"] += 1
+            metrics.acknowledgment("dropped")
             log.warning(
                 "acknowledgment dropped for %s (%s): %d waiting already",
                 archive,
@@ -67,6 +70,7 @@ class Acknowledgments:
             return False
         self._seq += 1
         heapq.heappush(self._waiting, (due, self._seq, attempt, archive, params, via))
+        metrics.waiting(1)
         self._cond.notify()
         return True
 
@@ -77,16 +81,19 @@ class Acknowledgments:
                     wait = self._waiting[0][0] - time.monotonic() if self._waiting else None
                     self._cond.wait(wait)
                 _, _, attempt, archive, params, via = heapq.heappop(self._waiting)
+                metrics.waiting(-1)
             try:
                 done = "sent" if self.client.acknowledge(archive, params, via) else "unexpected"
             except ArchiveError as exc:
                 with self._cond:
                     if attempt < self.RETRIES:
                         self._counts["retried"] += 1
+                        metrics.acknowledgment("retried")
                         due = time.monotonic() + self.BACKOFF * 2**attempt
                         self._push(due, attempt + 1, archive, params, via)
                     else:
                         self._counts["dropped"] += 1
+                        metrics.acknowledgment("dropped")
                         log.warning(
                             "acknowledgment dropped for %s after %d attempts: %s",
                             archive,
@@ -99,3 +106,4 @@ class Acknowledgments:
                 done = "dropped"
             with self._cond:
                 self._counts[done] += 1
+                metrics.acknowledgment(done)

@@ -27,6 +27,7 @@ from ..common.net import Network, client_address, forwarded
 from ..protocol import landing, pairs
 from ..protocol.answers import RequestError
 from . import config as rconfig
+from . import metrics
 from . import purl as purlmod
 from . import resolve as resolvemod
 from .acknowledgments import Acknowledgments
@@ -190,6 +191,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             else:
                 archives = [a for k, a in keyed.items() if k not in skip]
             params = question.params(ips, purl.filepath)
+            request.environ[metrics.ASKED] = request.environ.get(metrics.ASKED, 0) + len(archives)
             return client.ask_all(archives, params, via, enough, awaited)
 
         outcome = resolvemod.resolve(
@@ -236,7 +238,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         return response
 
     answer_unexpected_errors(app, log)
-
+    app.wsgi_app = metrics.metered(app.wsgi_app, config, service_path, registry)
     return app
 
 

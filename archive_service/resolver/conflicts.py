@@ -12,6 +12,7 @@ import threading
 from collections import OrderedDict, deque
 
 from ..protocol import ibi as ibimod
+from . import metrics
 from .resolve import Conflict
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class Conflicts:
         mark = (ibimod.key(conflict.ibi), conflict.taken, conflict.refused)
         with self._lock:
             self._refused += 1
+            metrics.conflict()
             new = mark not in self._logged
             self._logged[mark] = None
             self._logged.move_to_end(mark)

@@ -8,6 +8,7 @@ import logging
 from gunicorn.app.base import BaseApplication
 
 from .. import settings
+from ..common import metrics
 from ..common.worker import ClientTimeoutWorker, Logger
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class ResolverServer(BaseApplication):
         # Its access log hides registration keys (in inclusion and exclusion URLs).
         self.cfg.set("logger_class", ResolverLogger)
         self.cfg.set("control_socket_disable", True)
+        self.cfg.set("worker_exit", metrics.worker_exit)  # a stopping worker's last counts written
+        self.cfg.set("child_exit", metrics.child_exit)  # a dead worker's live gauges forgotten
         # A resolution may take `rounds` x `timeout` seconds; the worker must outlive it.
         self.cfg.set("timeout", max(30, int(self.config.rounds * (self.config.timeout + 1)) + 5))
 
@@ -77,5 +80,7 @@ def run(config: settings.Config) -> int:
         config.resolveribi,
         settings.postgres_redacted(config.database) if config.database else config.state_dir,
     )
+    if config.metrics_allow:  # before the app is made: the workers' counts add up there
+        metrics.use_directory(config.state_dir, "metrics")
     ResolverServer(config).run()
     return 0

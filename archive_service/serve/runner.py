@@ -13,6 +13,7 @@ from collections.abc import Callable
 from gunicorn.app.base import BaseApplication
 
 from .. import settings
+from ..common import metrics
 from ..common.net import is_loopback_host
 from ..common.worker import STOP_SIGNALS, ClientTimeoutWorker, Logger, unblock_stop_signals
 from ..indexer import startup
@@ -71,6 +72,7 @@ class ArchiveServer(BaseApplication):
         self.cfg.set("pre_fork", _before_fork)
         self.cfg.set("post_worker_init", _follow_collection)
         self.cfg.set("worker_exit", _flush_uses)
+        self.cfg.set("child_exit", metrics.child_exit)  # a dead worker's live gauges forgotten
 
     @property
     def client_timeout(self) -> float:
@@ -166,6 +168,7 @@ def _flush_uses(arbiter, worker) -> None:
     """A worker that stops writes the COUNTER uses it buffered (web/stats.py). gunicorn also
     calls this in the master for a worker it reaped, which buffered nothing there, and for a
     worker stopped before it loaded the app (no `wsgi` yet)."""
+    metrics.flush()  # and the counts of its metrics
     store = getattr(getattr(worker, "wsgi", None), "extensions", {}).get("stats")
     if store is not None:
         store.flush()
@@ -223,5 +226,7 @@ def run(config: settings.Config, reload_config: Callable[[], settings.Config] | 
         config.workers,
     )
     os.register_at_fork(after_in_parent=unblock_stop_signals)  # blocked by _before_fork
+    if config.metrics_allow:  # before the app is made: the workers' counts add up there
+        metrics.use_directory(config.state_dir, "metrics")
     ArchiveServer(config, reload_config).run()
     return 0

@@ -49,6 +49,7 @@ from . import (
     health,
     landing,
     limits,
+    metrics,
     page_limit,
     signposting,
     sitemaps,
@@ -389,10 +390,12 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
             catalog.begin()
             try:
                 query = pairs.parse_query(environ.get("QUERY_STRING", ""))
+                environ[metrics.SUBJECT] = query.get("servicesubject")
                 site = links(environ)
                 body = answers.monta_resposta(query, archive, site)
                 if query["servicesubject"] == "acknowledgment":
-                    store.acknowledge(acknowledgment(query, site, environ), keys)
+                    ack = acknowledgment(query, site, environ)
+                    environ[metrics.ACKNOWLEDGED] = store.acknowledge(ack, keys)
                 return 200, body.encode("ascii")
             finally:
                 catalog.end()
@@ -735,9 +738,10 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     answer_unexpected_errors(app, log)
 
     pages_bounded = page_limit.of_archive(app.wsgi_app, config, service_path)
-    app.wsgi_app = ArchiveRoot(
-        ServiceEndpoint(pages_bounded, service_path, answer), (service_path, "/col")
-    )
+    served = ServiceEndpoint(pages_bounded, service_path, answer)
+    checked = lambda: health.check(catalog, live.store, config.state_dir, store, keys)  # noqa: E731
+    served = metrics.metered(served, config, service_path, checked, catalog)
+    app.wsgi_app = ArchiveRoot(served, (service_path, "/col"))
     return app
 
 

@@ -62,7 +62,7 @@ from typing import Any
 
 from ..common import db
 from ..protocol.urlkeys import CLOCK_SKEW, UrlKeys, Verdict
-from . import counter
+from . import counter, metrics
 
 log = logging.getLogger(__name__)
 
@@ -457,8 +457,10 @@ class Statistics:
                 _start_flusher()
             if len(self._buffer) >= BUFFER_MAX:
                 self.uses_dropped += 1
+                metrics.use("dropped")
                 return
             self._buffer.append((now, seen))
+            metrics.use("recorded")
             if len(self._buffer) == FLUSH_ROWS:
                 _wake.set()
 
@@ -477,6 +479,7 @@ class Statistics:
                 with _buffers_lock:
                     kept = batch + self._buffer
                     self.uses_dropped += max(0, len(kept) - BUFFER_MAX)
+                    metrics.use("dropped", max(0, len(kept) - BUFFER_MAX))
                     self._buffer = kept[-BUFFER_MAX:] if len(kept) > BUFFER_MAX else kept
                 self._uses_failed(exc)
                 return
