@@ -23,6 +23,7 @@ from ..oai.records import oai_dc_xml
 from ..protocol.answers import Links
 from ..protocol.catalog import Item, follow_editions
 from . import counter, signposting
+from .files import displayable
 
 HTML = "text/html; charset=utf-8"
 # What the landing page URL gives (`?format=` names one; Accept chooses among the types).
@@ -69,9 +70,6 @@ class Context:
 
 
 def blueprint(site: Context) -> Blueprint:
-    # Made inside create_app, once web/__init__ (which imports this module) is loaded.
-    from . import _displayable
-
     pages = Blueprint("landing", __name__)
 
     def found(ibi: str) -> Item | Response:
@@ -149,7 +147,7 @@ def blueprint(site: Context) -> Blueprint:
         if item.state == "Deleted" or not item.filelist_public:
             return ()
         return tuple(
-            File(links.file(item, rel), _displayable(rel), mediatype_of(rel), size)
+            File(links.file(item, rel), displayable(rel), mediatype_of(rel), size)
             for rel, size in collection.list_files(site.catalog.root, item)
         )
 
