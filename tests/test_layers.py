@@ -79,6 +79,7 @@ def test_resolver_imports_only_the_protocol_and_the_common_layer(path: Path):
         "archive_service.common",
         "archive_service.resolver",
         "archive_service.settings",  # the settings table and its public validators
+        "archive_service.http_errors",  # the protocol's error as a Flask response, both apps'
         "archive_service",  # __version__ (archive_service/__init__.py)
     )
     ours = [n for n in imports_of(path) if under(n, ("archive_service",))]

@@ -52,13 +52,13 @@ from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 from .. import __version__, settings
-from ..common import logs
+from ..common import inclusion, logs
 from ..common.deadline import Overdue, call_within
 from ..common.net import host_port, is_loopback_host
 from ..common.processes import child_environment, python_executable
 from ..protocol import pairs as pairsmod
 from ..settings import ConfigError, ConfigWarning
-from . import identity, inclusion
+from . import identity
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from flask.logging import default_handler
 from .. import settings
 from ..collection import items
 from ..common import pages as common_pages
-from ..common.http import TEXT, answer_unexpected_errors
 from ..common.net import persistent_url  # noqa: F401  (the CLI's, from here)
+from ..http_errors import TEXT, answer_unexpected_errors
 from ..indexer.startup import LiveIndex
 from ..oai.records import oai_dc_xml  # noqa: F401  (tests', from here)
 from ..protocol import urlkeys

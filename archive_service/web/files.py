@@ -20,7 +20,7 @@ from werkzeug.wsgi import wrap_file
 from ..collection import items
 from ..collection.sidecar import DC_ELEMENTS
 from ..common.fsnames import from_bytes, from_os
-from ..common.http import error_response
+from ..http_errors import error_response
 from ..oai.records import oai_dc_xml
 from . import counter
 from .site import HTML, Site

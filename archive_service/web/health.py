@@ -23,10 +23,10 @@ from typing import Any
 
 from flask import Blueprint, Response
 
+from ..common import inclusion
 from ..index.store import Store
 from ..indexer import follower
 from ..protocol.urlkeys import UrlKeys
-from ..serve import inclusion
 from . import stats
 from .site import Site
 

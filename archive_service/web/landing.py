@@ -16,9 +16,9 @@ from flask import Blueprint, Response, abort, redirect, render_template, request
 from ..citations import apa, bibtex, csl, highwire, jsonld, ris, styles
 from ..citations.work import File, Work, work_of
 from ..collection import items as collection
-from ..common.http import error_response
 from ..common.i18n import human_size, when
 from ..common.net import persistent_url
+from ..http_errors import error_response
 from ..oai.records import oai_dc_xml
 from ..protocol.answers import Links
 from ..protocol.catalog import Item, follow_editions

@@ -11,10 +11,10 @@ from flask import Blueprint, Response, render_template, request, url_for
 from flask_babel import gettext
 
 from ..collection import items
-from ..common.http import error_response
+from ..common import inclusion
 from ..common.net import persistent_url
+from ..http_errors import error_response
 from ..protocol.answers import Links
-from ..serve import inclusion
 from . import counter, health, stats, sushi, usage
 from .site import HEALTH, HTML, Site
 

@@ -10,8 +10,8 @@ from http import HTTPStatus
 
 from flask import Blueprint, Response, redirect, request, url_for
 
-from ..common.http import TEXT
 from ..common.net import client_address
+from ..http_errors import TEXT
 from ..protocol import answers, pairs
 from ..protocol.answers import Links, RequestError
 from ..protocol.errors import error_body

@@ -15,8 +15,8 @@ from flask import Response, abort, request
 
 from .. import settings
 from ..collection import items
-from ..common.http import error_response
 from ..common.net import client_address, persistent_url
+from ..http_errors import error_response
 from ..indexer.startup import LiveIndex
 from ..protocol import answers
 from ..protocol.answers import Archive, Links
