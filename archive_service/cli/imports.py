@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
+from .. import deposit as depositmod
 from .. import settings
-from ..collection import deposit as depositmod
-from ..collection import mint as mintmod
 from ..common.logs import shown
+from ..deposit import mint as mintmod
 from ..imports import apply as applymod
 from ..imports.records import Record
 from ..protocol import ibi as ibimod

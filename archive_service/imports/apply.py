@@ -36,7 +36,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from ..collection import deposit as depositmod
+from .. import deposit as depositmod
 from ..collection import items as itemsmod
 from ..collection import sidecar as sidecarmod
 from ..collection import sidecar_update

@@ -16,9 +16,9 @@ import socket
 from pathlib import Path
 
 from .. import settings
-from ..collection import mint as mintmod
 from ..common import files, inclusion
 from ..common.net import host_port, is_loopback_host
+from ..deposit import mint as mintmod
 from ..protocol import ibi as ibimod
 
 SERVICE_FILE = "archiveserviceibi"  # in state_dir: the minted service IBI, one line
