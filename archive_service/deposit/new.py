@@ -78,6 +78,82 @@ def deposit(
     item already in the way. `before_rename(temp_dir)` is for tests of a cut-short deposit.
     """
     collection = Path(config["collection"])
+    location, sources, language = _checked(
+        collection, files, target, language, title, translation_of, location
+    )
+    names = [name for name, _ in sources]
+    source = subsystem(config)
+    form = source.form
+    state_dir = config["state_dir"]
+
+    with locked_holdings(config, holdings) as catalog:
+        relations = _relations(catalog, collection, nextedition_of, translation_of, language)
+        minted = mintmod.mint(
+            source.host,
+            source.port,
+            source.ip,
+            form,
+            state_dir=state_dir,
+            granularity=granularity,
+            now=now,
+            sleep=sleep,
+            database=config.get("database") or "",
+        )
+        for label in filter(None, (minted.rep, minted.ibip)):
+            if catalog.lookup(label) is not None:
+                raise DepositError(
+                    f"the minted IBI {label} is already held by "
+                    f"{catalog.lookup(label).directory}: was {state_dir} reset? "
+                    "Nothing changed; deposit again"
+                )
+        primary = minted.rep or minted.ibip
+        final = collection / primary
+        if os.path.lexists(final):
+            raise DepositError(f"{final} already exists; nothing changed")
+        created = datetime.fromtimestamp(int(minted.time), UTC)
+        reverse = relations.reverse_language
+        translations = (
+            {reverse: related_name(catalog, translation_of)} if translation_of and reverse else None
+        )
+        data = _sidecar_data(
+            config, minted, created, language, location, target, translations, title
+        )
+        data.update(extra or {})
+        sidecar_text = new_sidecar(data, created)
+        updates, linked = _relation_updates(collection, relations, primary, language)
+        _build_in_place(
+            collection,
+            final,
+            sources,
+            sidecar_text,
+            updates,
+            no_links,
+            before_rename,
+            lambda: on_minted(primary) if on_minted is not None else None,
+        )
+        notes = relations.notes
+        for update in updates:
+            sidecar_update.commit(update)
+            if not update.comments_kept:
+                notes.append(
+                    f"{update.path} was rewritten by PyYAML: its comments below the "
+                    "top were not kept"
+                )
+        catalog.changed([primary, *relations.changes])
+    return Deposited(final, minted, names, target, linked, notes)
+
+
+def _checked(
+    collection: Path,
+    files: Sequence[str | os.PathLike[str]],
+    target: str | None,
+    language: str | None,
+    title: str | None,
+    translation_of: str | None,
+    location: str | None,
+) -> tuple[str | None, list[tuple[str, Path]], str | None]:
+    """The deposit's location, files and language as given, checked before anything is
+    locked or minted (DepositError: nothing changed)."""
     if not collection.is_dir():
         raise DepositError(f"collection {collection} is not a directory")
     if location is not None:
@@ -103,149 +179,158 @@ def deposit(
         raise DepositError(
             "--translation-of needs --language: the other item lists its translations by language"
         )
-    source = subsystem(config)
-    form = source.form
-    state_dir = config["state_dir"]
+    return location, sources, language
 
-    with locked_holdings(config, holdings) as catalog:
-        changes: dict[str, dict[str, Any]] = {}  # other item's directory -> key -> value
-        related: dict[str, items.Item] = {}
-        notes: list[str] = []
-        reverse_language = None
-        if nextedition_of:
-            old = held(catalog, nextedition_of, "--nextedition-of")
-            if old.nextedition is not None:
-                last = last_held_edition(catalog, old)
-                hint = f"; the last edition held here is {last.name}" if last is not old else ""
-                raise DepositError(
-                    f"--nextedition-of {nextedition_of}: {old.directory} already "
-                    f"has a next edition, {old.nextedition}{hint}"
-                )
-            related[old.directory] = old
-            changes.setdefault(old.directory, {})["nextedition"] = None  # set after minting
-        if translation_of:
-            other = held(catalog, translation_of, "--translation-of")
-            if other.language == language:
-                raise DepositError(
-                    f"--translation-of {translation_of}: that item is in "
-                    f"{language} too; a translation is in another language"
-                )
-            if language in other.translations:
-                raise DepositError(
-                    f"--translation-of {translation_of}: it already has a "
-                    f"{language} translation, {other.translations[language]}"
-                )
-            related[other.directory] = other
-            changes.setdefault(other.directory, {})["translations"] = None
-            reverse_language = other.language
-            if reverse_language is None:
-                notes.append(
-                    f"{other.directory} has no language, so the new item's sidecar "
-                    f"cannot list it under translations; add 'language:' to "
-                    f"{other.directory}/{SIDECAR} and the reverse entry will be derived"
-                )
-        for directory in related:
-            sidecar_update.load(collection / directory / SIDECAR)  # refuse before minting
 
-        minted = mintmod.mint(
-            source.host,
-            source.port,
-            source.ip,
-            form,
-            state_dir=state_dir,
-            granularity=granularity,
-            now=now,
-            sleep=sleep,
-            database=config.get("database") or "",
-        )
-        for label in filter(None, (minted.rep, minted.ibip)):
-            if catalog.lookup(label) is not None:
-                raise DepositError(
-                    f"the minted IBI {label} is already held by "
-                    f"{catalog.lookup(label).directory}: was {state_dir} reset? "
-                    "Nothing changed; deposit again"
-                )
-        primary = minted.rep or minted.ibip
-        final = collection / primary
+@dataclass
+class _Relations:
+    """What the new item changes in the items it is related to, found before minting."""
+
+    changes: dict[str, dict[str, Any]] = field(default_factory=dict)  # directory -> keys
+    related: dict[str, items.Item] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    reverse_language: str | None = None
+
+
+def _relations(
+    catalog: Holdings,
+    collection: Path,
+    nextedition_of: str | None,
+    translation_of: str | None,
+    language: str | None,
+) -> _Relations:
+    found = _Relations()
+    if nextedition_of:
+        old = held(catalog, nextedition_of, "--nextedition-of")
+        if old.nextedition is not None:
+            last = last_held_edition(catalog, old)
+            hint = f"; the last edition held here is {last.name}" if last is not old else ""
+            raise DepositError(
+                f"--nextedition-of {nextedition_of}: {old.directory} already "
+                f"has a next edition, {old.nextedition}{hint}"
+            )
+        found.related[old.directory] = old
+        found.changes.setdefault(old.directory, {})["nextedition"] = None  # set after minting
+    if translation_of:
+        other = held(catalog, translation_of, "--translation-of")
+        if other.language == language:
+            raise DepositError(
+                f"--translation-of {translation_of}: that item is in "
+                f"{language} too; a translation is in another language"
+            )
+        if language in other.translations:
+            raise DepositError(
+                f"--translation-of {translation_of}: it already has a "
+                f"{language} translation, {other.translations[language]}"
+            )
+        found.related[other.directory] = other
+        found.changes.setdefault(other.directory, {})["translations"] = None
+        found.reverse_language = other.language
+        if found.reverse_language is None:
+            found.notes.append(
+                f"{other.directory} has no language, so the new item's sidecar "
+                f"cannot list it under translations; add 'language:' to "
+                f"{other.directory}/{SIDECAR} and the reverse entry will be derived"
+            )
+    for directory in found.related:
+        sidecar_update.load(collection / directory / SIDECAR)  # refuse before minting
+    return found
+
+
+def _sidecar_data(
+    config: Mapping[str, Any],
+    minted: mintmod.Minted,
+    created: datetime,
+    language: str | None,
+    location: str | None,
+    target: str | None,
+    translations: dict[str, str] | None,
+    title: str | None,
+) -> dict[str, Any]:
+    primary = minted.rep or minted.ibip
+    data: dict[str, Any] = {}
+    if minted.rep and minted.ibip:
+        data["ibip"] = minted.ibip
+    if language:
+        data["language"] = language
+    data["timestamp"] = iso(created)
+    if location:
+        data["location"] = location
+    if target:
+        data["target"] = target
+    if translations:
+        data["translations"] = translations
+    if title:
+        dc: dict[str, Any] = {"title": title.strip()}
+        if language:
+            dc["language"] = language
+        dc["date"] = created.strftime("%Y-%m-%d")
+        identifier = persistent_url(config.get("resolver") or DEFAULT_RESOLVER, primary)
+        if identifier:  # none without a resolver (`resolver: none`)
+            dc["identifier"] = identifier
+        data["dc"] = dc
+    return data
+
+
+def _relation_updates(
+    collection: Path, relations: _Relations, primary: str, language: str | None
+) -> tuple[list[sidecar_update.Update], list[str]]:
+    """The other items' sidecars as the new item's relations change them, and what changed."""
+    updates: list[sidecar_update.Update] = []
+    linked: list[str] = []
+    for directory, keys in relations.changes.items():
+        item = relations.related[directory]
+        new_values: dict[str, Any] = {}
+        if "nextedition" in keys:
+            new_values["nextedition"] = primary
+            linked.append(f"{directory}: nextedition {primary}")
+        if "translations" in keys:
+            _, old_data = sidecar_update.load(collection / directory / SIDECAR)
+            translations = dict(old_data.get("translations") or {})
+            translations[language] = primary
+            new_values["translations"] = translations
+            linked.append(f"{directory}: translations {language}: {primary}")
+            if relations.reverse_language:
+                linked.append(f"{primary}: translations {relations.reverse_language}: {item.name}")
+        updates.append(sidecar_update.prepare(collection / directory / SIDECAR, new_values))
+    return updates, linked
+
+
+def _build_in_place(
+    collection: Path,
+    final: Path,
+    sources: Sequence[tuple[str, Path]],
+    sidecar_text: str,
+    updates: list[sidecar_update.Update],
+    no_links: bool,
+    before_rename: Callable[[Path], object] | None,
+    minted: Callable[[], object],
+) -> None:
+    """The whole item built in a temporary directory, the other sidecars staged, then the
+    item renamed into place in one step; nothing is left of it if any of that fails."""
+    temp = make_temp_dir(collection)
+    try:
+        if sources:  # an item whose content lives at its location may have no doc/
+            fill_doc(temp / items.DOC, sources, no_links)
+        filesmod.write_new(temp / SIDECAR, sidecar_text)
+        filesmod.fsync_dir(temp)
+        for update in updates:
+            sidecar_update.stage(update)
+        if before_rename is not None:
+            before_rename(temp)
+        minted()
+        final.parent.mkdir(parents=True, exist_ok=True)
+        # os.rename would silently replace an empty directory: look again, under the lock.
         if os.path.lexists(final):
             raise DepositError(f"{final} already exists; nothing changed")
-        created = datetime.fromtimestamp(int(minted.time), UTC)
-
-        data: dict[str, Any] = {}
-        if minted.rep and minted.ibip:
-            data["ibip"] = minted.ibip
-        if language:
-            data["language"] = language
-        data["timestamp"] = iso(created)
-        if location:
-            data["location"] = location
-        if target:
-            data["target"] = target
-        if translation_of and reverse_language:
-            data["translations"] = {reverse_language: related_name(catalog, translation_of)}
-        if title:
-            dc: dict[str, Any] = {"title": title.strip()}
-            if language:
-                dc["language"] = language
-            dc["date"] = created.strftime("%Y-%m-%d")
-            identifier = persistent_url(config.get("resolver") or DEFAULT_RESOLVER, primary)
-            if identifier:  # none without a resolver (`resolver: none`)
-                dc["identifier"] = identifier
-            data["dc"] = dc
-        data.update(extra or {})
-        sidecar_text = new_sidecar(data, created)
-
-        updates: list[sidecar_update.Update] = []
-        linked: list[str] = []
-        for directory, keys in changes.items():
-            item = related[directory]
-            new_values: dict[str, Any] = {}
-            if "nextedition" in keys:
-                new_values["nextedition"] = primary
-                linked.append(f"{directory}: nextedition {primary}")
-            if "translations" in keys:
-                _, old_data = sidecar_update.load(collection / directory / SIDECAR)
-                translations = dict(old_data.get("translations") or {})
-                translations[language] = primary
-                new_values["translations"] = translations
-                linked.append(f"{directory}: translations {language}: {primary}")
-                if reverse_language:
-                    linked.append(f"{primary}: translations {reverse_language}: {item.name}")
-            updates.append(sidecar_update.prepare(collection / directory / SIDECAR, new_values))
-
-        temp = make_temp_dir(collection)
-        try:
-            if sources:  # an item whose content lives at its location may have no doc/
-                fill_doc(temp / items.DOC, sources, no_links)
-            filesmod.write_new(temp / SIDECAR, sidecar_text)
-            filesmod.fsync_dir(temp)
-            for update in updates:
-                sidecar_update.stage(update)
-            if before_rename is not None:
-                before_rename(temp)
-            if on_minted is not None:
-                on_minted(primary)
-            final.parent.mkdir(parents=True, exist_ok=True)
-            # os.rename would silently replace an empty directory: look again, under the lock.
-            if os.path.lexists(final):
-                raise DepositError(f"{final} already exists; nothing changed")
-            os.rename(temp, final)
-        except BaseException as exc:
-            shutil.rmtree(temp, ignore_errors=True)
-            for update in updates:
-                sidecar_update.discard(update)
-            if isinstance(exc, OSError):
-                # The collection full, a file unreadable: nothing is left of the item, say so
-                # in one line (the command printed a traceback).
-                raise DepositError(f"cannot build the item: {exc}; nothing changed") from exc
-            raise
-        filesmod.fsync_dir(final.parent)
+        os.rename(temp, final)
+    except BaseException as exc:
+        shutil.rmtree(temp, ignore_errors=True)
         for update in updates:
-            sidecar_update.commit(update)
-            if not update.comments_kept:
-                notes.append(
-                    f"{update.path} was rewritten by PyYAML: its comments below the "
-                    "top were not kept"
-                )
-        catalog.changed([primary, *changes])
-    return Deposited(final, minted, names, target, linked, notes)
+            sidecar_update.discard(update)
+        if isinstance(exc, OSError):
+            # The collection full, a file unreadable: nothing is left of the item, say so
+            # in one line (the command printed a traceback).
+            raise DepositError(f"cannot build the item: {exc}; nothing changed") from exc
+        raise
+    filesmod.fsync_dir(final.parent)
