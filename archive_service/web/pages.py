@@ -25,8 +25,14 @@ STATISTICS_DAYS = 30  # what the statistics page counts
 
 def blueprint(site: Site) -> Blueprint:
     pages = Blueprint("pages", __name__)
-    config, catalog, store = site.config, site.catalog, site.store
-    figures = usage.Usage(store, config.archiveserviceibi)
+    _overview(pages, site)
+    _item_list(pages, site)
+    _statistics(pages, site)
+    return pages
+
+
+def _overview(pages: Blueprint, site: Site) -> None:
+    config, catalog = site.config, site.catalog
 
     @pages.app_context_processor
     def navigation() -> dict:
@@ -76,6 +82,10 @@ def blueprint(site: Site) -> Blueprint:
 
     pages.add_url_rule("/", "root", overview)
     pages.add_url_rule(site.service_path + "/about", "about", overview)
+
+
+def _item_list(pages: Blueprint, site: Site) -> None:
+    config, catalog = site.config, site.catalog
 
     @pages.get(site.service_path + "/items", endpoint="items")
     def item_list() -> Response:
@@ -129,6 +139,11 @@ def blueprint(site: Site) -> Blueprint:
             "persistent": persistent_url(config.resolver, item.name.text),
         }
 
+
+def _statistics(pages: Blueprint, site: Site) -> None:
+    config, store = site.config, site.store
+    figures = usage.Usage(store, config.archiveserviceibi)
+
     @pages.get(site.service_path + "/statistics", endpoint="statistics")
     def statistics() -> Response:
         today = datetime.now(UTC).date()
@@ -180,5 +195,3 @@ def blueprint(site: Site) -> Blueprint:
             response.cache_control.no_store = True
             response.headers["Referrer-Policy"] = "no-referrer"  # the key is in this URL
         return response
-
-    return pages
