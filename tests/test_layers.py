@@ -8,6 +8,7 @@ functions), not from what happens to be loaded."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,17 @@ import archive_service
 PACKAGE = Path(archive_service.__file__).parent
 
 
-def imports_of(path: Path) -> set[str]:
+# Every module and package of archive_service by its dotted name: read once, not a stat per
+# imported name (the whole package's graph is read in one test).
+OURS = {
+    ".".join(f.relative_to(PACKAGE.parent).with_suffix("").parts)
+    for f in PACKAGE.rglob("*.py")
+    if f.name != "__init__.py"
+} | {".".join(d.relative_to(PACKAGE.parent).parts) for d in PACKAGE.rglob("*") if d.is_dir()}
+
+
+@functools.cache
+def imports_of(path: Path) -> frozenset[str]:
     """The absolute names `path` imports; `from . import x` names the module `x` where it is
     one, so `from .. import settings` reads as archive_service.settings."""
     module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -35,10 +46,8 @@ def imports_of(path: Path) -> set[str]:
                 name = node.module
             for alias in node.names:
                 sub = f"{name}.{alias.name}"
-                is_module = (PACKAGE.parent / sub.replace(".", "/")).with_suffix(".py").is_file()
-                is_package = (PACKAGE.parent / sub.replace(".", "/")).is_dir()
-                found.add(sub if is_module or is_package else name)
-    return found
+                found.add(sub if sub in OURS else name)
+    return frozenset(found)
 
 
 def under(name: str, prefixes: tuple[str, ...]) -> bool:
@@ -99,10 +108,11 @@ def layer_of(name: str) -> str | None:
     return parts[1]
 
 
-def package_graph(paths=None) -> dict[str, dict[str, list[str]]]:
+@functools.lru_cache(maxsize=1)
+def package_graph() -> dict[str, dict[str, list[str]]]:
     """package -> the packages it imports -> the modules (relative paths) that import them."""
     graph: dict[str, dict[str, list[str]]] = {}
-    for path in paths if paths is not None else sorted(PACKAGE.rglob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         source = layer_of(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts))
         if source is None:
             continue
