@@ -40,7 +40,10 @@ IP = "150.163.2.174"
 ROUNDS = r"""
 import json, os, shutil, sys, time
 from decimal import Decimal
-from archive_service.collection import deposit
+try:
+    from archive_service import deposit
+except ImportError:  # --before a checkout where deposit was collection/deposit.py
+    from archive_service.collection import deposit
 collection, state, upload, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 config = {"collection": collection, "state_dir": state, "archiveaddress": %r,
           "archiveip": %r}

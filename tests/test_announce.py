@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from archive_service import cli, settings
-from archive_service.serve import announce
+from archive_service.serve import announce, announcer
 from archive_service.web import create_app
 from resolver_double import KEY, SERVICE, ResolverDouble, loopback_announcement
 
@@ -389,12 +389,12 @@ def test_service_answers_over_a_unix_socket(tmp_path):
         daemon_threads = True
 
     announcement = loopback_announcement("http://127.0.0.1:9/x")
-    local = announce.Local(path=path)
-    assert not announce.service_answers(announcement, local)
+    local = announcer.Local(path=path)
+    assert not announcer.service_answers(announcement, local)
     with UnixHTTPServer(path, ConfirmingService) as server:
         threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-        assert announce.Local.of_socket(server.socket) == local
-        assert announce.service_answers(announcement, local)
+        assert announcer.Local.of_socket(server.socket) == local
+        assert announcer.service_answers(announcement, local)
         server.shutdown()
 
 
@@ -412,8 +412,8 @@ def test_inclusion_waits_for_the_service_and_retries_the_resolver(resolver, capl
         address = f"127.0.0.1:{service.server_address[1]}"
         threading.Thread(target=service.serve_forever, args=(0.05,), daemon=True).start()
         announcement = loopback_announcement(resolver.url, address)
-        local = announce.Local("127.0.0.1", service.server_address[1])
-        done = announce.join_when_answering(
+        local = announcer.Local("127.0.0.1", service.server_address[1])
+        done = announcer.join_when_answering(
             announcement, local, parent=os.getppid(), first_retry=0.05
         )
         service.shutdown()

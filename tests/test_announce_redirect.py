@@ -12,7 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from archive_service.serve import announce
+from archive_service.serve import announce, announcer
+from archive_service.serve.lifecycle import Lifecycle
 
 KEY = "9876543210-0123456789"
 
@@ -112,10 +113,10 @@ def test_a_plain_http_resolver_elsewhere_is_warned_about(resolver, warns):
 
 @pytest.mark.process
 def test_the_plain_http_warning_is_logged_when_serve_starts(caplog):
-    lifecycle = announce.Lifecycle(announcement("http://resolver.example.org"))
+    lifecycle = Lifecycle(announcement("http://resolver.example.org"))
     try:
         with caplog.at_level(logging.WARNING, logger="archive_service.serve.announce"):
-            lifecycle.start(announce.Local("127.0.0.1", 1))  # nothing answers: it only waits
+            lifecycle.start(announcer.Local("127.0.0.1", 1))  # nothing answers: it only waits
     finally:
         lifecycle.stop_announcer()
     assert "https://" in caplog.text

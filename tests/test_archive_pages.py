@@ -15,10 +15,10 @@ from urllib.parse import urlencode
 
 import pytest
 
+from archive_service.common import inclusion
 from archive_service.protocol import pairs
 from archive_service.resolver import config as rconfig
 from archive_service.resolver.app import create_resolver_app
-from archive_service.serve import inclusion
 from archive_service.web import create_app
 from isolation import in_child, shared_tmp
 from support import ROOT, SAMPLE, SERVICE, Client, acknowledgment

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from archive_service.collection import deposit
+from archive_service import deposit
 from archive_service.collection import items as index
 from archive_service.index import catalog as catalogmod
 from archive_service.index import store

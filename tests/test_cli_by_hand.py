@@ -35,7 +35,7 @@ def test_without_a_setting_the_state_dir_is_the_same_for_every_command(tmp_path,
     monkeypatch.delenv("XDG_DATA_HOME")
     monkeypatch.setattr("os.geteuid", lambda: 0)  # root, as an admin's sudo: systemd's dir
     assert settings.default_state_dir() == "/var/lib/archive-service"
-    from archive_service.collection import mint
+    from archive_service.deposit import mint
 
     assert str(mint.default_state_dir()) == "/var/lib/archive-service"
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from archive_service import cli
-from archive_service.collection import deposit, sidecar, sidecar_update
+from archive_service import cli, deposit
 from archive_service.collection import items as index
+from archive_service.collection import sidecar, sidecar_update
 from archive_service.protocol import ibip, pairs
 from archive_service.web import create_app
 from support import ADDRESS, ROOT, Client
@@ -428,7 +428,7 @@ def test_a_deposit_killed_before_the_rename_leaves_nothing_visible(
     old_sidecar = (collection / BANON / "item.yaml").read_bytes()
     script = textwrap.dedent(f"""
         import os, signal
-        from archive_service.collection import deposit
+        from archive_service import deposit
         deposit.deposit({_config(settings)!r}, [{str(files["data"])!r}],
                         nextedition_of="LK47B6W/362SFKH",
                         before_rename=lambda temp: os.kill(os.getpid(), signal.SIGKILL))
@@ -484,7 +484,7 @@ def test_a_deposit_waits_while_another_is_between_reading_and_writing_a_sidecar(
     ready = tmp_path / "a-is-paused"
     script = textwrap.dedent(f"""
         import pathlib, time
-        from archive_service.collection import deposit
+        from archive_service import deposit
         def pause(temp):
             pathlib.Path({str(ready)!r}).touch()
             time.sleep(0.6)

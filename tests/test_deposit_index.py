@@ -12,8 +12,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from archive_service import cli
-from archive_service.collection import deposit
+from archive_service import cli, deposit
 from archive_service.collection import items as index
 from archive_service.index.store import Store
 from archive_service.protocol import pairs

@@ -9,8 +9,8 @@ import urllib.request
 
 import pytest
 
+from archive_service.common import inclusion
 from archive_service.protocol import ibi as ibimod
-from archive_service.serve import inclusion
 from serve_process import SAMPLE, Process, free_port, run_command
 
 pytestmark = pytest.mark.process

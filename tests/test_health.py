@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from archive_service.common import inclusion
 from archive_service.index.store import Store
 from archive_service.indexer import follower
-from archive_service.serve import inclusion
 from archive_service.testing import wait_until
 from archive_service.web import create_app
 from serve_process import http_get, serve_collection

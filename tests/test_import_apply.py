@@ -286,7 +286,7 @@ def test_a_record_too_large_for_its_sidecar_is_refused_before_anything(config, t
 
 
 def test_a_deposit_or_revision_past_the_sidecar_bound_writes_nothing(config, tree):
-    from archive_service.collection import deposit as depositmod
+    from archive_service import deposit as depositmod
     from archive_service.collection.sidecar import SidecarError
 
     with pytest.raises(depositmod.DepositError, match="larger than 65536 bytes"):
@@ -357,7 +357,7 @@ def test_a_relation_no_row_says_any_longer_is_taken_out(config, tree):
 
 
 def test_an_item_deleted_by_hand_is_left_deleted(config, tree):
-    from archive_service.collection import deposit
+    from archive_service import deposit
 
     path = write(tree, ROWS)
     first = run(config, path)

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from archive_service.serve import inclusion
+from archive_service.common import inclusion
 
 
 def test_a_recorded_inclusion_reads_back(tmp_path):

@@ -1,11 +1,14 @@
-"""The layout shows the architecture (issue 17): protocol/ stands on its own (no collection,
-index, web, no Flask or Werkzeug), and the resolver builds on the protocol and the common layer
-only. Read from the modules' imports (every `import`, also inside functions), not from
-what happens to be loaded."""
+"""The layout shows the architecture (issue 17, issue 31): protocol/ stands on its own (no
+collection, index, web, no Flask or Werkzeug, no storage), the resolver builds on the protocol
+and the common layer only, common/ imports nothing of ours, no package of archive_service
+imports one that imports it back, and what changes the collection (deposit, mint, import) stands
+above the index it updates. Read from the modules' imports (every `import`, also inside
+functions), not from what happens to be loaded."""
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,17 @@ import archive_service
 PACKAGE = Path(archive_service.__file__).parent
 
 
-def imports_of(path: Path) -> set[str]:
+# Every module and package of archive_service by its dotted name: read once, not a stat per
+# imported name (the whole package's graph is read in one test).
+OURS = {
+    ".".join(f.relative_to(PACKAGE.parent).with_suffix("").parts)
+    for f in PACKAGE.rglob("*.py")
+    if f.name != "__init__.py"
+} | {".".join(d.relative_to(PACKAGE.parent).parts) for d in PACKAGE.rglob("*") if d.is_dir()}
+
+
+@functools.cache
+def imports_of(path: Path) -> frozenset[str]:
     """The absolute names `path` imports; `from . import x` names the module `x` where it is
     one, so `from .. import settings` reads as archive_service.settings."""
     module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -33,10 +46,8 @@ def imports_of(path: Path) -> set[str]:
                 name = node.module
             for alias in node.names:
                 sub = f"{name}.{alias.name}"
-                is_module = (PACKAGE.parent / sub.replace(".", "/")).with_suffix(".py").is_file()
-                is_package = (PACKAGE.parent / sub.replace(".", "/")).is_dir()
-                found.add(sub if is_module or is_package else name)
-    return found
+                found.add(sub if sub in OURS else name)
+    return frozenset(found)
 
 
 def under(name: str, prefixes: tuple[str, ...]) -> bool:
@@ -79,8 +90,130 @@ def test_resolver_imports_only_the_protocol_and_the_common_layer(path: Path):
         "archive_service.common",
         "archive_service.resolver",
         "archive_service.settings",  # the settings table and its public validators
+        "archive_service.http_errors",  # the protocol's error as a Flask response, both apps'
         "archive_service",  # __version__ (archive_service/__init__.py)
     )
     ours = [n for n in imports_of(path) if under(n, ("archive_service",))]
     wrong = sorted(n for n in ours if not under(n, allowed[:-1]) and n != "archive_service")
     assert not wrong, f"resolver/{path.name} imports {wrong}"
+
+
+def layer_of(name: str) -> str | None:
+    """The package (or top-level module) of archive_service that `name` is in: `index` for
+    archive_service.index.store, `settings` for archive_service.settings; None for the
+    package itself and for names outside it."""
+    parts = name.split(".")
+    if parts[0] != "archive_service" or len(parts) < 2 or parts[1] == "__init__":
+        return None
+    return parts[1]
+
+
+@functools.lru_cache(maxsize=1)
+def package_graph() -> dict[str, dict[str, list[str]]]:
+    """package -> the packages it imports -> the modules (relative paths) that import them."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = layer_of(".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts))
+        if source is None:
+            continue
+        for name in imports_of(path):
+            target = layer_of(name)
+            if target is not None and target != source:
+                by = graph.setdefault(source, {}).setdefault(target, [])
+                by.append(str(path.relative_to(PACKAGE)))
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, list[str]]]) -> list[list[str]]:
+    """Every strongly connected set of more than one package (Tarjan's), each sorted: a
+    package that imports, directly or through others, one that imports it back."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, {}):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_cycles_finds_a_back_import_through_a_third_package():
+    graph = {"a": {"b": ["a/x.py"]}, "b": {"c": ["b/y.py"]}, "c": {"a": ["c/z.py"]}, "d": {}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b": ["a/x.py"]}, "b": {}}) == []
+
+
+def test_no_package_imports_one_that_imports_it_back():
+    graph = package_graph()
+    found = cycles(graph)
+    detail = [
+        f"{a} -> {b} ({', '.join(sorted(set(graph[a][b])))})"
+        for group in found
+        for a in group
+        for b in graph.get(a, {})
+        if b in group
+    ]
+    assert not found, f"package cycles {found}: {detail}"
+
+
+def test_common_imports_nothing_of_ours():
+    wrong = {
+        str(path.relative_to(PACKAGE)): sorted(
+            n for n in imports_of(path) if layer_of(n) not in (None, "common")
+        )
+        for path in sorted((PACKAGE / "common").rglob("*.py"))
+    }
+    wrong = {module: names for module, names in wrong.items() if names}
+    assert not wrong, f"common/ imports archive_service's own packages: {wrong}"
+
+
+# Storage is the stores layer's (issue 31 point 2: the URL-key secret's store moves out of
+# protocol/urlkeys.py there); until that lands, the one module named here is let through.
+STORAGE = (
+    "sqlite3",
+    "psycopg",
+    "psycopg_pool",
+    "archive_service.common.db",
+    "archive_service.common.postgres",
+)
+STORAGE_NOT_YET_MOVED = {"urlkeys.py"}
+
+
+@pytest.mark.parametrize("path", modules("protocol"), ids=lambda p: p.name)
+def test_protocol_imports_no_storage(path: Path):
+    wrong = sorted(name for name in imports_of(path) if under(name, STORAGE))
+    if path.name in STORAGE_NOT_YET_MOVED:
+        assert wrong, f"protocol/{path.name} no longer imports storage: drop its exemption"
+        return
+    assert not wrong, f"protocol/{path.name} imports storage {wrong}"
+
+
+def test_deposit_mint_and_import_stand_above_the_index():
+    graph = package_graph()
+    changers = ("deposit", "imports")
+    for below in ("index", "collection", "common", "protocol", "indexer"):
+        wrong = sorted(c for c in changers if below in graph and c in graph[below])
+        assert not wrong, f"{below} imports {wrong}, which change the collection above it"
+    assert (PACKAGE / "deposit" / "mint.py").is_file(), "mint is deposit's (deposit/mint.py)"
+    assert not (PACKAGE / "collection" / "deposit.py").exists()
+    assert "index" in graph["deposit"], "deposit updates the index: it stands above it"

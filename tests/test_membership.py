@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from archive_service.common import postgres
+from archive_service.common import inclusion, postgres
 from archive_service.resolver.registry import Registry
-from archive_service.serve import inclusion, membership
+from archive_service.serve import membership
 from fronts import CONTRIB, NGINX, fetch, rewrite, start_debian_nginx
 from serve_process import (
     ANNOUNCING,

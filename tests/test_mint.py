@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from archive_service.collection import mint
+from archive_service.deposit import mint
 from archive_service.protocol import ibi, ibip
 from archive_service.protocol.ibi import IbiError
 
@@ -222,7 +222,7 @@ def test_mint_and_deposit_refuse_to_sleep_through_a_clock_set_back(tmp_path, cap
     argv = ["mint", "--host", "mtc-m18.sid.inpe.br", "--state-dir", str(tmp_path)]
     assert cli.main(argv) == 1
     assert "was the clock set back?" in capsys.readouterr().err
-    from archive_service.collection import deposit
+    from archive_service import deposit
 
     (tmp_path / "collection").mkdir()
     (tmp_path / "a.txt").write_text("x")
@@ -332,7 +332,7 @@ def test_default_state_dir(monkeypatch, tmp_path):
 
 WORKER = """
 import sys, time
-from archive_service.collection.mint import mint
+from archive_service.deposit.mint import mint
 state_dir, start, count = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 time.sleep(max(0.0, start - time.time()))
 for _ in range(count):

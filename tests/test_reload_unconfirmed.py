@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from archive_service.serve import inclusion
+from archive_service.common import inclusion
 from serve_process import ANNOUNCING, SERVICE, Process, Serve, free_port, run_command
 
 pytestmark = [pytest.mark.process, pytest.mark.slow]

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 from archive_service import cli
-from archive_service.collection import mint
 from archive_service.common import postgres
+from archive_service.deposit import mint
 from archive_service.protocol import pairs, urlkeys
 from archive_service.web import create_app, stats
 from serve_process import ROOT, Serve, free_port, run_command
@@ -143,7 +143,7 @@ def test_a_database_that_does_not_answer_is_a_problem_not_a_crash(settings, tmp_
 
 MINTER = """
 import sys, time
-from archive_service.collection.mint import mint
+from archive_service.deposit.mint import mint
 state_dir, database = sys.argv[1], sys.argv[2]
 start, seconds = float(sys.argv[3]), float(sys.argv[4])
 time.sleep(max(0.0, start - time.time()))

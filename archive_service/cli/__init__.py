@@ -290,6 +290,21 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser
     )
 
+    _add_serve(sub)
+    _add_query(sub)
+    _add_check(sub)
+    _add_index(sub)
+    toolkit.add_commands(sub, add_settings, load_config)  # mint, ibi, deposit, delete
+    sources = imports_cli.add_parser(sub, add_settings, load_config)  # import manifest|bagit
+    oaipmh_cli.add_parser(sources, add_settings, load_config)  # import oai-pmh
+    _add_stats(sub)
+    _add_init(sub)
+    _add_db(sub)
+    resolver_cli.add_parser(sub)
+    return parser
+
+
+def _add_serve(sub) -> None:
     serve = sub.add_parser(
         "serve",
         help="run the Archive service under gunicorn",
@@ -306,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings(serve)
     serve.set_defaults(func=cmd_serve)
 
+
+def _add_query(sub) -> None:
     query = sub.add_parser(
         "query",
         help="print what urlRequest answers for an IBI",
@@ -332,6 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     query.set_defaults(func=cmd_query)
 
+
+def _add_check(sub) -> None:
     check = sub.add_parser(
         "check",
         help="validate a collection; exit 1 on problems",
@@ -362,6 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_settings(check, names=("collection", "resolver", "state_dir"))
     check.set_defaults(func=cmd_check)
 
+
+def _add_index(sub) -> None:
     index = sub.add_parser(
         "index",
         help="build or refresh the collection's index (for cron jobs and checking)",
@@ -383,10 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     index.set_defaults(func=cmd_index)
 
-    toolkit.add_commands(sub, add_settings, load_config)  # mint, ibi, deposit, delete
-    sources = imports_cli.add_parser(sub, add_settings, load_config)  # import manifest|bagit
-    oaipmh_cli.add_parser(sources, add_settings, load_config)  # import oai-pmh
 
+def _add_stats(sub) -> None:
     report = sub.add_parser(
         "stats",
         help="print access statistics counted from acknowledgments",
@@ -427,6 +446,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(func=cmd_stats)
 
+
+def _add_init(sub) -> None:
     init = sub.add_parser(
         "init",
         help="write a commented archive-service.yaml with every setting, to edit",
@@ -440,6 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init.set_defaults(func=cmd_init)
 
+
+def _add_db(sub) -> None:
     db = sub.add_parser(
         "db",
         help="the shared database (the database setting): db upgrade",
@@ -449,9 +472,6 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_argument("action", choices=("upgrade",))
     add_settings(db, names=("database",))
     db.set_defaults(func=cmd_db)
-
-    resolver_cli.add_parser(sub)
-    return parser
 
 
 def cmd_db(args: argparse.Namespace) -> int:

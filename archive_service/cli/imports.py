@@ -12,11 +12,11 @@ import argparse
 import sys
 from collections.abc import Callable, Iterable
 
+from .. import deposit as depositmod
 from .. import settings
-from ..collection import deposit as depositmod
-from ..collection import mint as mintmod
 from ..common import progress
 from ..common.logs import shown
+from ..deposit import mint as mintmod
 from ..imports import apply as applymod
 from ..imports.records import Record
 from ..protocol import ibi as ibimod

@@ -14,10 +14,10 @@ import sys
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 
+from .. import deposit as depositmod
 from .. import settings
-from ..collection import deposit as depositmod
-from ..collection import mint as mintmod
 from ..common.net import persistent_url
+from ..deposit import mint as mintmod
 from ..protocol import ibi as ibimod
 from ..protocol import ibip as ibipmod
 

@@ -89,7 +89,7 @@ def when(value: datetime | str | float | None, style: str = "medium") -> str:
 
 
 # An item's state or content type (the protocol's words), or an inclusion's state
-# (serve/inclusion.py), for people; lazy: each is translated when shown, one at a time.
+# (common/inclusion.py), for people; lazy: each is translated when shown, one at a time.
 TERMS = {
     "Original": lazy_gettext("Original"),
     "Copy": lazy_gettext("Copy"),

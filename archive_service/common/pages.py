@@ -16,7 +16,7 @@ from jinja2 import DictLoader
 from . import i18n
 
 LAYOUT = "base.html"
-ERROR = "error.html"  # an HTTP error's page (common/http.py), in both apps
+ERROR = "error.html"  # an HTTP error's page (http_errors.py), in both apps
 
 
 def sources(directory: Path, pages: tuple[str, ...]) -> dict[str, str]:

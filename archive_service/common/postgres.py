@@ -54,7 +54,7 @@ SCHEMA: dict[str, list[str]] = {
         "CREATE TABLE urlkey_secret (id smallint PRIMARY KEY CHECK (id = 1), "
         "secret bytea NOT NULL, created timestamptz NOT NULL DEFAULT now())",
     ],
-    # collection/mint.py SharedDistributor: the temporal distributor's last date per prefix.
+    # deposit/mint.py SharedDistributor: the temporal distributor's last date per prefix.
     "mint": [
         "CREATE TABLE mint_last (prefix text PRIMARY KEY, last numeric)",
     ],

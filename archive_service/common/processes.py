@@ -1,5 +1,5 @@
 """Starting a Python process of ours: which interpreter, and this package importable in it.
-Used for the indexer (indexer/follower.py), the announcer (serve/announce.py) and the
+Used for the indexer (indexer/follower.py), the announcer (serve/announcer.py) and the
 index's reading processes (index/readers.py)."""
 
 from __future__ import annotations

@@ -29,29 +29,25 @@ import hashlib
 import json
 import logging
 import time
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from ..collection import deposit as depositmod
-from ..collection import items as itemsmod
+from .. import deposit as depositmod
 from ..collection import sidecar as sidecarmod
 from ..collection import sidecar_update
 from ..common import files as filesmod
-from ..common.yamlsafe import dump_sidecar
+from . import checks
+from .checks import OWN_KEYS, own_keys
 from .mapping import Mapped, PostgresMapping, SqliteMapping, open_mapping
-from .records import EDITION_OF, METADATA_OF, RELATIONS, TRANSLATION_OF, Record
+from .records import EDITION_OF, METADATA_OF, Record
 from .summary import Summary
 
 log = logging.getLogger(__name__)
 
 LOCK_FILE = "import.lock"
-# The sidecar keys an import writes from a record's own content; a revision replaces them
-# and keeps the others (the relations other records set on the item, what an admin added).
-OWN_KEYS = ("location", "language", "dc", "contenttype", "translations")
 # Imports mint many IBIs in a row: a hundredth of a second apart (100 a second) rather than
 # deposit's one second (repository names then end in `.ss.ff`, as ID§6 allows).
 GRANULARITY = Decimal("0.01")
@@ -60,9 +56,6 @@ CHUNK = 1 << 20
 # items or seconds, whichever comes first (half the cost of an item was opening and closing
 # those); then the lock is let go, so a deposit by hand waits at most that long.
 BATCH_ITEMS, BATCH_SECONDS = 50, 0.5
-# What a record's own keys may take in its item.yaml: the sidecar's bound less room for the
-# keys the deposit and the relations add (ibip, timestamp, nextedition, metadata, ...).
-OWN_BYTES = sidecarmod.MAX_BYTES - 4096
 
 
 class _Batches:
@@ -139,36 +132,6 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _dc(record: Record) -> dict[str, list[str]] | None:
-    dc = {k: list(v) for k, v in record.dc.items() if v}
-    for element, value in (
-        ("title", record.title),
-        ("language", record.language),
-        ("date", record.date),
-    ):
-        if value and element not in dc:
-            dc[element] = [value]
-    return {k: v[0] if len(v) == 1 else v for k, v in dc.items()} or None
-
-
-def _own(record: Record, ibis: Mapping[str, str], languages: Mapping[str, str]) -> dict:
-    """The sidecar keys of `record`'s own item (OWN_KEYS), its relations resolved."""
-    own: dict[str, Any] = {}
-    if record.location:
-        own["location"] = record.location
-    if record.language:
-        own["language"] = record.language
-    dc = _dc(record)
-    if dc:
-        own["dc"] = dc
-    if METADATA_OF in record.relations:
-        own["contenttype"] = "Metadata"
-    other = record.relations.get(TRANSLATION_OF)
-    if other is not None and other in ibis:
-        own["translations"] = {languages[other]: ibis[other]}
-    return own
-
-
 def _fingerprint(
     own: Mapping[str, Any], files: Iterable[Path], data: str | None = None
 ) -> tuple[str, str]:
@@ -179,161 +142,6 @@ def _fingerprint(
         listed = [(path.name, _file_digest(path)) for path in files]
         data = hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:32]
     return keys, data
-
-
-def _problems(
-    records: list[Record],
-    mapped: Mapping[str, Mapped],
-    languages: dict[str, str],
-    complete: bool = False,
-) -> list[str]:
-    """Every fault of `records` that would stop them being applied, one line each."""
-    problems: list[str] = []
-    seen: dict[str, Record] = {}
-    for record in records:
-        where = record.where or f"record {record.source_id!r}"
-        if not record.source_id or not record.source_id.strip():
-            problems.append(f"{where}: no id")
-            continue
-        if record.source_id in seen:
-            problems.append(
-                f"{where}: id {record.source_id!r} again (first at {seen[record.source_id].where})"
-            )
-            continue
-        seen[record.source_id] = record
-    live = {r.source_id: r for r in seen.values() if not r.deleted}
-    for record in live.values():
-        where = record.where or f"record {record.source_id!r}"
-        if not record.files and not record.location:
-            problems.append(f"{where}: neither files nor a location")
-        if record.location:
-            try:
-                sidecarmod.location_url(record.location)
-            except ValueError as exc:
-                problems.append(f"{where}: location: {exc}")
-        for path in record.files:
-            if not Path(path).is_file() or Path(path).is_symlink():
-                problems.append(f"{where}: {path} is not a regular file")
-        names = [Path(p).name for p in record.files]
-        if len(set(names)) != len(names):
-            problems.append(f"{where}: two files with one name; doc/ holds one file per name")
-        # On a case-insensitive or normalizing disk (or a copy of the collection made there)
-        # one would replace the other in doc/, the bag's checksums notwithstanding.
-        elif len({unicodedata.normalize("NFC", n).casefold() for n in names}) != len(names):
-            problems.append(
-                f"{where}: two file names differ only in case or Unicode form; doc/ holds "
-                "one file per name"
-            )
-        for name in names:
-            if itemsmod.UNSERVED.search(name):  # it would be in doc/, never served nor listed
-                problems.append(
-                    f"{where}: file name {name!r} holds a control character or a backslash"
-                )
-        # A sidecar past its bound is refused by the index and by every later revision: the
-        # item would be written, never served, and the import stuck on it at each re-run.
-        own = _own(record, {}, {})
-        # As YAML a value takes at most ~4 times its JSON (a line break: a blank line and an
-        # indent); only a record that might come near the bound is written out (66 µs each).
-        rough = len(json.dumps(own, ensure_ascii=False).encode("utf-8"))
-        size = len(dump_sidecar(own).encode("utf-8")) if rough * 8 > OWN_BYTES else 0
-        if size > OWN_BYTES:
-            problems.append(
-                f"{where}: its title, Dublin Core and location take {size} bytes in "
-                f"{sidecarmod.SIDECAR}, more than the {OWN_BYTES} an import may write"
-            )
-        if record.language:
-            try:
-                languages[record.source_id] = sidecarmod.normalize_language(record.language)
-            except ValueError as exc:
-                problems.append(f"{where}: language: {exc}")
-        for key in record.relations:
-            if key not in RELATIONS:
-                problems.append(f"{where}: unknown relation {key!r}")
-    for record in live.values():
-        where = record.where or f"record {record.source_id!r}"
-        for key, other in record.relations.items():
-            if key not in RELATIONS:
-                continue
-            if other == record.source_id:
-                problems.append(f"{where}: {key} names the record itself")
-            elif other in seen and seen[other].deleted:
-                problems.append(f"{where}: {key} {other!r}: that record is deleted")
-            elif other not in live and (complete or other not in mapped or mapped[other].deleted):
-                earlier = "" if complete else ", in this run or an earlier one of this source"
-                problems.append(f"{where}: {key} {other!r}: no record has this id{earlier}")
-        other = record.relations.get(TRANSLATION_OF)
-        if other is not None and other in live:
-            if record.source_id not in languages:
-                problems.append(f"{where}: translation_of needs the record's language")
-            if other not in languages:
-                problems.append(
-                    f"{where}: translation_of {other!r}: that record has no language, and "
-                    "translations are listed by language"
-                )
-            elif languages.get(record.source_id) == languages[other]:
-                problems.append(
-                    f"{where}: translation_of {other!r}: both are in {languages[other]}"
-                )
-        if other is not None and other not in live and other in mapped:
-            problems.append(
-                f"{where}: translation_of {other!r}: give that record in the same run (its "
-                "language is needed)"
-            )
-    problems += _edition_problems(live)
-    for key in (METADATA_OF,):
-        targets: dict[str, Record] = {}
-        for record in live.values():
-            other = record.relations.get(key)
-            if other is None:
-                continue
-            if other in targets:
-                problems.append(
-                    f"{record.where}: {key} {other!r}: {targets[other].where} says so too; an "
-                    "item has one metadata item"
-                )
-            targets[other] = record
-    return problems
-
-
-def _place(problem: str) -> tuple:
-    """The order of problem lines: by file, then line number (`file:12: …`)."""
-    where = problem.split(": ", 1)[0]
-    name, _, line = where.rpartition(":")
-    return (name, int(line), "") if line.isdigit() else (where, 0, problem)
-
-
-def _edition_problems(live: Mapping[str, Record]) -> list[str]:
-    problems = []
-    nexts: dict[str, str] = {}  # source id -> the id of its next edition
-    for record in live.values():
-        old = record.relations.get(EDITION_OF)
-        if old is None or old == record.source_id:
-            continue
-        if old in nexts:
-            first = live[nexts[old]].where
-            problems.append(
-                f"{record.where}: edition_of {old!r}: {first} is its next edition already"
-            )
-            continue
-        nexts[old] = record.source_id
-    reported: set[str] = set()
-    for start in nexts:
-        seen = [start]
-        current = start
-        while current in nexts:
-            current = nexts[current]
-            if current in seen:
-                cycle = seen[seen.index(current) :]
-                if not reported & set(cycle):
-                    reported |= set(cycle)
-                    ids = " -> ".join(repr(i) for i in [*cycle, current])
-                    problems.append(
-                        f"{live[current].where}: edition_of makes a cycle: {ids} (an edition "
-                        "chain must end)"
-                    )
-                break
-            seen.append(current)
-    return problems
 
 
 def _directory(config: Mapping[str, Any], ibi: str) -> Path:
@@ -449,14 +257,14 @@ def _apply_batch(
         if not row.deleted and not _directory(config, row.ibi).is_dir():
             del mapped[source_id]
     languages: dict[str, str] = {}
-    problems = [*problems, *_problems(records, mapped, languages, complete)]
+    problems = [*problems, *checks.problems(records, mapped, languages, complete)]
     if any(not r.deleted and r.source_id not in mapped for r in records):
         try:  # before anything is minted, and in a dry run too
             depositmod.subsystem(config).form  # noqa: B018 (raises when none)
         except depositmod.DepositError as exc:
             problems.append(f"{config['collection']}: {exc}")
     if problems:
-        raise ImportRefused(sorted(problems, key=_place))
+        raise ImportRefused(sorted(problems, key=checks.place))
     if progress is not None and base is not None:
         shown, progress = progress, lambda done, total: shown(base + done, None)
     batches = _Batches(config)
@@ -514,38 +322,11 @@ def _run(
     new = [r for r in live if r.source_id not in ibis]
     made: dict[str, str] = {}  # source id -> the data part of its fingerprint, when minted
     # 1. Mint what is new, with its own keys but those naming other records (not all minted).
-    for record in new:
-        own = _own(record, {}, {})
-        location = own.pop("location", None)
-        language = own.pop("language", None)
-        if dry:
-            ibis[record.source_id] = f"(new: {record.source_id})"
-            summary.actions.append(f"mint {record.source_id} ({record.where})")
-        else:
-            # The files' part of the fingerprint is mapped with the IBI: a run cut short
-            # after this deposit (kill, full disk) and run again finds the files as copied,
-            # instead of copying them once more and keeping the first copy aside.
-            data = made[record.source_id] = _fingerprint({}, record.files)[1]
-            deposited = depositmod.deposit(
-                config,
-                list(record.files),
-                language=language,
-                location=location,
-                extra=own,
-                granularity=granularity,
-                holdings=batches(),
-                no_links=True,
-                on_minted=lambda label, sid=record.source_id, data=data: mapping.put(
-                    source, sid, Mapped(label, f":{data}", False)
-                ),
-            )
-            ibis[record.source_id] = deposited.primary
-            summary.actions.append(f"minted {deposited.primary} for {record.source_id}")
-        summary.minted += 1
+    _mint_new(config, source, new, ibis, made, mapping, summary, granularity, batches)
     # 2. Bring each live record's own item to what the record says now.
     fresh = {r.source_id for r in new}
     for record in live:
-        own = _own(record, ibis, languages)
+        own = own_keys(record, ibis, languages)
         keys, data = _fingerprint(own, record.files, made.get(record.source_id))
         fingerprint = f"{keys}:{data}"
         ibi = ibis[record.source_id]
@@ -599,6 +380,68 @@ def _run(
         step()
     # 3. Relations set on the other item (its next edition, its metadata); with the whole
     # source at hand, those this source set that no record says any longer are taken out.
+    _set_relations(config, live, ibis, complete, summary, batches)
+    # 4. Tombstones (delete takes the deposit lock itself).
+    batches.close()
+    _tombstones(config, source, gone, mapped, mapping, summary, step)
+    summary.ibis = {r.source_id: ibis[r.source_id] for r in live}
+
+
+def _mint_new(
+    config: Mapping[str, Any],
+    source: str,
+    new: list[Record],
+    ibis: dict[str, str],
+    made: dict[str, str],
+    mapping: SqliteMapping | PostgresMapping,
+    summary: Summary,
+    granularity: Decimal | int | float | str,
+    batches: _Batches,
+) -> None:
+    """_run's first pass: an item minted for each new record, mapped as soon as it is minted
+    (`ibis` and `made` filled in)."""
+    dry = summary.dry_run
+    for record in new:
+        own = own_keys(record, {}, {})
+        location = own.pop("location", None)
+        language = own.pop("language", None)
+        if dry:
+            ibis[record.source_id] = f"(new: {record.source_id})"
+            summary.actions.append(f"mint {record.source_id} ({record.where})")
+        else:
+            # The files' part of the fingerprint is mapped with the IBI: a run cut short
+            # after this deposit (kill, full disk) and run again finds the files as copied,
+            # instead of copying them once more and keeping the first copy aside.
+            data = made[record.source_id] = _fingerprint({}, record.files)[1]
+            deposited = depositmod.deposit(
+                config,
+                list(record.files),
+                language=language,
+                location=location,
+                extra=own,
+                granularity=granularity,
+                holdings=batches(),
+                no_links=True,
+                on_minted=lambda label, sid=record.source_id, data=data: mapping.put(
+                    source, sid, Mapped(label, f":{data}", False)
+                ),
+            )
+            ibis[record.source_id] = deposited.primary
+            summary.actions.append(f"minted {deposited.primary} for {record.source_id}")
+        summary.minted += 1
+
+
+def _set_relations(
+    config: Mapping[str, Any],
+    live: list[Record],
+    ibis: dict[str, str],
+    complete: bool,
+    summary: Summary,
+    batches: _Batches,
+) -> None:
+    """_run's third pass: the relations the records set on other items (next edition,
+    metadata); with `complete`, those no record says any longer are taken out."""
+    dry = summary.dry_run
     wanted: dict[tuple[str, str], tuple[str, str]] = {}  # (item, key) -> (value, where)
     for record in live:
         for key, sidecar_key in ((EDITION_OF, "nextedition"), (METADATA_OF, "metadata")):
@@ -635,8 +478,19 @@ def _run(
                         f"{'would take' if dry else 'took'} {sidecar_key} {current} out of "
                         f"{target} (no row says so any longer)"
                     )
-    # 4. Tombstones (delete takes the deposit lock itself).
-    batches.close()
+
+
+def _tombstones(
+    config: Mapping[str, Any],
+    source: str,
+    gone: set[str],
+    mapped: dict[str, Mapped],
+    mapping: SqliteMapping | PostgresMapping,
+    summary: Summary,
+    step: Callable[[], None],
+) -> None:
+    """_run's last pass: the items of records gone from the source, tombstones."""
+    dry = summary.dry_run
     for source_id in sorted(gone):
         ibi = mapped[source_id].ibi
         if not dry:
@@ -649,7 +503,6 @@ def _run(
         summary.deleted += 1
         summary.actions.append(f"{'delete' if dry else 'deleted'} {ibi} ({source_id})")
         step()
-    summary.ibis = {r.source_id: ibis[r.source_id] for r in live}
 
 
 def _revise(

@@ -10,7 +10,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from ..collection import items as index
+from ..collection import items
 from ..collection.items import Problem
 from .catalog import StoreCatalog
 from .store import Store, Writer
@@ -38,20 +38,20 @@ def check(collection: str | os.PathLike, state_dir: str | os.PathLike) -> tuple[
         log.info("cannot refresh the index %s (%s): reading the collection", store.path, exc)
         complete = False
     if not complete:
-        catalog = index.scan(root)
-        return catalog.problems + index.check_references(catalog), len(catalog.by_directory)
+        catalog = items.scan(root)
+        return catalog.problems + items.check_references(catalog), len(catalog.by_directory)
     catalog = StoreCatalog(store)
     try:
         catalog.begin()  # one snapshot of the index for everything below
         # The index's walk keeps no problem of the levels above the items (a link to a
         # directory there, which is not followed): a walk of those levels finds them.
         problems: list[Problem] = []
-        for _ in index.item_directories(root, problems):
+        for _ in items.item_directories(root, problems):
             pass
-        problems = sorted(problems + catalog.problems, key=index.position)  # as scan lists them
+        problems = sorted(problems + catalog.problems, key=items.position)  # as scan lists them
         relating = catalog.relating()
-        problems += index.edition_cycles(relating, catalog.lookup)
-        problems += index.wrong_references(relating, catalog.lookup)
+        problems += items.edition_cycles(relating, catalog.lookup)
+        problems += items.wrong_references(relating, catalog.lookup)
         return problems, catalog.count()
     finally:
         catalog.end()

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from ..collection import items as index
+from ..collection import items
 from ..collection.items import Item, Problem
 from ..protocol import ibi as ibimod
 from ..protocol.catalog import claim, claimant
@@ -89,7 +89,7 @@ class _Row(NamedTuple):
 
 def read_item(root: Path, found: Found) -> _Row:
     directory = found.directory
-    item, problems = index.read_item_or_problems(
+    item, problems = items.read_item_or_problems(
         root, directory, found.name, found.files, found.has_sidecar
     )
     keys = refs = langs = []

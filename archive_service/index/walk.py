@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..collection import items as index
+from ..collection import items
 from ..collection import sidecar as sidecarmod
 from ..protocol import ibi as ibimod
 from ..protocol.catalog import DOC, SEP, directory_of, sortkey
@@ -57,8 +57,8 @@ def _is_real_dir(path: str) -> bool:
 
 
 class Walk:
-    """The item directories of a collection (the rules of `index.subdirectories` and
-    `index.is_two_segment_item`, as `index.iter_item_dirs`), in key order.
+    """The item directories of a collection (the rules of `items.subdirectories` and
+    `items.is_two_segment_item`, as `items.iter_item_dirs`), in key order.
 
     `dirs` counts the directories visited: a lower bound of the inotify watches that
     watching the collection needs."""
@@ -69,15 +69,15 @@ class Walk:
 
     def _subdirs(self, path: str) -> list[str]:
         self.dirs += 1
-        return index.subdirectories(path)
+        return items.subdirectories(path)
 
     def _is_two_item(self, two: str) -> bool:
-        return index.is_two_segment_item(self.root, two)
+        return items.is_two_segment_item(self.root, two)
 
     def files_under(self, directory: str) -> list[tuple[str, os.stat_result]]:
-        """`index.files_under`, counting directories."""
+        """`items.files_under`, counting directories."""
         counter = [0]
-        found = index.files_under(directory, counter)
+        found = items.files_under(directory, counter)
         self.dirs += counter[0]
         return found
 

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from .. import settings
-from ..collection import items as index
+from ..collection import items
 from ..index.catalog import StoreCatalog
 from ..index.store import Store, Writer
 from .follower import Follower
@@ -196,7 +196,7 @@ class LiveIndex:
                 "into memory and will not see later changes",
                 exc,
             )
-            self.catalog = MemoryCatalog(index.scan(self.config.collection))
+            self.catalog = MemoryCatalog(items.scan(self.config.collection))
             self.follower = None
             return None
 
@@ -211,9 +211,9 @@ class LiveIndex:
 
 
 class MemoryCatalog:
-    """`index.scan`'s catalog with the store catalog's request hooks (the last resort)."""
+    """`items.scan`'s catalog with the store catalog's request hooks (the last resort)."""
 
-    def __init__(self, catalog: index.Catalog):
+    def __init__(self, catalog: items.Catalog):
         self._catalog = catalog
         self.root = catalog.root
 

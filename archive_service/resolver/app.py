@@ -22,8 +22,8 @@ from flask_babel import lazy_gettext
 
 from .. import settings
 from ..common import pages
-from ..common.http import TEXT, answer_unexpected_errors, error_response
 from ..common.net import Network, client_address, forwarded
+from ..http_errors import TEXT, answer_unexpected_errors, error_response
 from ..protocol import landing, pairs
 from ..protocol.answers import RequestError
 from . import config as rconfig

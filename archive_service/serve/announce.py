@@ -5,20 +5,22 @@ and `servicesubject=exclusionRequest` when it stops, each with the other seven p
 Table 5.2.
 During the inclusion the resolver calls the service back with `inclusionConfirmationRequest`.
 
-Two parts, neither importing Flask:
+Three modules, none importing Flask:
 
-- the protocol: the pairs, their encoding (§3), the resolver's status answer, over
+- this one, the protocol: the pairs, their encoding (§3), the resolver's status answer, over
   urllib.request; the registration key is a secret and every text that reaches a log goes
   through `Announcement.redact`;
-- the lifecycle under gunicorn (`Lifecycle`, called from serve/runner.py's hooks): one *announcer
-  process* per service start does the inclusion, the master itself sends the exclusion.
+- serve/lifecycle.py, the lifecycle under gunicorn (`Lifecycle`, called from serve/runner.py's
+  hooks): one *announcer process* per service start does the inclusion, the master itself
+  sends the exclusion;
+- serve/announcer.py, that process (`main`), and our own socket it waits for (`Local`).
 
 Why a process for the inclusion: gunicorn's `when_ready` runs in the master before any worker
 exists, so the inclusion has to wait until a worker answers, and the master must not block
 meanwhile. A thread doing that in the master would be forked, mid-request and holding its
 locks, into every worker born later (including one that replaces a dead worker an hour on),
 and anything run in the workers would run once per worker. A fresh interpreter
-(`announce.main` in a new Python, its job read from stdin, never from argv or the environment,
+(`announcer.main` in a new Python, its job read from stdin, never from argv or the environment,
 so the key shows in no `ps`) shares nothing with them, retries with bounded backoff as long as
 needed, and is started again only by a new master. The exclusion is sent from `on_exit`,
 which gunicorn runs once after the last worker has stopped: nothing forks after it, so a
@@ -28,18 +30,11 @@ thread there that waits at most `exclusion_timeout` is safe.
 from __future__ import annotations
 
 import contextlib
-import functools
 import http.client
-import ipaddress
-import json
 import logging
 import os
 import random
-import signal
-import socket
 import stat
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -52,13 +47,12 @@ from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 from .. import __version__, settings
-from ..common import logs
+from ..common import inclusion, logs
 from ..common.deadline import Overdue, call_within
 from ..common.net import host_port, is_loopback_host
-from ..common.processes import child_environment, python_executable
 from ..protocol import pairs as pairsmod
 from ..settings import ConfigError, ConfigWarning
-from . import identity, inclusion
+from . import identity
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +83,6 @@ MAX_RETRY = 300.0
 MAX_BODY = 64 * 1024
 LOCAL_TIMEOUT = 5.0
 SLOW_START_WARNING = 30.0  # seconds without an answer from our own socket before saying so
-ANNOUNCER = "import sys; from archive_service.serve.announce import main; sys.exit(main())"
 
 
 def encode(value: str) -> str:
@@ -439,10 +432,10 @@ def report_inclusion(
     """Log (and record in `state_dir`) what the resolver answered; whether it confirmed."""
     line = announcement.redact(status_line(status))
     if status.get("status.confirmation") == "successful":
-        _record(state_dir, "included", announcement, line)
+        record_state(state_dir, "included", announcement, line)
         log.info("resolver %s: %s", announcement.resolver, line)
         return True
-    _record(state_dir, "unconfirmed", announcement, line)
+    record_state(state_dir, "unconfirmed", announcement, line)
     address = announcement.value("archiveaddress")
     service = announcement.value("archiveserviceibi")
     log.warning(
@@ -461,7 +454,9 @@ def report_inclusion(
     return False
 
 
-def _record(state_dir: str | None, state: str, announcement: Announcement, detail: str) -> None:
+def record_state(
+    state_dir: str | None, state: str, announcement: Announcement, detail: str
+) -> None:
     if state_dir:
         inclusion.record(state_dir, state, announcement.resolver, detail)
 
@@ -519,492 +514,3 @@ def backoff(attempt: int, first: float = FIRST_RETRY) -> float:
     """Seconds before retry `attempt` (0, 1, …): doubling, capped at MAX_RETRY, with jitter so
     that Archives restarted together (a power cut) do not knock on the resolver in step."""
     return min(MAX_RETRY, first * 2 ** min(attempt, 64)) * random.uniform(0.5, 1.0)
-
-
-# --------------------------------------------------------------------------- our own socket
-
-
-@dataclass(frozen=True)
-class Local:
-    """Where gunicorn listens: host and port, or the path of a unix socket."""
-
-    host: str | None = None
-    port: int | None = None
-    path: str | None = None
-
-    @classmethod
-    def of_socket(cls, sock: socket.socket) -> Local:
-        if sock.family == socket.AF_UNIX:
-            return cls(path=sock.getsockname())
-        host, port = sock.getsockname()[:2]
-        if ipaddress.ip_address(host).is_unspecified:  # bound to every address: ask loopback
-            host = "::1" if sock.family == socket.AF_INET6 else "127.0.0.1"
-        return cls(host=host, port=port)
-
-    def __str__(self) -> str:
-        if self.path:
-            return "unix:" + self.path
-        return (
-            f"[{self.host}]:{self.port}" if ":" in (self.host or "") else f"{self.host}:{self.port}"
-        )
-
-    def connection(self, timeout: float) -> http.client.HTTPConnection:
-        if self.path:
-            return _UnixConnection(self.path, timeout)
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-
-
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.unix_path)
-
-
-def service_answers(announcement: Announcement, local: Local) -> bool:
-    """Whether our own socket answers the confirmation as the resolver will ask it."""
-    connection = local.connection(LOCAL_TIMEOUT)
-    try:
-        connection.request(
-            "GET",
-            announcement.confirmation_path(),
-            headers={
-                "Host": announcement.value("archiveaddress"),
-                "User-Agent": f"archive-service/{__version__} announcer",
-            },
-        )
-        response = connection.getresponse()
-        return response.status == 200 and response.read(100).strip() == b"confirmation yes"
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        connection.close()
-
-
-# ------------------------------------------------------------------------ announcer process
-
-
-_leaving = False  # set by SIGTERM in an announcer holding membership among several nodes
-
-
-def _parent_gone(parent: int | None) -> bool:
-    """Whether to stop: the master died, or (several nodes) it asked us to leave."""
-    return _leaving or (parent is not None and os.getppid() != parent)
-
-
-def _pause(seconds: float, parent: int | None) -> bool:
-    """Sleep, waking often to see whether the master died; False if it did."""
-    end = time.monotonic() + seconds
-    while (left := end - time.monotonic()) > 0:
-        if _parent_gone(parent):
-            return False
-        time.sleep(min(left, 0.2))
-    return not _parent_gone(parent)
-
-
-def join_when_answering(
-    announcement: Announcement,
-    local: Local,
-    parent: int | None = None,
-    first_retry: float = FIRST_RETRY,
-    state_dir: str | None = None,
-) -> bool | None:
-    """Wait until the service answers, then include it, retrying with backoff; once included,
-    whether the resolver confirmed it. Each outcome is recorded in `state_dir`.
-
-    Returns None (nothing more to do) if the master that started us goes away.
-    """
-    _record(state_dir, "announcing", announcement, f"waiting for the service at {local}")
-    waited, pause = 0.0, 0.05
-    while not service_answers(announcement, local):
-        if not _pause(pause, parent):
-            return None
-        waited += pause
-        if waited >= SLOW_START_WARNING > waited - pause:
-            log.warning(
-                "the service does not answer %s at %s yet; the inclusionRequest waits for it",
-                CONFIRMATION,
-                local,
-            )
-        pause = min(pause * 2, 1.0)
-    attempt = 0
-    while True:
-        try:
-            status = include(announcement)
-        except ResolverError as exc:
-            delay = backoff(attempt, first_retry)
-            state = "excluded" if isinstance(exc, NotIncluded) else "failed"
-            _record(state_dir, state, announcement, str(exc))
-            log.warning("inclusion not done, next try in %.1f s: %s", delay, exc)
-            attempt += 1
-            if not _pause(delay, parent):
-                return None
-            continue
-        return report_inclusion(announcement, status, state_dir)
-
-
-UNCONFIRMED = 3  # the announcer's exit status when included without confirmation
-CHECK_EVERY = 2.0  # seconds between a holder's looks at its database connection
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    global _leaving
-    _leaving = True
-
-
-def hold_membership(
-    announcement: Announcement,
-    local: Local,
-    parent: int | None,
-    database: str,
-    state_dir: str | None = None,
-) -> int:
-    """The announcer of one of several nodes (`database` set; serve/membership.py): wait for
-    the Archive's membership, then join as the holder and keep it while the master lives.
-    SIGTERM (the master stopping): a holder hands the membership over if another node runs,
-    else sends the exclusionRequest; a standby just goes. The master dying: just go (the
-    server releases the locks; another node takes over and includes the Archive again)."""
-    from ..common.postgres import DatabaseError, redacted
-    from . import membership
-
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    where = redacted(database)
-    serviceibi = announcement.value("archiveserviceibi")
-    attempt = 0
-    while not _parent_gone(parent):
-        try:
-            member = membership.Membership(database, serviceibi)
-        except DatabaseError as exc:
-            delay = backoff(attempt)
-            _record(state_dir, "failed", announcement, f"{exc}; next try in {delay:.0f} s")
-            log.warning("membership: %s; next try in %.1f s", exc, delay)
-            attempt += 1
-            _pause(delay, parent)
-            continue
-        attempt = 0
-        try:
-            outcome = _member(member, announcement, local, parent, state_dir)
-        except Exception as exc:  # noqa: BLE001 (the connection broke: the locks are gone)
-            outcome = None
-            detail = f"the database connection to {where} broke ({type(exc).__name__})"
-            _record(state_dir, "announcing", announcement, detail + "; connecting again")
-            log.warning("membership: %s; connecting again", detail)
-        finally:
-            member.close()
-        if outcome is not None:
-            return outcome
-        _pause(FIRST_RETRY, parent)
-    if _leaving:
-        _record(state_dir, "left", announcement, "the service stopped, not holding the membership")
-    return 0
-
-
-def _member(member, announcement, local, parent, state_dir) -> int | None:
-    """One connection's life: standby, holder, leaving. None when the connection broke."""
-    if not member.held:
-        holder = member.holder()
-        _record(
-            state_dir,
-            "standby",
-            announcement,
-            f"the membership is held by another node ({holder})"
-            if holder
-            else "waiting for the membership",
-        )
-        if holder:
-            log.info("membership held by another node (%s): standing by", holder)
-        if not member.acquire(lambda: _parent_gone(parent)):
-            if _leaving:
-                _record(state_dir, "left", announcement, "the service stopped (not the holder)")
-                log.info("stopping: the membership is held by another node, no exclusionRequest")
-            return 0
-        log.info("this node holds the Archive's membership: it announces")
-        join_when_answering(announcement, local, parent, state_dir=state_dir)
-    last_check = time.monotonic()
-    while not _parent_gone(parent):
-        time.sleep(0.2)
-        if time.monotonic() - last_check >= CHECK_EVERY:
-            if not member.alive():
-                return None
-            last_check = time.monotonic()
-    if not _leaving:  # the master died: the server frees the locks as we exit
-        return 0
-    member.leave_node()
-    others = member.others()
-    if others and member.hand_over():
-        _record(state_dir, "left", announcement, "handed the membership to another node")
-        log.info("stopping: %d other node(s) run; handed the membership over, no exclusion", others)
-        return 0
-    exclude_within(announcement, announcement.exclusion_timeout)
-    _record(state_dir, "left", announcement, "the service stopped (the last node)")
-    return 0
-
-
-def main() -> int:
-    """The announcer process: its job (JSON) on stdin, written by `Lifecycle`. Exit status 0
-    when it has nothing more to do, UNCONFIRMED when the resolver could not confirm."""
-    logs.configure()
-    # Ctrl-C reaches the whole process group; the master decides when we stop (SIGTERM).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    job = json.load(sys.stdin)
-    parent = job["parent"]
-    if job.get("database") and job.get("join"):
-        return hold_membership(
-            Announcement.from_json(job["join"]),
-            Local(**job["local"]),
-            parent,
-            job["database"],
-            job.get("state_dir"),
-        )
-    if job.get("leave"):
-        old = Announcement.from_json(job["leave"])
-        exclude(old, old.exclusion_timeout)
-    if job.get("join"):
-        confirmed = join_when_answering(
-            Announcement.from_json(job["join"]),
-            Local(**job["local"]),
-            parent,
-            state_dir=job.get("state_dir"),
-        )
-        return UNCONFIRMED if confirmed is False else 0
-    return 0
-
-
-# ------------------------------------------------------------------------ master (gunicorn)
-
-
-def _never_raises(method: Callable[..., None]) -> Callable[..., None]:
-    """Announcing must never stop the service: log what went wrong (without the key), go on."""
-
-    @functools.wraps(method)
-    def guarded(self: Lifecycle, *args: Any, **kwargs: Any) -> None:
-        try:
-            method(self, *args, **kwargs)
-        except Exception as exc:
-            text = self.announcement.redact(repr(exc)) if self.announcement else repr(exc)
-            log.error("announcing: %s failed: %s", method.__name__, text)
-
-    return guarded
-
-
-class Lifecycle:
-    """The master's side: start the announcer once per start, exclude on exit. The inclusion's
-    state is recorded in `state_dir` (serve/inclusion.py); `silence` is why nothing is
-    announced when `announcement` is None. With `database` (several nodes), the announcer
-    lives as long as the master and decides itself, as the membership's holder or not,
-    what to send on exit (`hold_membership`)."""
-
-    def __init__(
-        self,
-        announcement: Announcement | None,
-        state_dir: str | None = None,
-        silence: str = "",
-        database: str = "",
-    ):
-        self.announcement = announcement
-        self.state_dir = state_dir
-        self.silence = silence
-        self.database = database
-        self.local: Local | None = None
-        self.process: subprocess.Popen | None = None
-
-    @_never_raises
-    def start(self, local: Local) -> None:
-        self.local = local
-        if self.announcement is None:
-            self._not_joined()
-            return
-        if warning := transport_warning(self.announcement):
-            log.warning("%s", warning)
-        self._spawn(join=self.announcement)
-
-    def _not_joined(self) -> None:
-        log.info("%s", self.silence or "not announcing to any resolver")
-        if self.state_dir:
-            inclusion.record(self.state_dir, "not-joined", "", self.silence)
-
-    @_never_raises
-    def reload(
-        self,
-        announcement: Announcement | None,
-        local: Local,
-        state_dir: str | None = None,
-        silence: str = "",
-        database: str | None = None,
-    ) -> None:
-        """SIGHUP: leave and join again if what we tell the resolver changed; join again if
-        the last inclusion was not confirmed (the admin may have fixed what the resolver's
-        call-back met: the proxy, DNS, the firewall) or never happened."""
-        old, self.announcement, self.local = self.announcement, announcement, local
-        self.state_dir, self.silence = state_dir or self.state_dir, silence or self.silence
-        old_database = self.database
-        if database is not None:
-            self.database = database
-        if self.database or old_database:
-            self._reload_member(old, old_database)
-            return
-        if announcement is None and old is None:
-            return
-        if announcement is not None and announcement.same_message(old):
-            if (outcome := self._outcome()) in ("included", "announcing"):
-                log.info(
-                    "reload: the announced pairs are unchanged, staying included%s",
-                    " (the inclusionRequest is under way)" if outcome == "announcing" else "",
-                )
-                return
-            log.info(
-                "reload: the announced pairs are unchanged but the last inclusion was %s: "
-                "inclusionRequest again",
-                outcome,
-            )
-            self.stop_announcer()
-            self._spawn(join=announcement)
-            return
-        self.stop_announcer()
-        log.info(
-            "reload: the announced pairs changed: %s",
-            "exclusionRequest with the old ones, then inclusionRequest with the new ones"
-            if old and announcement
-            else "exclusionRequest"
-            if old
-            else "inclusionRequest",
-        )
-        if announcement and (warning := transport_warning(announcement)):
-            log.warning("%s", warning)
-        self._spawn(join=announcement, leave=old)
-        if announcement is None:
-            self._not_joined()
-
-    def _outcome(self) -> str:
-        """What came of the last inclusion, as the announcer recorded it in the state dir
-        (it records before it logs). Its exit status is only a fallback: gunicorn's master
-        reaps every child it has, so Popen may never see the status (it then says 0)."""
-        if self.process is None:
-            return "not done"
-        recorded = inclusion.read(self.state_dir) if self.state_dir else None
-        ended = self.process.poll() is not None
-        if recorded is not None and recorded.state == "announcing":
-            return "not done" if ended else "announcing"  # ended: it died on the way
-        if recorded is not None and recorded.state in (
-            "included",
-            "unconfirmed",
-            "failed",
-            "excluded",
-        ):
-            return recorded.state
-        code = self.process.returncode
-        if not ended:
-            return "announcing"
-        return "included" if code == 0 else "unconfirmed" if code == UNCONFIRMED else "failed"
-
-    def _reload_member(self, old: Announcement | None, old_database: str) -> None:
-        """SIGHUP among several nodes: a running announcer keeps the membership when nothing
-        it announces changed; else it leaves (hands over, or excludes as the last node) and
-        a new one joins with the new settings."""
-        running = self.process is not None and self.process.poll() is None
-        announcement = self.announcement
-        if announcement is None and old is None:
-            return
-        if (
-            running
-            and announcement is not None
-            and announcement.same_message(old)
-            and old_database == self.database
-        ):
-            log.info("reload: the announced pairs are unchanged, the announcer goes on")
-            return
-        self._stop_member(quiet=False)
-        if announcement is None:
-            self._not_joined()
-            return
-        log.info("reload: a new announcer joins with the current settings")
-        self._spawn(join=announcement)
-
-    def _stop_member(self, quiet: bool) -> None:
-        """Stop an announcer of several nodes: SIGTERM lets it hand over or exclude (waiting
-        for that); `quiet` (a new master takes over) kills it, and the server frees its
-        locks for the new master's announcer."""
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        if quiet:
-            process.kill()
-            process.wait()
-            return
-        from .membership import HANDOVER_WAIT
-
-        exclusion = self.announcement.exclusion_timeout if self.announcement else 5.0
-        timeout = exclusion + HANDOVER_WAIT + 5
-        process.terminate()
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            log.warning("the announcer did not leave within %g s: stopped", timeout)
-            process.kill()
-            process.wait()
-
-    @_never_raises
-    def leave(self, handing_over: bool = False) -> None:
-        """on_exit: stop the announcer, then tell the resolver, waiting at most
-        exclusion_timeout. Among several nodes the announcer decides (`hold_membership`)."""
-        if self.database:
-            if handing_over:
-                log.info("a new master took over: no exclusionRequest")
-            self._stop_member(quiet=handing_over)
-            return
-        self.stop_announcer()
-        if self.announcement is None:
-            return
-        if handing_over:  # SIGUSR2 upgrade: the new master announced the same Archive
-            log.info("a new master took over: no exclusionRequest")
-            return
-        exclude_within(self.announcement, self.announcement.exclusion_timeout)
-        _record(self.state_dir, "left", self.announcement, "the service stopped")
-
-    def _spawn(self, join: Announcement | None, leave: Announcement | None = None) -> None:
-        if join:  # before the announcer runs: no earlier outcome stands for this one
-            _record(self.state_dir, "announcing", join, "starting the announcer")
-        job = {
-            "parent": os.getpid(),
-            "local": vars(self.local) if self.local else None,
-            "join": join.to_json() if join else None,
-            "leave": leave.to_json() if leave else None,
-            "state_dir": self.state_dir,
-            "database": self.database or None,
-        }
-        try:
-            process = subprocess.Popen(
-                [python_executable(), "-c", ANNOUNCER],
-                stdin=subprocess.PIPE,
-                env=child_environment(),
-                close_fds=True,
-            )
-            with process.stdin:
-                process.stdin.write(json.dumps(job).encode("ascii"))
-        except OSError as exc:
-            log.error("could not start the announcer process, not announcing: %s", exc)
-            return
-        self.process = process
-        if join:
-            log.info(
-                "announcer (pid %d) sends the inclusionRequest to %s once %s answers%s",
-                process.pid,
-                join.resolver,
-                self.local,
-                " and this node holds the Archive's membership" if self.database else "",
-            )
-
-    def stop_announcer(self) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()

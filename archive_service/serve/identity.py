@@ -16,11 +16,10 @@ import socket
 from pathlib import Path
 
 from .. import settings
-from ..collection import mint as mintmod
-from ..common import files
+from ..common import files, inclusion
 from ..common.net import host_port, is_loopback_host
+from ..deposit import mint as mintmod
 from ..protocol import ibi as ibimod
-from . import inclusion
 
 SERVICE_FILE = "archiveserviceibi"  # in state_dir: the minted service IBI, one line
 # Beside it while that IBI was minted on a trial run (the bind address, or a loopback one): the

@@ -18,7 +18,7 @@ from ..common.net import is_loopback_host
 from ..common.worker import STOP_SIGNALS, ClientTimeoutWorker, Logger, unblock_stop_signals
 from ..indexer import startup
 from ..web import limits
-from . import announce, identity
+from . import announce, announcer, identity, lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class ArchiveServer(BaseApplication):
         self.config = config
         self.reload_config = reload_config
         self.announced = announce.from_config(config)
-        self.lifecycle = announce.Lifecycle(
+        self.lifecycle = lifecycle.Lifecycle(
             self.announced, config.state_dir, announce.silence(config), config.database
         )
         super().__init__()
@@ -104,12 +104,12 @@ class ArchiveServer(BaseApplication):
 
     def _when_ready(self, arbiter) -> None:
         startup.reap_early()
-        self.lifecycle.start(announce.Local.of_socket(arbiter.LISTENERS[0].sock))
+        self.lifecycle.start(announcer.Local.of_socket(arbiter.LISTENERS[0].sock))
 
     def _on_reload(self, arbiter) -> None:
         self.lifecycle.reload(
             self.announced,
-            announce.Local.of_socket(arbiter.LISTENERS[0].sock),
+            announcer.Local.of_socket(arbiter.LISTENERS[0].sock),
             self.config.state_dir,
             announce.silence(self.config),
             self.config.database,

@@ -12,6 +12,7 @@ are in the logs and in `archive-service check`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import tempfile
@@ -20,11 +21,14 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from flask import Blueprint, Response
+
+from ..common import inclusion
 from ..index.store import Store
 from ..indexer import follower
 from ..protocol.urlkeys import UrlKeys
-from ..serve import inclusion
 from . import stats
+from .site import Site
 
 
 def iso(seconds: float | None) -> str | None:
@@ -102,3 +106,25 @@ def check(
         "inclusion": {**asdict(included), "time": iso(included.time)} if included else None,
     }
     return (503 if problems else 200), body
+
+
+def of_site(site: Site) -> tuple[int, dict]:
+    """`check` of the Archive `site` serves (the health pages, the metrics' gauges)."""
+    return check(site.catalog, site.live.store, site.config.state_dir, site.store, site.keys)
+
+
+def blueprint(site: Site) -> Blueprint:
+    """The check at the root, as SPEC has it, and under the service's path, which every
+    deployment forwards (contrib/); site.HEALTH names their endpoints."""
+    routes = Blueprint("health", __name__)
+
+    def health_check() -> Response:
+        status, body = of_site(site)
+        response = Response(json.dumps(body, indent=1) + "\n", status=status)
+        response.content_type = "application/json"
+        response.cache_control.no_store = True
+        return response
+
+    routes.add_url_rule("/health", "health", health_check)
+    routes.add_url_rule(site.service_path + "/health", "service_health", health_check)
+    return routes

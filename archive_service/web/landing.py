@@ -15,13 +15,14 @@ from flask import Blueprint, Response, abort, redirect, render_template, request
 from ..citations import apa, bibtex, csl, highwire, jsonld, ris, styles
 from ..citations.work import File, Work, work_of
 from ..collection import items as collection
-from ..common.http import error_response
 from ..common.i18n import human_size, when
 from ..common.net import persistent_url
+from ..http_errors import error_response
 from ..oai.records import oai_dc_xml
 from ..protocol.answers import Links
 from ..protocol.catalog import Item, follow_editions
 from . import counter, headers, signposting
+from .files import displayable
 
 HTML = "text/html; charset=utf-8"
 # What the landing page URL gives (`?format=` names one; Accept chooses among the types).
@@ -68,9 +69,6 @@ class Context:
 
 
 def blueprint(site: Context) -> Blueprint:
-    # Made inside create_app, once web/__init__ (which imports this module) is loaded.
-    from . import _displayable
-
     pages = Blueprint("landing", __name__)
 
     def found(ibi: str) -> Item | Response:
@@ -90,19 +88,21 @@ def blueprint(site: Context) -> Blueprint:
         if wanted is None:
             return with_vary(error_response(NOT_ACCEPTABLE, 406))
         links = site.links(request.environ)
-        work = work_for(item, links)
+        work = work_for(site, item, links)
         status = 410 if item.state == "Deleted" else 200
         if wanted != "html":
             response = exported(item, work, wanted)
             response.status_code = status if response.status_code == 200 else response.status_code
             response.headers["Link"] = signposting.member_header(work.cite_as, work.landing)
             return with_vary(response)
-        described = describedby(item, links)
+        described = describedby(site, item, links)
         signposts = signposting.landing_links(
             work, described, (links.linkset(item), links.linkset(item, json=True))
         )
         page = render_template(
-            "landing.html", copy_script=COPY_SCRIPT, **page_facts(item, work, links, described)
+            "landing.html",
+            copy_script=COPY_SCRIPT,
+            **page_facts(site, item, work, links, described),
         )
         if status == 200:
             site.used(item, counter.INVESTIGATION)
@@ -115,9 +115,11 @@ def blueprint(site: Context) -> Blueprint:
         if isinstance(item, Response):
             return item
         links = site.links(request.environ)
-        work = work_for(item, links)
+        work = work_for(site, item, links)
         signposts = signposting.landing_links(
-            work, describedby(item, links), (links.linkset(item), links.linkset(item, json=True))
+            work,
+            describedby(site, item, links),
+            (links.linkset(item), links.linkset(item, json=True)),
         )
         if as_json:
             body = json.dumps(signposting.linkset_json(work, signposts), indent=1) + "\n"
@@ -127,110 +129,115 @@ def blueprint(site: Context) -> Blueprint:
     pages.add_url_rule("/linkset/<path:ibi>", "linkset", lambda ibi: linkset(ibi, False))
     pages.add_url_rule("/linkset.json/<path:ibi>", "linkset_json", lambda ibi: linkset(ibi, True))
 
-    def chosen_format(item: Item) -> str | None:
-        offered = [
-            t for name, types in FORMATS.items() if name != "oai_dc" or item.dc for t in types
-        ]
-        asked = request.args.get("format")
-        if asked:
-            return asked if asked in FORMATS and (asked != "oai_dc" or item.dc) else None
-        if not request.accept_mimetypes:
-            return "html"
-        best = request.accept_mimetypes.best_match(offered)
-        return BY_TYPE[best] if best else None
+    return pages
 
-    def work_for(item: Item, links: Links) -> Work:
-        landing_url = links.landing(item)
-        cite_as = persistent_url(site.resolver, item.name.text) or landing_url
-        return work_of(item, cite_as, landing_url, files_of(item, links))
 
-    def files_of(item: Item, links: Links) -> tuple[File, ...]:
-        if item.state == "Deleted" or not item.filelist_public:
-            return ()
-        return tuple(
-            File(links.file(item, rel), _displayable(rel), mediatype_of(rel), size)
-            for rel, size in collection.list_files(site.catalog.root, item)
+def chosen_format(item: Item) -> str | None:
+    offered = [t for name, types in FORMATS.items() if name != "oai_dc" or item.dc for t in types]
+    asked = request.args.get("format")
+    if asked:
+        return asked if asked in FORMATS and (asked != "oai_dc" or item.dc) else None
+    if not request.accept_mimetypes:
+        return "html"
+    best = request.accept_mimetypes.best_match(offered)
+    return BY_TYPE[best] if best else None
+
+
+def work_for(site: Context, item: Item, links: Links) -> Work:
+    landing_url = links.landing(item)
+    cite_as = persistent_url(site.resolver, item.name.text) or landing_url
+    return work_of(item, cite_as, landing_url, files_of(site, item, links))
+
+
+def files_of(site: Context, item: Item, links: Links) -> tuple[File, ...]:
+    if item.state == "Deleted" or not item.filelist_public:
+        return ()
+    return tuple(
+        File(links.file(item, rel), displayable(rel), mediatype_of(rel), size)
+        for rel, size in collection.list_files(site.catalog.root, item)
+    )
+
+
+def describedby(site: Context, item: Item, links: Links) -> list[tuple[str, str]]:
+    """(url, media type) of each metadata record of the item: its negotiated formats,
+    its inline Dublin Core as oai_dc, the files of its metadata item."""
+    landing_url = links.landing(item)
+    found = [
+        (f"{landing_url}?format={name}", types[0])
+        for name, types in FORMATS.items()
+        if name not in ("html", "bibliography", "oai_dc")
+    ]
+    if item.dc:
+        found.append((links.metadata(item, "oai_dc"), "application/xml"))
+    meta = site.catalog.lookup(item.metadata) if item.metadata else None
+    if meta is not None and meta.state != "Deleted":
+        found += [(links.file(meta, rel), mediatype_of(rel)) for rel in meta.formats.values()]
+    return found
+
+
+def exported(item: Item, work: Work, wanted: str) -> Response:
+    if wanted == "jsonld":
+        return Response(
+            json.dumps(jsonld.jsonld(work), indent=1), content_type="application/ld+json"
         )
+    if wanted == "csl":
+        body = json.dumps([csl.csl_json(work)], indent=1)
+        return Response(body, content_type="application/vnd.citationstyles.csl+json")
+    if wanted == "bibtex":
+        return Response(bibtex.bibtex(work), content_type="application/x-bibtex; charset=utf-8")
+    if wanted == "ris":
+        return Response(
+            ris.ris(work), content_type="application/x-research-info-systems; charset=utf-8"
+        )
+    if wanted == "oai_dc":
+        return Response(oai_dc_xml(item.dc), content_type="application/xml")
+    try:
+        text = styles.reference(work, request.args.get("style") or styles.DEFAULT_STYLE)
+    except styles.UnknownStyle as exc:
+        return error_response(str(exc), 406)
+    return Response(text + "\n", content_type="text/x-bibliography; charset=utf-8")
 
-    def describedby(item: Item, links: Links) -> list[tuple[str, str]]:
-        """(url, media type) of each metadata record of the item: its negotiated formats,
-        its inline Dublin Core as oai_dc, the files of its metadata item."""
-        landing_url = links.landing(item)
-        found = [
-            (f"{landing_url}?format={name}", types[0])
-            for name, types in FORMATS.items()
-            if name not in ("html", "bibliography", "oai_dc")
-        ]
-        if item.dc:
-            found.append((links.metadata(item, "oai_dc"), "application/xml"))
-        meta = site.catalog.lookup(item.metadata) if item.metadata else None
-        if meta is not None and meta.state != "Deleted":
-            found += [(links.file(meta, rel), mediatype_of(rel)) for rel in meta.formats.values()]
-        return found
 
-    def exported(item: Item, work: Work, wanted: str) -> Response:
-        if wanted == "jsonld":
-            return Response(
-                json.dumps(jsonld.jsonld(work), indent=1), content_type="application/ld+json"
-            )
-        if wanted == "csl":
-            body = json.dumps([csl.csl_json(work)], indent=1)
-            return Response(body, content_type="application/vnd.citationstyles.csl+json")
-        if wanted == "bibtex":
-            return Response(bibtex.bibtex(work), content_type="application/x-bibtex; charset=utf-8")
-        if wanted == "ris":
-            return Response(
-                ris.ris(work), content_type="application/x-research-info-systems; charset=utf-8"
-            )
-        if wanted == "oai_dc":
-            return Response(oai_dc_xml(item.dc), content_type="application/xml")
-        try:
-            text = styles.reference(work, request.args.get("style") or styles.DEFAULT_STYLE)
-        except styles.UnknownStyle as exc:
-            return error_response(str(exc), 406)
-        return Response(text + "\n", content_type="text/x-bibliography; charset=utf-8")
+def page_facts(site: Context, item: Item, work: Work, links: Links, described: list) -> dict:
+    def landing_of(ibi) -> dict | None:
+        other = site.catalog.lookup(ibi) if ibi else None
+        if other is None:
+            return None
+        titles = (other.dc or {}).get("title") or [other.name.text]
+        return {"ibi": other.name.text, "title": titles[0], "url": links.landing(other)}
 
-    def page_facts(item: Item, work: Work, links: Links, described: list) -> dict:
-        def landing_of(ibi) -> dict | None:
-            other = site.catalog.lookup(ibi) if ibi else None
-            if other is None:
-                return None
+    last = follow_editions(site.catalog.lookup, item).last
+    return {
+        "work": work,
+        "item": item,
+        "deleted": item.state == "Deleted",
+        "removed": f"{when(work.removed)} UTC" if work.removed else None,
+        "licensed_out": bool(item.networks) and not site.licensed(item),
+        "files": [(f, human_size(f.size)) for f in work.files],
+        "location": item.location,
+        "forms": [f for f in (item.forms.rep, item.forms.ibip) if f],
+        "translations": [
+            (lang, landing_of(ibi)) for lang, ibi in sorted(item.translations.items())
+        ],
+        "previous": previous_edition(site, item, links),
+        "next": landing_of(item.nextedition),
+        "last": landing_of(last.name) if last is not item else None,
+        "formats": described,
+        "reference": apa.apa(work),
+        "highwire": highwire.highwire(work),
+        "jsonld": json.dumps(jsonld.jsonld(work)).replace("</", "<\\/"),
+        "dc": item.dc or {},
+    }
+
+
+def previous_edition(site: Context, item: Item, links: Links) -> dict | None:
+    mine = set(item.keys())
+    for directory in site.catalog.referrers(mine):
+        other = site.catalog.item_at(directory)
+        if other is not None and other.nextedition and other.nextedition.key in mine:
             titles = (other.dc or {}).get("title") or [other.name.text]
             return {"ibi": other.name.text, "title": titles[0], "url": links.landing(other)}
-
-        last = follow_editions(site.catalog.lookup, item).last
-        return {
-            "work": work,
-            "item": item,
-            "deleted": item.state == "Deleted",
-            "removed": f"{when(work.removed)} UTC" if work.removed else None,
-            "licensed_out": bool(item.networks) and not site.licensed(item),
-            "files": [(f, human_size(f.size)) for f in work.files],
-            "location": item.location,
-            "forms": [f for f in (item.forms.rep, item.forms.ibip) if f],
-            "translations": [
-                (lang, landing_of(ibi)) for lang, ibi in sorted(item.translations.items())
-            ],
-            "previous": previous_edition(item, links),
-            "next": landing_of(item.nextedition),
-            "last": landing_of(last.name) if last is not item else None,
-            "formats": described,
-            "reference": apa.apa(work),
-            "highwire": highwire.highwire(work),
-            "jsonld": json.dumps(jsonld.jsonld(work)).replace("</", "<\\/"),
-            "dc": item.dc or {},
-        }
-
-    def previous_edition(item: Item, links: Links) -> dict | None:
-        mine = set(item.keys())
-        for directory in site.catalog.referrers(mine):
-            other = site.catalog.item_at(directory)
-            if other is not None and other.nextedition and other.nextedition.key in mine:
-                titles = (other.dc or {}).get("title") or [other.name.text]
-                return {"ibi": other.name.text, "title": titles[0], "url": links.landing(other)}
-        return None
-
-    return pages
+    return None
 
 
 def mediatype_of(name: str) -> str:

@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..common.files import replace_file
+from .files import replace_file
 
 FILE = "inclusion.json"
 

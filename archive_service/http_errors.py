@@ -10,8 +10,8 @@ from flask import Flask, Response, render_template, request
 from flask_babel import gettext
 from werkzeug.exceptions import HTTPException
 
-from ..protocol.errors import error_body
-from . import i18n
+from .common import i18n
+from .protocol.errors import error_body
 
 TEXT = "text/plain; charset=us-ascii"
 HTML = "text/html; charset=utf-8"

@@ -1,0 +1,147 @@
+"""The service itself (MontarResposta, SPEC §4) at `/<archiveserviceibi>`: a plain WSGI
+endpoint in front of Flask (`ServiceEndpoint`) answers GET and HEAD with a query, the
+blueprint's route the rest (405, OPTIONS, a browser's visit); `ArchiveRoot` moves a mount
+point at the service's path or /col back into PATH_INFO."""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+
+from flask import Blueprint, Response, redirect, request, url_for
+
+from ..common.net import client_address
+from ..http_errors import TEXT
+from ..protocol import answers, pairs
+from ..protocol.answers import Links, RequestError
+from ..protocol.errors import error_body
+from . import counter, limits, metrics, stats
+from .acknowledgers import acknowledgers
+from .site import Site
+
+log = logging.getLogger(__name__)
+
+
+def _served_here(url: str, site: Links) -> bool:
+    """Whether this app serves `url` itself (a /col/ file or a page), so that it sees the use
+    when the user fetches it: not a file published by another server at `url_base`."""
+    if url.startswith(site.files + "/"):
+        return site.files == site.site + "/col"  # else url_base: another server's
+    return url.startswith(site.site + "/")
+
+
+class ArchiveRoot:
+    """WSGI middleware: the app's routes are relative to the Archive's root, yet a server may
+    mount it at the root, at `/<archiveserviceibi>` (mod_wsgi's WSGIScriptAlias, a proxy that
+    sets SCRIPT_NAME) or at `/col`. A mount point ending in one of those is moved back from
+    SCRIPT_NAME into PATH_INFO, so every route, and every URL built from script_root, is right."""
+
+    def __init__(self, app, mounts: tuple[str, ...]):
+        self.app = app
+        self.mounts = mounts
+
+    def __call__(self, environ, start_response):
+        script = environ.get("SCRIPT_NAME", "").rstrip("/")
+        for mount in self.mounts:
+            if script.endswith(mount):
+                environ["SCRIPT_NAME"] = script[: -len(mount)]
+                environ["PATH_INFO"] = mount + environ.get("PATH_INFO", "")
+                break
+        return self.app(environ, start_response)
+
+
+class ServiceEndpoint:
+    """WSGI middleware: GET and HEAD at the service's path are answered by `answer(environ)`
+    (status, ASCII pairs body) without Flask's request context, routing and response objects,
+    which cost a worker about as much again as the protocol itself. Every other request,
+    and every other method at that path (405, OPTIONS), goes on to Flask."""
+
+    STATUS = {code: f"{code} {HTTPStatus(code).phrase}" for code in (200, 400, 500)}
+
+    def __init__(self, app, path: str, answer):
+        self.app = app
+        self.path = path
+        self.answer = answer
+
+    def __call__(self, environ, start_response):
+        method = environ.get("REQUEST_METHOD")
+        if (
+            environ.get("PATH_INFO") != self.path
+            or method not in ("GET", "HEAD")
+            or not environ.get("QUERY_STRING")  # a browser, not a resolver: Flask redirects
+        ):
+            return self.app(environ, start_response)
+        status, body = self.answer(environ)
+        start_response(
+            self.STATUS[status], [("Content-Type", TEXT), ("Content-Length", str(len(body)))]
+        )
+        return [] if method == "HEAD" else [body]
+
+
+class Service:
+    """The answers of one Archive's service: `answer(environ)` for ServiceEndpoint, and the
+    blueprint for what reaches Flask."""
+
+    def __init__(self, site: Site):
+        self.site = site
+        self.senders = acknowledgers(site.config)  # whose acknowledgments count
+
+    def answer(self, environ) -> tuple[int, bytes]:
+        """The service (MontarResposta) for one WSGI request: its status and pairs body."""
+        site = self.site
+        try:
+            problem = limits.problem(environ)
+            if problem:
+                return 400, error_body(problem).encode()
+            site.catalog.begin()
+            try:
+                query = pairs.parse_query(environ.get("QUERY_STRING", ""))
+                environ[metrics.SUBJECT] = query.get("servicesubject")
+                links = site.links(environ)
+                body = answers.monta_resposta(query, site.archive, links)
+                if query["servicesubject"] == "acknowledgment":
+                    ack = self.acknowledgment(query, links, environ)
+                    environ[metrics.ACKNOWLEDGED] = site.store.acknowledge(ack, site.keys)
+                return 200, body.encode("ascii")
+            finally:
+                site.catalog.end()
+        except (RequestError, pairs.PairsError) as exc:
+            return 400, error_body(str(exc)).encode()
+        except Exception:
+            log.exception("unexpected error on %s", environ.get("PATH_INFO"))
+            return 500, error_body("internal error").encode()
+
+    def acknowledgment(self, query: dict[str, str], links: Links, environ) -> stats.Acknowledgment:
+        # Counted under the item its URL names, with that item's state and the contenttype
+        # the answer gave the URL; the claimed `ibi`, `contenttype` and `state` are ignored.
+        named = self.site.archive.item_of_url(query["url"], links, query.get("ibi"))
+        item, contenttype = named if named else (None, "")
+        return stats.Acknowledgment(
+            urlkey=query["urlkey"],
+            url=query["url"],
+            contenttype=contenttype,
+            state=item.state if item else "",
+            ibi=item.name.text if item else None,
+            access=counter.access_type(item.networks) if item else counter.OPEN,
+            # The user first, then proxies (SPEC: IP *(SP IP)); checked by monta_resposta.
+            client=query["clientinformation.ipaddress"].split()[0],
+            served_here=_served_here(query["url"], links),
+            from_resolver=(sender := client_address(environ, self.site.trusted)) is not None
+            and sender in self.senders,
+        )
+
+    def blueprint(self) -> Blueprint:
+        routes = Blueprint("service", __name__)
+
+        @routes.get(self.site.service_path, endpoint="service")
+        def service() -> Response:
+            # ServiceEndpoint answers GET and HEAD before Flask; the route gives the path
+            # Flask's 405 and OPTIONS, and answers the same way should anything reach it. A
+            # request with no query at all is a person who opened the service URL: the
+            # Archive's page.
+            if not request.environ.get("QUERY_STRING"):
+                return redirect(url_for("pages.about"), 303)
+            status, body = self.answer(request.environ)
+            return Response(body, status=status, content_type=TEXT)
+
+        return routes

@@ -1,0 +1,105 @@
+"""What the Archive's blueprints share, made once per app by create_app: the settings, the
+index, the statistics store, and the few rules every route applies the same way (the request's
+`Links`, who may see a licensed item, what COUNTER counts, the Signposting of a file).
+
+Each blueprint module (pages.py, files.py, counter_api.py, health.py, service.py) takes a
+`Site` and gives a Blueprint, as landing.py, sitemaps.py and oai.py do with their contexts."""
+
+from __future__ import annotations
+
+import ipaddress
+from functools import lru_cache
+from pathlib import Path
+
+from flask import Response, abort, request
+
+from .. import settings
+from ..collection import items
+from ..common.net import client_address, persistent_url
+from ..http_errors import error_response
+from ..indexer.startup import LiveIndex
+from ..protocol import answers
+from ..protocol.answers import Archive, Links
+from ..protocol.urlkeys import UrlKeys
+from . import counter, limits, signposting, stats
+
+HTML = "text/html; charset=utf-8"
+# The health check's endpoints (health.py): they answer when the index cannot be read.
+HEALTH = ("health.health", "health.service_health")
+
+
+class Site:
+    """The app's shared pieces and rules; `catalog` is the live index's catalog."""
+
+    def __init__(
+        self,
+        config: settings.Config,
+        live: LiveIndex,
+        archive: Archive,
+        keys: UrlKeys,
+        store: stats.Statistics,
+    ):
+        self.config = config
+        self.live = live
+        self.catalog = live.catalog
+        self.archive = archive
+        self.keys = keys
+        self.store = store
+        self.service_path = "/" + config.archiveserviceibi
+        self.trusted = tuple(ipaddress.ip_network(n) for n in config.trusted_proxies)
+        self.real_root = Path(self.catalog.root).resolve()
+        # One per mount point the app is reached at.
+        self._links = lru_cache(maxsize=16)(self._links_at)
+
+    def links(self, environ) -> Links:
+        # The mount point as Werkzeug reads it (request.script_root), without a request object.
+        root = environ.get("SCRIPT_NAME", "").encode("latin-1").decode(errors="replace")
+        return self._links(root.rstrip("/"))
+
+    def _links_at(self, script_root: str) -> Links:
+        config = self.config
+        return Links(
+            "http://" + config.archiveaddress + script_root, self.service_path, config.url_base
+        )
+
+    def item_or_404(self, directory: str) -> items.Item:
+        item = self.catalog.item_at(directory)
+        if item is None or item.state == "Deleted":
+            abort(404)
+        return item
+
+    def licensed(self, item: items.Item) -> bool:
+        return answers.client_allowed(item, client_address(request.environ, self.trusted))
+
+    def signposted(self, response: Response, item: items.Item) -> Response:
+        # A /col/ file or a metadata record: cite-as and collection (FAIR Signposting).
+        site = self.links(request.environ)
+        cite_as = persistent_url(self.config.resolver, item.name.text) or site.landing(item)
+        response.headers["Link"] = signposting.member_header(cite_as, site.landing(item))
+        return response
+
+    def used(self, item: items.Item, kind: str) -> None:
+        # What COUNTER counts of the pages and files served here (docs/counter.md); a HEAD
+        # fetches nothing. The store hashes the address: it is never kept.
+        if request.method == "GET":
+            address = client_address(request.environ, self.trusted)
+            agent = request.environ.get("HTTP_USER_AGENT", "")
+            access = counter.access_type(item.networks)
+            self.store.record_use(
+                stats.Seen(item.name.text, kind, str(address or ""), agent, access)
+            )
+
+    def start_request(self) -> Response | None:
+        # One hook, not two: each costs a few microseconds of Flask on every request.
+        problem = limits.problem(request.environ)
+        if problem:
+            return error_response(problem)
+        try:
+            # Werkzeug's request.args decodes the raw query as strict UTF-8: a raw byte that is
+            # not (`?q=\xff` from a client that escapes nothing) was a 500 on every page.
+            request.environ.get("QUERY_STRING", "").encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            return error_response("the query string has raw bytes that are not UTF-8")
+        if request.endpoint not in HEALTH:  # it must answer when the index cannot be read
+            self.catalog.begin()
+        return None
