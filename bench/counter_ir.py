@@ -29,7 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from archive_service.web import counter, stats  # noqa: E402
+from archive_service.stores import stats  # noqa: E402
+from archive_service.stores.stats import counter  # noqa: E402
 
 JAN = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 

@@ -343,7 +343,8 @@ def record_month_of_uses(state_dir: Path, database: str = "") -> None:
     investigations in 1 session; C 2 requests in 2 sessions."""
     from datetime import UTC, datetime
 
-    from archive_service.web import counter, stats
+    from archive_service.stores import stats
+    from archive_service.stores.stats import counter
 
     clock = [0.0]
     store = stats.open_store(state_dir, database, clock=lambda: clock[0])

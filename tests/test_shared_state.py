@@ -20,7 +20,8 @@ from archive_service import cli
 from archive_service.collection import mint
 from archive_service.common import postgres
 from archive_service.protocol import pairs, urlkeys
-from archive_service.web import create_app, stats
+from archive_service.stores import stats
+from archive_service.web import create_app
 from serve_process import ROOT, Serve, free_port, run_command
 from support import Client, acknowledgment, at_once
 

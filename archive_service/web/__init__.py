@@ -44,8 +44,9 @@ from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
 from ..serve import inclusion
+from ..stores import stats
+from ..stores.stats import counter
 from . import (
-    counter,
     headers,
     health,
     landing,
@@ -53,7 +54,6 @@ from . import (
     page_limit,
     signposting,
     sitemaps,
-    stats,
     sushi,
     usage,
 )

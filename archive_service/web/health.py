@@ -13,18 +13,17 @@ are in the logs and in `archive-service check`)."""
 from __future__ import annotations
 
 import os
-import sqlite3
 import tempfile
 import time
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from ..index.store import Store
+from ..index.store import READ_ERRORS, Store
 from ..indexer import follower
 from ..protocol.urlkeys import UrlKeys
 from ..serve import inclusion
-from . import stats
+from ..stores import stats
 
 
 def iso(seconds: float | None) -> str | None:
@@ -63,7 +62,7 @@ def check(
     items = None
     try:
         items = catalog.count()
-    except sqlite3.Error as exc:
+    except READ_ERRORS as exc:
         problems.append(f"the index cannot be read: {exc}")
     damage = store.reported_damage()
     if damage:

@@ -22,7 +22,8 @@ from ..common.net import persistent_url
 from ..oai.records import oai_dc_xml
 from ..protocol.answers import Links
 from ..protocol.catalog import Item, follow_editions
-from . import counter, signposting
+from ..stores.stats import counter
+from . import signposting
 
 HTML = "text/html; charset=utf-8"
 # What the landing page URL gives (`?format=` names one; Accept chooses among the types).

@@ -25,7 +25,7 @@ from typing import Any
 from babel.dates import format_skeleton
 from flask_babel import get_locale
 
-from . import counter
+from ..stores.stats import counter
 
 DAYS = 30  # the chart of requests per day
 MONTHS = 12  # the chart of requests per month

@@ -47,9 +47,7 @@ import functools
 import hashlib
 import logging
 import os
-import random
 import re
-import sqlite3
 import threading
 import time
 import weakref
@@ -57,48 +55,18 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from pathlib import Path
 from typing import Any
 
-from ..common import db
-from ..protocol.urlkeys import CLOCK_SKEW, UrlKeys, Verdict
+from ...protocol.urlkeys import UrlKeys, Verdict
 from . import counter
 
-log = logging.getLogger(__name__)
+# The name the log lines have always carried (this was web/stats.py): admins' filters know it.
+log = logging.getLogger("archive_service.web.stats")
 
-DB_FILE = "stats.sqlite3"
 PURGE_EVERY = 600  # seconds between purges of expired `seen_keys` rows, per process
-BUSY_RETRIES = 8  # tries again when SQLite says "locked" without using its busy timeout
 ERROR_LOG_EVERY = 60  # seconds between two logs of a failing store, per process
 REFUSAL_LOG_EVERY = 60  # seconds between two summaries of refused acknowledgments, per process
-ACK_WAIT = 5  # seconds an acknowledgment waits for a pooled PostgreSQL connection
 REASONS = ("not-resolver", "malformed", "future", "expired", "forged", "unknown", "replay")
-SEEN_TABLE = "seen_keys"
-
-# `seen` held whole keys (any length) before keys were counted by their head; those keys are
-# refused now, so its rows mean nothing (VACUUM gives its pages back to the file system).
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS {SEEN_TABLE} (
-    issued INTEGER NOT NULL, nonce INTEGER NOT NULL, PRIMARY KEY (issued, nonce)) WITHOUT ROWID;
-DROP TABLE IF EXISTS seen;
-CREATE TABLE IF NOT EXISTS counts (
-    day TEXT NOT NULL, ibi TEXT NOT NULL, contenttype TEXT NOT NULL, state TEXT NOT NULL,
-    n INTEGER NOT NULL, PRIMARY KEY (day, ibi, contenttype, state)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS rejected (
-    day TEXT NOT NULL, reason TEXT NOT NULL, n INTEGER NOT NULL,
-    PRIMARY KEY (day, reason)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS uses (
-    t REAL NOT NULL, ibi TEXT NOT NULL, kind TEXT NOT NULL, user TEXT NOT NULL,
-    robot INTEGER NOT NULL, access TEXT NOT NULL DEFAULT 'Open');
-CREATE INDEX IF NOT EXISTS uses_t ON uses (t);
-CREATE TABLE IF NOT EXISTS salts (day TEXT PRIMARY KEY, salt BLOB NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS uses_days (
-    day TEXT NOT NULL, ibi TEXT NOT NULL, access TEXT NOT NULL, investigations INTEGER NOT NULL,
-    unique_investigations INTEGER NOT NULL, requests INTEGER NOT NULL,
-    unique_requests INTEGER NOT NULL, PRIMARY KEY (day, ibi, access)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS uses_days_done (
-    day TEXT PRIMARY KEY, uses INTEGER NOT NULL) WITHOUT ROWID;
-"""
 
 
 def _robots() -> re.Pattern:
@@ -184,11 +152,6 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(flush_all)  # a graceful stop writes what is buffered (gunicorn: worker_exit too)
 
-# t is seconds since the epoch, positive: truncation is the hour's floor in SQLite.
-MONTH_SQLITE = counter.month_query("uses", "user", "CAST(t / 3600 AS INTEGER)", "?")
-MONTH_POSTGRES = counter.month_query("stats_uses", "user_hash", "floor(t / 3600)::bigint", "%s")
-COUNT_SQLITE = "SELECT count(*) FROM uses WHERE t >= ? AND t < ?"
-COUNT_POSTGRES = "SELECT count(*) FROM stats_uses WHERE t >= %s AND t < %s"
 # Two subqueries, not min(t), max(t): each then reads one end of the index on t.
 BOUNDS = "SELECT (SELECT min(t) FROM {table}), (SELECT max(t) FROM {table})"
 # ROLLED: the kept figures of the days still marked done only. A late batch (another node's,
@@ -202,20 +165,6 @@ FROM {table} WHERE day >= {param} AND day <= {param}
 GROUP BY substr(day, 1, 7), ibi, access
 """
 DONE = "SELECT day FROM {table}_done WHERE day >= {param} AND day <= {param}"
-SQLITE_DAYS = {
-    "done": DONE.format(table="uses_days", param="?"),
-    "rolled": ROLLED.format(table="uses_days", param="?"),
-    "count": COUNT_SQLITE,
-    "month": MONTH_SQLITE,
-    "bounds": BOUNDS.format(table="uses"),
-}
-POSTGRES_DAYS = {
-    "done": DONE.format(table="stats_uses_days", param="%s"),
-    "rolled": ROLLED.format(table="stats_uses_days", param="%s"),
-    "count": COUNT_POSTGRES,
-    "month": MONTH_POSTGRES,
-    "bounds": BOUNDS.format(table="stats_uses"),
-}
 
 
 def _days_from(conn, days: list[str], sql: dict[str, str], kept: bool, summed: bool):
@@ -640,460 +589,6 @@ class Statistics:
         }
 
 
-class Store(Statistics):
-    """The statistics in SQLite in the state directory (the default); connects lazily, once
-    per process (safe across fork)."""
-
-    storage_errors = (sqlite3.Error, OSError)
-
-    def __init__(
-        self,
-        state_dir: str | os.PathLike,
-        clock: Callable[[], float] = time.time,
-        retention_days: int = 0,
-    ):
-        super().__init__(clock, retention_days)
-        self.path = Path(state_dir) / DB_FILE
-        self._conn: sqlite3.Connection | None = None
-        self._pid = 0
-
-    def where(self) -> str:
-        return str(self.path)
-
-    def remedy(self) -> str:
-        parent = self.path.parent
-        return f"the state directory {parent} can be written again (free space? permissions?)"
-
-    # -- writing (the service) ------------------------------------------------------------
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None or self._pid != os.getpid():
-            # A connection inherited through fork is never used: SQLite forbids it.
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            conn = db.connect(self.path, timeout=10, check_same_thread=False)
-            try:
-                # Only takes on a new database (before WAL and tables): it gives purged pages
-                # back to the file system.
-                conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
-                db.use_wal(conn)
-                conn.executescript(SCHEMA)
-                columns = {row[1] for row in conn.execute("PRAGMA table_info(uses)")}
-                if "access" not in columns:  # a store from before Access_Type was recorded
-                    conn.execute("ALTER TABLE uses ADD COLUMN access TEXT NOT NULL DEFAULT 'Open'")
-            except BaseException:
-                conn.close()
-                raise
-            self._conn, self._pid = conn, os.getpid()
-        return self._conn
-
-    def _write(
-        self, ack: Acknowledgment, reason: str, verdict: Verdict, now: float, lifetime: int
-    ) -> str:
-        for attempt in range(BUSY_RETRIES + 1):
-            try:
-                with self._lock:
-                    outcome = self._record(ack, reason, verdict, now, lifetime)
-                    self._recovered()
-                return outcome
-            except sqlite3.OperationalError as exc:
-                # SQLite answers "locked" without waiting in a few cases (a new database
-                # turning to WAL, WAL recovery): those are worth another try.
-                if "locked" in str(exc) and attempt < BUSY_RETRIES:
-                    time.sleep(0.01 * (attempt + 1) + random.random() * 0.01)
-                    continue
-                raise
-        raise AssertionError("unreachable")
-
-    def _record(
-        self, ack: Acknowledgment, reason: str, verdict: Verdict, now: float, lifetime: int
-    ) -> str:
-        conn = self._connection()
-        day = _day(now)
-        purge = now - self._purged > PURGE_EVERY
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if purge:
-                conn.execute(
-                    f"DELETE FROM {SEEN_TABLE} WHERE issued < ?",
-                    (int(now) - lifetime - CLOCK_SKEW,),
-                )
-            if reason == "valid":
-                fresh = conn.execute(
-                    f"INSERT INTO {SEEN_TABLE} (issued, nonce) VALUES (?, ?) "
-                    "ON CONFLICT DO NOTHING",
-                    (verdict.issued, verdict.nonce),
-                ).rowcount
-                reason = "counted" if fresh else "replay"
-            if reason == "counted":
-                conn.execute(
-                    "INSERT INTO counts VALUES (?, ?, ?, ?, 1) ON CONFLICT DO UPDATE SET n = n + 1",
-                    (day, ack.ibi, ack.contenttype, ack.state),
-                )
-            else:
-                conn.execute(
-                    "INSERT INTO rejected VALUES (?, ?, 1) ON CONFLICT DO UPDATE SET n = n + 1",
-                    (day, reason),
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        if purge:
-            self._purged = now
-            try:
-                # executescript steps the pragma to its end: execute() frees one page only.
-                conn.executescript("PRAGMA incremental_vacuum;")
-            except sqlite3.Error:
-                pass  # the acknowledgment is recorded; the free pages wait for the next purge
-        return reason
-
-    def _day_salt(self, day: str, fresh: bytes) -> bytes:
-        with self._lock:
-            conn = self._connection()
-            # A deleted row stays in its page's free space and in the WAL frame that inserted
-            # it: with the salt on disk an address is found again by trying them all. Zeroed
-            # on delete, and the WAL emptied once an earlier day's salt is gone.
-            # (For this transaction alone: the retention sweep's deletes need no zeroing.)
-            conn.execute("PRAGMA secure_delete=ON")
-            try:
-                with conn:  # every worker ends up with the first salt written (ON CONFLICT)
-                    gone = conn.execute("DELETE FROM salts WHERE day < ?", (day,)).rowcount
-                    conn.execute(
-                        "INSERT INTO salts VALUES (?, ?) ON CONFLICT DO NOTHING", (day, fresh)
-                    )
-                    (salt,) = conn.execute(
-                        "SELECT salt FROM salts WHERE day = ?", (day,)
-                    ).fetchone()
-            finally:
-                conn.execute("PRAGMA secure_delete=OFF")
-        if gone:
-            # Its own connection, a second's wait, outside the lock: acknowledgments do not
-            # wait for readers. One holding a snapshot keeps the frames until the next day's.
-            try:
-                spare = sqlite3.connect(self.path, timeout=1, isolation_level=None)
-                try:
-                    spare.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-                finally:
-                    spare.close()
-            except sqlite3.Error:
-                pass
-        return bytes(salt)
-
-    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool, str]]) -> None:
-        for attempt in range(BUSY_RETRIES + 1):
-            try:
-                with self._lock:
-                    conn = self._connection()
-                    conn.execute("BEGIN IMMEDIATE")
-                    try:
-                        conn.executemany(
-                            "INSERT INTO uses (t, ibi, kind, user, robot, access) "
-                            "VALUES (?, ?, ?, ?, ?, ?)",
-                            rows,
-                        )
-                        # A day rolled up is one no use comes to any more; one that does
-                        # (a batch across midnight, one kept while the store was down) is
-                        # computed again.
-                        conn.executemany(
-                            "DELETE FROM uses_days_done WHERE day = ?",
-                            [(d,) for d in {_day(r[0]) for r in rows}],
-                        )
-                        conn.execute("COMMIT")
-                    except BaseException:
-                        if conn.in_transaction:
-                            conn.execute("ROLLBACK")
-                        raise
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" in str(exc) and attempt < BUSY_RETRIES:  # as in _write
-                    time.sleep(0.01 * (attempt + 1) + random.random() * 0.01)
-                    continue
-                raise
-
-    def _purge_uses(self, before: float) -> None:
-        with self._lock:
-            conn = self._connection()
-            conn.execute("DELETE FROM uses WHERE t < ?", (before,))
-            conn.execute("DELETE FROM uses_days WHERE day <= ?", (_day(before),))
-            conn.execute("DELETE FROM uses_days_done WHERE day <= ?", (_day(before),))
-            try:
-                conn.executescript("PRAGMA incremental_vacuum;")  # the pages back, as above
-            except sqlite3.Error:
-                pass
-
-    def uses(self, begin: float, end: float) -> list[counter.Use]:
-        self.flush()
-        try:
-            if not self.path.exists():
-                return []
-            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
-            try:
-                found = conn.execute(
-                    "SELECT t, ibi, kind, user, robot FROM uses WHERE t >= ? AND t < ?",
-                    (begin, end),
-                ).fetchall()
-            finally:
-                conn.close()
-        except (sqlite3.Error, OSError) as exc:
-            raise StatsError(f"cannot read {self.path}: {exc}") from None
-        return [counter.Use(t, ibi, kind, user, bool(robot)) for t, ibi, kind, user, robot in found]
-
-    def _read_days(
-        self, days: list[str], summed: bool = True
-    ) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
-        try:
-            if not self.path.exists():
-                return [], {}
-            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
-            try:
-                conn.execute("BEGIN")  # one snapshot: a writer goes on meanwhile (WAL)
-                # A store no process of this version wrote yet has no days kept.
-                kept = conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE name = 'uses_days_done'"
-                ).fetchone()
-                rolled, live = _days_from(conn, days, SQLITE_DAYS, bool(kept), summed)
-                conn.execute("COMMIT")
-            finally:
-                conn.close()
-        except (sqlite3.Error, OSError) as exc:
-            raise StatsError(f"cannot read {self.path}: {exc}") from None
-        return rolled, live
-
-    def _roll_up(self, day: str, found: list[tuple], uses: int) -> None:
-        start, stop = _day_span(day)
-        with self._lock:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                if conn.execute(COUNT_SQLITE, (start, stop)).fetchone()[0] == uses:
-                    conn.execute("DELETE FROM uses_days WHERE day = ?", (day,))
-                    conn.executemany(
-                        "INSERT INTO uses_days VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [(day, *row) for row in found],
-                    )
-                    conn.execute("INSERT OR REPLACE INTO uses_days_done VALUES (?, ?)", (day, uses))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-
-    def _first_use(self) -> float | None:
-        with self._lock:
-            return self._connection().execute("SELECT min(t) FROM uses").fetchone()[0]
-
-    def close(self) -> None:
-        self.flush()
-        if self._conn is not None and self._pid == os.getpid():
-            self._conn.close()
-        self._conn = None
-
-    def report(self, since: date | None = None, top: int | None = None) -> dict[str, Any]:
-        """Counts from `since` (a UTC day, inclusive) on; `top` limits the item list."""
-        empty = {
-            "since": since.isoformat() if since else None,
-            "total": 0,
-            "rejected": 0,
-            "rejected_by_reason": {},
-            "by_contenttype": {},
-            "by_state": {},
-            "days": [],
-            "items": [],
-        }
-        try:
-            if not self.path.exists():
-                return empty
-        except OSError as exc:  # a directory on the way this user may not enter
-            raise StatsError(f"cannot read {self.path}: {exc.strerror or exc}") from None
-        first = since.isoformat() if since else ""
-        try:
-            conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10)
-            try:
-                counts = conn.execute(
-                    "SELECT day, ibi, contenttype, state, n FROM counts WHERE day >= ?", (first,)
-                ).fetchall()
-                rejected = conn.execute(
-                    "SELECT day, reason, n FROM rejected WHERE day >= ?", (first,)
-                ).fetchall()
-            finally:
-                conn.close()
-        except sqlite3.Error as exc:
-            raise StatsError(f"cannot read {self.path}: {exc}") from None
-        return build_report(counts, rejected, since, top)
-
-
-# Data-modifying CTEs share one snapshot: `fresh` is what the INSERT did, read by the others.
-COUNT_ONCE = """
-WITH fresh AS (
-    INSERT INTO stats_seen_keys (issued, nonce) VALUES (%s, %s)
-    ON CONFLICT DO NOTHING RETURNING 1
-), counted AS (
-    INSERT INTO stats_counts SELECT %s, %s, %s, %s, 1 WHERE EXISTS (SELECT FROM fresh)
-    ON CONFLICT (day, ibi, contenttype, state) DO UPDATE SET n = stats_counts.n + 1
-), replayed AS (
-    INSERT INTO stats_rejected SELECT %s, 'replay', 1 WHERE NOT EXISTS (SELECT FROM fresh)
-    ON CONFLICT (day, reason) DO UPDATE SET n = stats_rejected.n + 1
-)
-SELECT EXISTS (SELECT FROM fresh)
-"""
-
-
-class PostgresStore(Statistics):
-    """The statistics in the PostgreSQL database every node shares (the `database` setting):
-    the same three tables (`stats_seen_keys`, `stats_counts`, `stats_rejected`, schema in
-    common/postgres.py), one transaction per acknowledgment. The primary key of
-    `stats_seen_keys` makes a head count once whichever node its acknowledgments reach: a
-    second node inserting the same head waits for the first's commit, then inserts nothing.
-    Each write is one statement in autocommit (COUNT_ONCE): one round trip an acknowledgment,
-    twice the rate of BEGIN, statement, COMMIT."""
-
-    def __init__(self, url: str, clock: Callable[[], float] = time.time, retention_days: int = 0):
-        super().__init__(clock, retention_days)
-        self.url = url
-        from ..common import postgres
-
-        self._postgres = postgres
-        import psycopg
-
-        self.storage_errors = (psycopg.Error, postgres.DatabaseError, OSError)
-
-    def where(self) -> str:
-        return f"database {self._postgres.redacted(self.url)}"
-
-    def remedy(self) -> str:
-        return "the database answers again (server up? connection limit?)"
-
-    def _write(
-        self, ack: Acknowledgment, reason: str, verdict: Verdict, now: float, lifetime: int
-    ) -> str:
-        purge = now - self._purged > PURGE_EVERY
-        # A pool without a free connection for this long means the database is not keeping up:
-        # the acknowledgment is answered anyway and counted as lost.
-        with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
-            if purge:
-                conn.execute(
-                    "DELETE FROM stats_seen_keys WHERE issued < %s",
-                    (int(now) - lifetime - CLOCK_SKEW,),
-                )
-            if reason == "valid":
-                # One statement, one round trip: the head inserted unless seen, then a count
-                # or a replay refusal, as the insert found.
-                (fresh,) = conn.execute(
-                    COUNT_ONCE,
-                    (
-                        verdict.issued,
-                        verdict.nonce,
-                        _day(now),
-                        ack.ibi,
-                        ack.contenttype,
-                        ack.state,
-                        _day(now),
-                    ),
-                ).fetchone()
-                reason = "counted" if fresh else "replay"
-            else:
-                conn.execute(
-                    "INSERT INTO stats_rejected VALUES (%s, %s, 1) ON CONFLICT (day, reason) "
-                    "DO UPDATE SET n = stats_rejected.n + 1",
-                    (_day(now), reason),
-                )
-        with self._lock:
-            if purge:
-                self._purged = now
-            self._recovered()
-        return reason
-
-    def _day_salt(self, day: str, fresh: bytes) -> bytes:
-        with self._postgres.transaction(self.url, timeout=ACK_WAIT) as conn:
-            conn.execute("DELETE FROM stats_salts WHERE day < %s", (day,))
-            conn.execute(
-                "INSERT INTO stats_salts VALUES (%s, %s) ON CONFLICT (day) DO NOTHING",
-                (day, fresh),
-            )
-            (salt,) = conn.execute("SELECT salt FROM stats_salts WHERE day = %s", (day,)).fetchone()
-        return bytes(salt)
-
-    def _insert_uses(self, rows: list[tuple[float, str, str, str, bool, str]]) -> None:
-        with self._postgres.transaction(self.url, timeout=ACK_WAIT) as conn:
-            with conn.cursor().copy(
-                "COPY stats_uses (t, ibi, kind, user_hash, robot, access) FROM STDIN"
-            ) as copy:
-                for row in rows:
-                    copy.write_row(row)
-            conn.execute(  # as in Store._insert_uses
-                "DELETE FROM stats_uses_days_done WHERE day = ANY(%s)",
-                (sorted({_day(r[0]) for r in rows}),),
-            )
-
-    def _purge_uses(self, before: float) -> None:
-        with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
-            conn.execute("DELETE FROM stats_uses WHERE t < %s", (before,))
-            conn.execute("DELETE FROM stats_uses_days WHERE day <= %s", (_day(before),))
-            conn.execute("DELETE FROM stats_uses_days_done WHERE day <= %s", (_day(before),))
-
-    def uses(self, begin: float, end: float) -> list[counter.Use]:
-        self.flush()
-        try:
-            with self._postgres.transaction(self.url) as conn:
-                found = conn.execute(
-                    "SELECT t, ibi, kind, user_hash, robot FROM stats_uses "
-                    "WHERE t >= %s AND t < %s",
-                    (begin, end),
-                ).fetchall()
-        except self.storage_errors as exc:
-            raise StatsError(f"cannot read {self.where()}: {exc}") from None
-        return [counter.Use(t, ibi, kind, user, robot) for t, ibi, kind, user, robot in found]
-
-    def _read_days(
-        self, days: list[str], summed: bool = True
-    ) -> tuple[list[tuple], dict[str, tuple[list, int]]]:
-        try:
-            with self._postgres.transaction(self.url) as conn:
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                rolled, live = _days_from(conn, days, POSTGRES_DAYS, True, summed)
-        except self.storage_errors as exc:
-            raise StatsError(f"cannot read {self.where()}: {exc}") from None
-        return rolled, live
-
-    def _roll_up(self, day: str, found: list[tuple], uses: int) -> None:
-        start, stop = _day_span(day)
-        with self._postgres.transaction(self.url, timeout=ACK_WAIT) as conn:
-            # Against the flushes of every node: one that adds a use to this day deletes its
-            # mark after its rows commit, so it waits for this lock or its rows are counted.
-            conn.execute("LOCK TABLE stats_uses_days_done IN EXCLUSIVE MODE")
-            if conn.execute(COUNT_POSTGRES, (start, stop)).fetchone()[0] != uses:
-                return
-            conn.execute("DELETE FROM stats_uses_days WHERE day = %s", (day,))
-            with conn.cursor().copy("COPY stats_uses_days FROM STDIN") as copy:
-                for row in found:
-                    copy.write_row((day, *row))
-            conn.execute(
-                "INSERT INTO stats_uses_days_done VALUES (%s, %s) "
-                "ON CONFLICT (day) DO UPDATE SET uses = excluded.uses",
-                (day, uses),
-            )
-
-    def _first_use(self) -> float | None:
-        with self._postgres.autocommit(self.url, timeout=ACK_WAIT) as conn:
-            return conn.execute("SELECT min(t) FROM stats_uses").fetchone()[0]
-
-    def report(self, since: date | None = None, top: int | None = None) -> dict[str, Any]:
-        first = since.isoformat() if since else ""
-        try:
-            with self._postgres.transaction(self.url) as conn:
-                counts = conn.execute(
-                    "SELECT day, ibi, contenttype, state, n FROM stats_counts WHERE day >= %s",
-                    (first,),
-                ).fetchall()
-                rejected = conn.execute(
-                    "SELECT day, reason, n FROM stats_rejected WHERE day >= %s", (first,)
-                ).fetchall()
-        except self.storage_errors as exc:
-            raise StatsError(f"cannot read {self.where()}: {exc}") from None
-        return build_report(counts, rejected, since, top)
-
-
 def open_store(
     state_dir: str | os.PathLike,
     database: str = "",
@@ -1107,83 +602,25 @@ def open_store(
     return Store(state_dir, clock, retention_days)
 
 
-def build_report(counts, rejected, since: date | None, top: int | None) -> dict[str, Any]:
-    by_type: Counter = Counter()
-    by_state: Counter = Counter()
-    days: dict[str, Counter] = defaultdict(Counter)
-    items: dict[str, Counter] = defaultdict(Counter)
-    for day, ibi, contenttype, state, n in counts:
-        by_type[contenttype] += n
-        by_state[state] += n
-        days[day]["count"] += n
-        items[ibi]["count"] += n
-        items[ibi][contenttype] += n
-        items[ibi][state] += n
-    reasons: Counter = Counter()
-    for day, reason, n in rejected:
-        reasons[reason] += n
-        days[day]["rejected"] += n
-    ranked = sorted(items.items(), key=lambda kv: (-kv[1]["count"], kv[0]))
-    if top:
-        ranked = ranked[:top]
-    return {
-        "since": since.isoformat() if since else None,
-        "total": sum(by_type.values()),
-        "rejected": sum(reasons.values()),
-        "rejected_by_reason": dict(sorted(reasons.items())),
-        "by_contenttype": dict(sorted(by_type.items())),
-        "by_state": dict(sorted(by_state.items())),
-        "days": [
-            {"day": d, "count": c["count"], "rejected": c["rejected"]}
-            for d, c in sorted(days.items())
-        ],
-        "items": [
-            {
-                "ibi": ibi,
-                "count": c["count"],
-                "by_contenttype": {k: c[k] for k in ("Data", "Metadata") if c[k]},
-                "by_state": {k: c[k] for k in ("Original", "Copy") if c[k]},
-            }
-            for ibi, c in ranked
-        ],
-    }
+# The backends and the report's forms, under the names callers have always used (stats.Store):
+# imported last, as they build on what is defined above.
+from .postgres import PostgresStore  # noqa: E402
+from .report import build_report, rows, table  # noqa: E402
+from .sqlite import DB_FILE, SEEN_TABLE, Store  # noqa: E402
 
-
-def rows(report: dict[str, Any]) -> list[list[Any]]:
-    """The report as CSV rows: kind, key, count (a flat form spreadsheets read)."""
-    out: list[list[Any]] = [
-        ["section", "key", "count"],
-        ["total", "", report["total"]],
-        ["rejected", "", report["rejected"]],
-    ]
-    out += [["rejected_by_reason", k, v] for k, v in report["rejected_by_reason"].items()]
-    out += [["contenttype", k, v] for k, v in report["by_contenttype"].items()]
-    out += [["state", k, v] for k, v in report["by_state"].items()]
-    out += [["day", d["day"], d["count"]] for d in report["days"]]
-    out += [["item", i["ibi"], i["count"]] for i in report["items"]]
-    return out
-
-
-def table(report: dict[str, Any]) -> str:
-    """The report for people."""
-    lines = [
-        f"acknowledgments counted: {report['total']}"
-        + (f" since {report['since']}" if report["since"] else "")
-    ]
-    reasons = ", ".join(f"{k} {v}" for k, v in report["rejected_by_reason"].items())
-    lines.append(f"refused: {report['rejected']}" + (f" ({reasons})" if reasons else ""))
-    for title, key in (("by contenttype", "by_contenttype"), ("by state", "by_state")):
-        if report[key]:
-            lines.append(f"{title}: " + ", ".join(f"{k} {v}" for k, v in report[key].items()))
-    if report["days"]:
-        lines += ["", f"{'day':<12}{'counted':>9}{'refused':>9}"]
-        lines += [f"{d['day']:<12}{d['count']:>9}{d['rejected']:>9}" for d in report["days"]]
-    if report["items"]:
-        lines += ["", f"{'counted':>8} {'Data':>6} {'Meta':>6} {'Orig':>6} {'Copy':>6}  item"]
-        for i in report["items"]:
-            t, s = i["by_contenttype"], i["by_state"]
-            lines.append(
-                f"{i['count']:>8} {t.get('Data', 0):>6} {t.get('Metadata', 0):>6} "
-                f"{s.get('Original', 0):>6} {s.get('Copy', 0):>6}  {i['ibi']}"
-            )
-    return "\n".join(lines)
+__all__ = [
+    "DB_FILE",
+    "SEEN_TABLE",
+    "Acknowledgment",
+    "PostgresStore",
+    "Seen",
+    "Statistics",
+    "StatsError",
+    "Store",
+    "build_report",
+    "flush_all",
+    "is_robot",
+    "open_store",
+    "rows",
+    "table",
+]
