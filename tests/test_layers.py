@@ -65,11 +65,49 @@ def test_protocol_imports_no_collection_index_or_web(path: Path):
         "archive_service.serve",
         "archive_service.cli",
         "archive_service.resolver",
+        "archive_service.stores",
         "flask",
         "werkzeug",
     )
     wrong = sorted(name for name in imports_of(path) if under(name, forbidden))
     assert not wrong, f"protocol/{path.name} imports {wrong}"
+
+
+# Storage: the drivers and our ways of opening them. Only the stores layer (stores/), the
+# index and the resolver's own stores use them (issue 31).
+STORAGE = (
+    "sqlite3",
+    "psycopg",
+    "psycopg_pool",
+    "archive_service.common.db",
+    "archive_service.common.postgres",
+)
+
+
+@pytest.mark.parametrize("path", modules("protocol"), ids=lambda p: p.name)
+def test_protocol_imports_no_storage(path: Path):
+    wrong = sorted(name for name in imports_of(path) if under(name, STORAGE))
+    assert not wrong, f"protocol/{path.name} imports {wrong}: its state belongs in stores/"
+
+
+@pytest.mark.parametrize("path", modules("web"), ids=lambda p: p.name)
+def test_web_holds_no_sql(path: Path):
+    """web/ is WSGI: what it keeps goes through a store (stores/), never a driver of its own."""
+    wrong = sorted(name for name in imports_of(path) if under(name, STORAGE))
+    assert not wrong, f"web/{path.name} imports {wrong}: its storage belongs in stores/"
+
+
+def test_the_stores_stand_on_common_protocol_and_settings_only():
+    allowed = (
+        "archive_service.common",
+        "archive_service.protocol",
+        "archive_service.settings",
+        "archive_service.stores",
+    )
+    for path in sorted((PACKAGE / "stores").rglob("*.py")):
+        ours = [n for n in imports_of(path) if under(n, ("archive_service",))]
+        wrong = sorted(n for n in ours if not under(n, allowed))
+        assert not wrong, f"{path.relative_to(PACKAGE)} imports {wrong}"
 
 
 @pytest.mark.parametrize("path", modules("resolver"), ids=lambda p: p.name)

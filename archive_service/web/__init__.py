@@ -40,11 +40,12 @@ from ..common.http import TEXT, answer_unexpected_errors, error_response
 from ..common.net import client_address, persistent_url
 from ..indexer.startup import LiveIndex
 from ..oai.records import oai_dc_xml
-from ..protocol import answers, pairs, urlkeys
+from ..protocol import answers, pairs
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
 from ..serve import inclusion
 from ..stores import stats
+from ..stores import urlkeys as secret_store
 from ..stores.stats import counter
 from . import (
     headers,
@@ -313,7 +314,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     catalog.close()  # nothing open in this process if it forks workers next
     # Both live in state_dir, or in the database every node shares; an unusable one is
     # logged and the service answers anyway.
-    keys = urlkeys.UrlKeys.of_archive(config.state_dir, config.database)
+    keys = secret_store.of_archive(config.state_dir, config.database)
     store = stats.open_store(
         config.state_dir, config.database, retention_days=config.stats_retention_days
     )
