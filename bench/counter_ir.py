@@ -8,7 +8,7 @@ The uses are written straight into the `uses` table (how they got there is the s
 cost, not the report's): spread over January 2026, 5 % robots, a tenth of them double-clicks.
 The first round finds no day rolled up (as on a store no worker of this version has rolled up
 yet): it computes each day and keeps the finished ones; the later rounds add up the kept days,
-as every report does once the workers have rolled up the days before (web/stats.py
+as every report does once the workers have rolled up the days before (stores/stats/
 `roll_up`). The report reads a snapshot (its own read-only connection) and writes a day's
 figures in a short transaction of its own: `--while-writing` times batches of uses written
 meanwhile from another thread.

@@ -22,7 +22,7 @@ PLATFORM = "dpi.inpe.br/banon/1998/08.02.08.56"
 ADDRESS = "mtc-m16c.sid.inpe.br"
 PHONE = (360, 800)  # CSS pixels: a small phone held upright (the browser tests' screen)
 # The 13 header rows of a COUNTER R5.1 tabular report, in the Code's order (§3.2.1): written
-# out here, not taken from web/counter.py, so that the tests hold the code to the Code.
+# out here, not taken from stores/stats/counter.py, so that the tests hold the code to the Code.
 COUNTER_HEADER = (
     "Report_Name",
     "Report_ID",

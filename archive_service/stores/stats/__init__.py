@@ -30,7 +30,7 @@ once" hold across nodes, and `report` reads the same rows on any node. `open_sto
 store; both stand behind `Statistics`, which holds what a refusal is and how failures are
 logged.
 
-For COUNTER (web/counter.py, docs/counter.md) the same stores keep `uses`: one row per use
+For COUNTER (stores/stats/counter.py, docs/counter.md) the same stores keep `uses`: one row per use
 (`record_use`: a /col/ file, file list or metadata page served, or an acknowledgment counted)
 with its time, item, kind, robot flag and a user that is a hash of client address and
 User-Agent under a salt of the UTC day (`salts`, one row, the earlier days' deleted with it):
