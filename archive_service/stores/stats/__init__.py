@@ -15,24 +15,16 @@ it, and a failing store must not turn it into an error. A store that cannot writ
 ERROR at once (then at most once a minute while it lasts, and once when it recovers) and
 `Store.problem` says so in one line until a write succeeds again, for a health check to read.
 
-Storage: SQLite in `<state_dir>/stats.sqlite3`, WAL, one short IMMEDIATE transaction per
-acknowledgment, so any number of workers (and `archive-service stats` reading) share it.
-Tables: `seen_keys` (the heads counted: two integers, about 18 bytes a key; rows older than
-the key lifetime, an hour, are purged every 10 minutes per process, since such keys are
-refused as expired before `seen_keys` is consulted, and a new database gives the freed pages
-back to the file system: at most an hour of answers is remembered), `counts` (per UTC day,
-item, contenttype and state: bounded by the items held) and `rejected` (per UTC day and
-reason: a handful of rows however many are refused). No Flask here.
+Storage, one module per store: `sqlite.Store` (the default: `<state_dir>/stats.sqlite3`, WAL,
+one short IMMEDIATE transaction per acknowledgment, so any number of workers and `archive-service
+stats` reading share it) and `postgres.PostgresStore` (the `database` setting: the same tables
+prefixed `stats_`, shared by every node; the primary key of the seen heads is what makes
+"counted once" hold across nodes). `open_store` picks one; both stand behind `Statistics`,
+which holds what a refusal is and how failures are logged. No Flask here.
 
-With the `database` setting the same tables live in PostgreSQL (`PostgresStore`, prefixed
-`stats_`), shared by every node: the primary key of the seen heads is what makes "counted
-once" hold across nodes, and `report` reads the same rows on any node. `open_store` picks the
-store; both stand behind `Statistics`, which holds what a refusal is and how failures are
-logged.
-
-For COUNTER (stores/stats/counter.py, docs/counter.md) the same stores keep `uses`: one row per use
-(`record_use`: a /col/ file, file list or metadata page served, or an acknowledgment counted)
-with its time, item, kind, robot flag and a user that is a hash of client address and
+For COUNTER (stores/stats/counter.py, docs/counter.md) the same stores keep `uses`: one row
+per use (`record_use`: a /col/ file, file list or metadata page served, or an acknowledgment
+counted) with its time, item, kind, robot flag and a user that is a hash of client address and
 User-Agent under a salt of the UTC day (`salts`, one row, the earlier days' deleted with it):
 never the address. Rows older than `stats_retention_days` are deleted. Uses are buffered per
 process and written in batches by a thread of the process (`flush`): a download pays an
