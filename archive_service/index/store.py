@@ -50,8 +50,6 @@ SCHEMA = "10"  # 6: the kinds and conflicts tables (issue 18); 7: location (issu
 BATCH_ITEMS = 1000
 BATCH_SECONDS = 1.0
 PROGRESS_SECONDS = 5.0
-# What reading the index raises when it cannot be read (the health check reports it).
-READ_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error,)
 PARALLEL_ITEMS = 2000  # a first build of at least this many items reads in several processes
 # ... and from this many on, several processes also walk the tree: on a cold page cache that
 # keeps the disk busy (100,000 items here: 35 s -> 22 s); below it the tree is likely cached,

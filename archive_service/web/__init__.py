@@ -44,8 +44,7 @@ from ..protocol import answers, pairs
 from ..protocol.answers import Archive, Links, RequestError
 from ..protocol.errors import error_body
 from ..serve import inclusion
-from ..stores import stats
-from ..stores import urlkeys as secret_store
+from ..stores import stats, urlkeys
 from ..stores.stats import counter
 from . import (
     headers,
@@ -314,7 +313,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     catalog.close()  # nothing open in this process if it forks workers next
     # Both live in state_dir, or in the database every node shares; an unusable one is
     # logged and the service answers anyway.
-    keys = secret_store.of_archive(config.state_dir, config.database)
+    keys = urlkeys.of_archive(config.state_dir, config.database)
     store = stats.open_store(
         config.state_dir, config.database, retention_days=config.stats_retention_days
     )

@@ -19,7 +19,8 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from ..index.store import READ_ERRORS, Store
+from ..index.catalog import READ_ERRORS
+from ..index.store import Store
 from ..indexer import follower
 from ..protocol.urlkeys import UrlKeys
 from ..serve import inclusion
