@@ -31,7 +31,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from archive_service.common import postgres  # noqa: E402
 from archive_service.protocol.urlkeys import UrlKeys  # noqa: E402
-from archive_service.web import stats  # noqa: E402
+from archive_service.stores import stats  # noqa: E402
 
 SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"  # the sample collection's
 ITEM = "8JMKD3MGP7W/3EPGUE5"

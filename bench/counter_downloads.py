@@ -60,7 +60,9 @@ def measure(
     server in `mode`: the CPU time is the steadier figure on a shared machine."""
     hook = tmp / f"hook-{mode}"
     hook.mkdir(exist_ok=True)
-    (hook / "sitecustomize.py").write_text("import archive_service.web.stats as s\n" + HOOKS[mode])
+    (hook / "sitecustomize.py").write_text(
+        "import archive_service.stores.stats as s\n" + HOOKS[mode]
+    )
     state = Path(tempfile.mkdtemp(dir=tmp, prefix=f"state-{mode}-"))
     port = run.free_port()
     env = run.child_env()

@@ -8,7 +8,7 @@ The uses are written straight into the `uses` table (how they got there is the s
 cost, not the report's): spread over January 2026, 5 % robots, a tenth of them double-clicks.
 The first round finds no day rolled up (as on a store no worker of this version has rolled up
 yet): it computes each day and keeps the finished ones; the later rounds add up the kept days,
-as every report does once the workers have rolled up the days before (web/stats.py
+as every report does once the workers have rolled up the days before (stores/stats/
 `roll_up`). The report reads a snapshot (its own read-only connection) and writes a day's
 figures in a short transaction of its own: `--while-writing` times batches of uses written
 meanwhile from another thread.
@@ -29,7 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from archive_service.web import counter, stats  # noqa: E402
+from archive_service.stores import stats  # noqa: E402
+from archive_service.stores.stats import counter  # noqa: E402
 
 JAN = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 

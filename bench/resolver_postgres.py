@@ -61,9 +61,9 @@ def main() -> int:
             read_all = median_ms(lambda i: registry.records(included_only=True), args.n)
             check = median_ms(lambda i: registry._store.version(), args.n)
             write = median_ms(
-                lambda i: answered._shared_remember(f"ibi/{i}", 1e12, holders, None), args.n
+                lambda i: answered._shared.remember(f"ibi/{i}", 1e12, holders, None), args.n
             )
-            read = median_ms(lambda i: answered._shared_recall(f"ibi/{i}", 0), args.n)
+            read = median_ms(lambda i: answered._shared.recall(f"ibi/{i}", 0), args.n)
         print(
             f"{args.archives} included: registry change check {check:.2f} ms (reading every "
             f"row, as before: {read_all:.2f} ms); answered read {read:.2f} ms, write "

@@ -22,7 +22,7 @@ PLATFORM = "dpi.inpe.br/banon/1998/08.02.08.56"
 ADDRESS = "mtc-m16c.sid.inpe.br"
 PHONE = (360, 800)  # CSS pixels: a small phone held upright (the browser tests' screen)
 # The 13 header rows of a COUNTER R5.1 tabular report, in the Code's order (§3.2.1): written
-# out here, not taken from web/counter.py, so that the tests hold the code to the Code.
+# out here, not taken from stores/stats/counter.py, so that the tests hold the code to the Code.
 COUNTER_HEADER = (
     "Report_Name",
     "Report_ID",
@@ -343,7 +343,8 @@ def record_month_of_uses(state_dir: Path, database: str = "") -> None:
     investigations in 1 session; C 2 requests in 2 sessions."""
     from datetime import UTC, datetime
 
-    from archive_service.web import counter, stats
+    from archive_service.stores import stats
+    from archive_service.stores.stats import counter
 
     clock = [0.0]
     store = stats.open_store(state_dir, database, clock=lambda: clock[0])

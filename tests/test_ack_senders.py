@@ -12,7 +12,8 @@ import pytest
 import webtest
 
 from archive_service.common.net import HostNetworks, address
-from archive_service.web import create_app, stats
+from archive_service.stores import stats
+from archive_service.web import create_app
 from serve_process import wait_until
 from support import SERVICE, pairs_of
 from test_location import ITEM, LANDING, make

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from archive_service.web import stats
+from archive_service.stores import stats
 from fronts import (
     APACHE_VHOST,
     BACKEND,

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from archive_service.web import counter, stats
+from archive_service.stores import stats
+from archive_service.stores.stats import counter
 from serve_process import ROOT, SAMPLE, Serve, http_get, wait_until
 
 FILE = "/col/iconet.com.br/banon/2009/09.09.22.01/doc/reference.bib"
@@ -65,7 +66,7 @@ def test_a_graceful_stop_writes_what_the_workers_buffered(tmp_path):
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
-        "import archive_service.web.stats as s\ns.FLUSH_EVERY = 3600\n"
+        "import archive_service.stores.stats as s\ns.FLUSH_EVERY = 3600\n"
     )
     server = serve(tmp_path, env={"PYTHONPATH": f"{ROOT}:{hook}"})
     try:

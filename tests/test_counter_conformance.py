@@ -18,7 +18,9 @@ import webtest
 
 from archive_service import cli
 from archive_service.protocol.urlkeys import UrlKeys
-from archive_service.web import counter, create_app, stats
+from archive_service.stores import stats
+from archive_service.stores.stats import counter
+from archive_service.web import create_app
 from support import COUNTER_HEADER, SERVICE
 
 LICENSED = "sid.inpe.br/mtc-m19/2014/02.11.10.05"  # access: networks

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from archive_service import cli
-from archive_service.web import counter, create_app
+from archive_service.stores.stats import counter
+from archive_service.web import create_app
 from support import ITEM_A, ITEM_B, SERVICE, Client, record_month_of_uses
 
 RESOLVER = "https://purl.example.net/J8LNKB5R7W/3FUQHC5"

@@ -7,7 +7,9 @@ import sqlite3
 import pytest
 
 from archive_service.protocol import pairs
-from archive_service.web import counter, create_app, stats
+from archive_service.stores import stats
+from archive_service.stores.stats import counter
+from archive_service.web import create_app
 from support import ADDRESS, SERVICE, Client
 
 RELATORIO = "8JMKD3MGP7W/3EPGUE5"  # sid.inpe.br/mtc-m19/2013/09.04.12.27.57

@@ -17,7 +17,8 @@ import pytest
 
 from archive_service import cli
 from archive_service.protocol.urlkeys import UrlKeys
-from archive_service.web import counter, stats
+from archive_service.stores import stats
+from archive_service.stores.stats import counter
 from support import COUNTER_HEADER
 
 A = "a.example/x/2026/01.01.00.00"

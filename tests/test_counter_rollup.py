@@ -9,7 +9,8 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from archive_service.web import counter, stats
+from archive_service.stores import stats
+from archive_service.stores.stats import counter
 
 A = "a.example/x/2026/01.01.00.00"
 FIREFOX = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"

@@ -14,8 +14,9 @@ import pytest
 
 from archive_service.protocol import pairs
 from archive_service.protocol.answers import Archive
+from archive_service.stores import stats
 from archive_service.testing import wait_until
-from archive_service.web import create_app, stats
+from archive_service.web import create_app
 from isolation import chown_tree, in_child, shared_tmp
 from support import ADDRESS, SAMPLE, SERVICE, Client
 

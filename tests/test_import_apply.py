@@ -17,8 +17,8 @@ from archive_service.collection import items as index
 from archive_service.common import postgres
 from archive_service.imports import manifest
 from archive_service.imports.apply import ImportRefused, apply
-from archive_service.imports.mapping import FILE as MAPPING_FILE
 from archive_service.imports.records import Record
+from archive_service.stores.mapping.sqlite import FILE as MAPPING_FILE
 from archive_service.web import create_app
 from support import pairs_of, url_request
 

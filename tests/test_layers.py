@@ -2,8 +2,9 @@
 collection, index, web, no Flask or Werkzeug, no storage), the resolver builds on the protocol
 and the common layer only, common/ imports nothing of ours, no package of archive_service
 imports one that imports it back, and what changes the collection (deposit, mint, import) stands
-above the index it updates. Read from the modules' imports (every `import`, also inside
-functions), not from what happens to be loaded."""
+above the index it updates. web/ imports no database driver, and the stores layer (stores/)
+stands on common, protocol and settings. Read from the modules' imports (every `import`, also
+inside functions), not from what happens to be loaded."""
 
 from __future__ import annotations
 
@@ -61,9 +62,11 @@ def modules(folder: str) -> list[Path]:
 def test_imports_of_reads_relative_imports_as_absolute_names():
     found = imports_of(PACKAGE / "resolver" / "registry.py")
     assert "archive_service.settings" in found
-    assert "archive_service.common.db" in found
     assert "archive_service.protocol.ibi" in found
-    assert "archive_service.resolver.config" in found
+    # From a package's __init__ and from a module two packages down.
+    stores = PACKAGE / "resolver" / "stores" / "registry"
+    assert "archive_service.resolver.config" in imports_of(stores / "__init__.py")
+    assert "archive_service.common.db" in imports_of(stores / "sqlite.py")
 
 
 @pytest.mark.parametrize("path", modules("protocol"), ids=lambda p: p.name)
@@ -76,6 +79,7 @@ def test_protocol_imports_no_collection_index_or_web(path: Path):
         "archive_service.serve",
         "archive_service.cli",
         "archive_service.resolver",
+        "archive_service.stores",
         "flask",
         "werkzeug",
     )
@@ -83,7 +87,49 @@ def test_protocol_imports_no_collection_index_or_web(path: Path):
     assert not wrong, f"protocol/{path.name} imports {wrong}"
 
 
-@pytest.mark.parametrize("path", modules("resolver"), ids=lambda p: p.name)
+# Storage: the drivers and our ways of opening them. Only the stores layer (stores/), the
+# index and the resolver's own stores use them (issue 31).
+STORAGE = (
+    "sqlite3",
+    "psycopg",
+    "psycopg_pool",
+    "archive_service.common.db",
+    "archive_service.common.postgres",
+)
+
+
+@pytest.mark.parametrize("path", modules("protocol"), ids=lambda p: p.name)
+def test_protocol_imports_no_storage(path: Path):
+    wrong = sorted(name for name in imports_of(path) if under(name, STORAGE))
+    assert not wrong, f"protocol/{path.name} imports {wrong}: its state belongs in stores/"
+
+
+@pytest.mark.parametrize("path", modules("web"), ids=lambda p: p.name)
+def test_web_holds_no_sql(path: Path):
+    """web/ is WSGI: what it keeps goes through a store (stores/), never a driver of its own."""
+    wrong = sorted(name for name in imports_of(path) if under(name, STORAGE))
+    assert not wrong, f"web/{path.name} imports {wrong}: its storage belongs in stores/"
+
+
+def test_the_stores_stand_on_common_protocol_and_settings_only():
+    allowed = (
+        "archive_service.common",
+        "archive_service.protocol",
+        "archive_service.settings",
+        "archive_service.stores",
+    )
+    for path in sorted((PACKAGE / "stores").rglob("*.py")):
+        ours = [n for n in imports_of(path) if under(n, ("archive_service",))]
+        wrong = sorted(n for n in ours if not under(n, allowed))
+        assert not wrong, f"{path.relative_to(PACKAGE)} imports {wrong}"
+
+
+# Its stores too (resolver/stores/): they live under the resolver so that it keeps to this rule.
+@pytest.mark.parametrize(
+    "path",
+    sorted((PACKAGE / "resolver").rglob("*.py")),
+    ids=lambda p: str(p.relative_to(PACKAGE / "resolver")),
+)
 def test_resolver_imports_only_the_protocol_and_the_common_layer(path: Path):
     allowed = (
         "archive_service.protocol",
@@ -95,7 +141,7 @@ def test_resolver_imports_only_the_protocol_and_the_common_layer(path: Path):
     )
     ours = [n for n in imports_of(path) if under(n, ("archive_service",))]
     wrong = sorted(n for n in ours if not under(n, allowed[:-1]) and n != "archive_service")
-    assert not wrong, f"resolver/{path.name} imports {wrong}"
+    assert not wrong, f"resolver/{path.relative_to(PACKAGE / 'resolver')} imports {wrong}"
 
 
 def layer_of(name: str) -> str | None:
@@ -185,27 +231,6 @@ def test_common_imports_nothing_of_ours():
     }
     wrong = {module: names for module, names in wrong.items() if names}
     assert not wrong, f"common/ imports archive_service's own packages: {wrong}"
-
-
-# Storage is the stores layer's (issue 31 point 2: the URL-key secret's store moves out of
-# protocol/urlkeys.py there); until that lands, the one module named here is let through.
-STORAGE = (
-    "sqlite3",
-    "psycopg",
-    "psycopg_pool",
-    "archive_service.common.db",
-    "archive_service.common.postgres",
-)
-STORAGE_NOT_YET_MOVED = {"urlkeys.py"}
-
-
-@pytest.mark.parametrize("path", modules("protocol"), ids=lambda p: p.name)
-def test_protocol_imports_no_storage(path: Path):
-    wrong = sorted(name for name in imports_of(path) if under(name, STORAGE))
-    if path.name in STORAGE_NOT_YET_MOVED:
-        assert wrong, f"protocol/{path.name} no longer imports storage: drop its exemption"
-        return
-    assert not wrong, f"protocol/{path.name} imports storage {wrong}"
 
 
 def test_deposit_mint_and_import_stand_above_the_index():

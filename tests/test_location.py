@@ -13,7 +13,8 @@ import webtest
 
 from archive_service.collection import items as index
 from archive_service.collection import sidecar as sidecarmod
-from archive_service.web import create_app, stats
+from archive_service.stores import stats
+from archive_service.web import create_app
 from support import SERVICE, pairs_of, url_request
 
 ITEM = "example.org/repo/2020/01.02.03.04"

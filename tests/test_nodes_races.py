@@ -79,7 +79,8 @@ def test_a_day_rolled_up_on_one_node_and_reached_by_another_nodes_late_batch(
     two workers of one node.)"""
     from datetime import UTC, date, datetime
 
-    from archive_service.web import counter, stats
+    from archive_service.stores import stats
+    from archive_service.stores.stats import counter
 
     item = "a.example/x/2026/01.01.00.00"
     agent = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
@@ -271,7 +272,8 @@ def test_two_nodes_rolling_up_the_same_days_at_once(database_url):
     figures kept once, the month's report unchanged."""
     from datetime import UTC, date, datetime
 
-    from archive_service.web import counter, stats
+    from archive_service.stores import stats
+    from archive_service.stores.stats import counter
     from support import at_once
 
     agent = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"

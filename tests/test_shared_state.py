@@ -20,7 +20,9 @@ from archive_service import cli
 from archive_service.common import postgres
 from archive_service.deposit import mint
 from archive_service.protocol import pairs, urlkeys
-from archive_service.web import create_app, stats
+from archive_service.stores import stats
+from archive_service.stores import urlkeys as secret_store
+from archive_service.web import create_app
 from serve_process import ROOT, Serve, free_port, run_command
 from support import Client, acknowledgment, at_once
 
@@ -80,7 +82,7 @@ def test_a_key_node_a_issued_counts_once_on_node_b_and_replays_are_refused_anywh
     # Nothing of the shared state went to either node's state_dir.
     for name in ("a", "b"):
         assert not (tmp_path / name / stats.DB_FILE).exists()
-        assert not (tmp_path / name / urlkeys.SECRET_FILE).exists()
+        assert not (tmp_path / name / secret_store.SECRET_FILE).exists()
 
 
 def test_the_statistics_page_shows_the_same_counts_on_every_node(settings, tmp_path, database_url):
@@ -95,7 +97,7 @@ def test_the_statistics_page_shows_the_same_counts_on_every_node(settings, tmp_p
 
 def test_nodes_starting_together_share_one_secret(database_url):
     # Threads of one process share its pool; each start is an INSERT then a SELECT.
-    found = at_once(lambda: urlkeys.load_shared_secret(database_url), 8)
+    found = at_once(lambda: secret_store.load_shared_secret(database_url), 8)
     assert len(set(found)) == 1 and len(found[0]) == urlkeys.SECRET_BYTES
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM urlkey_secret").fetchone() == (1,)
@@ -103,7 +105,7 @@ def test_nodes_starting_together_share_one_secret(database_url):
 
 def test_acknowledgments_racing_on_two_nodes_count_once(settings, tmp_path, database_url):
     """The same head acknowledged at once on 2 nodes × 4 threads: counted exactly once."""
-    keys = urlkeys.UrlKeys.of_archive(tmp_path, database_url)
+    keys = secret_store.of_archive(tmp_path, database_url)
     url = "http://archive.example.org/col/x/doc/a.pdf"
     nodes = [stats.open_store(tmp_path / n, database_url) for n in ("a", "b")]
     heads = [keys.issue([url]) for _ in range(20)]

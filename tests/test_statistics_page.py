@@ -108,7 +108,9 @@ def test_months_are_linked_and_a_bad_month_is_a_clear_error(client):
 def test_past_days_are_counted_once_and_today_again_after_a_minute(tmp_path):
     from datetime import UTC, date, datetime
 
-    from archive_service.web import counter, stats, usage
+    from archive_service.stores import stats
+    from archive_service.stores.stats import counter
+    from archive_service.web import usage
 
     record_month_of_uses(tmp_path)
     now = [datetime(2026, 1, 20, 12, 0, tzinfo=UTC).timestamp()]

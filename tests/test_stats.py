@@ -15,7 +15,8 @@ import pytest
 
 from archive_service import cli
 from archive_service.protocol import pairs
-from archive_service.web import create_app, stats
+from archive_service.stores import stats
+from archive_service.web import create_app
 from support import SERVICE, Client
 
 NOTICE = "notice {acknowledgment received}"

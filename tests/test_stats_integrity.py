@@ -19,7 +19,8 @@ import pytest
 
 from archive_service.protocol import pairs, urlkeys
 from archive_service.protocol.urlkeys import UrlKeys
-from archive_service.web import create_app, stats
+from archive_service.stores import stats
+from archive_service.web import create_app
 from isolation import in_child
 from support import ADDRESS, SERVICE, Client
 

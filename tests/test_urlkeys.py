@@ -13,6 +13,7 @@ import pytest
 
 from archive_service.protocol import urlkeys
 from archive_service.protocol.urlkeys import UrlKeys
+from archive_service.stores import urlkeys as secret_store
 
 TABLE_5_1 = re.compile(r"[0-9]{10,}(?:-[0-9]{10,})?")
 URL = "http://a.example/col/sid.inpe.br/mtc-m19/2013/09.04.12.27.57/doc/Relat%f3rio%20Final.pdf"
@@ -106,19 +107,19 @@ def test_keys_of_another_shape_are_malformed(key):
 
 def test_the_secret_is_created_once_private_and_shared_by_restarts(tmp_path: Path):
     state = tmp_path / "state"
-    first = UrlKeys.from_state_dir(state)
-    path = state / urlkeys.SECRET_FILE
+    first = secret_store.from_state_dir(state)
+    path = state / secret_store.SECRET_FILE
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert len(path.read_bytes()) == urlkeys.SECRET_BYTES
     key = first.issue([URL])
-    assert UrlKeys.from_state_dir(state).verify(key, URL).ok, "a restart must check old keys"
+    assert secret_store.from_state_dir(state).verify(key, URL).ok, "a restart must check old keys"
     assert not UrlKeys.ephemeral().verify(key, URL).ok
-    assert sorted(os.listdir(state)) == [urlkeys.SECRET_FILE], "no temporary file left behind"
+    assert sorted(os.listdir(state)) == [secret_store.SECRET_FILE], "no temporary file left behind"
 
 
 def _secret_of(state: str, barrier, results) -> None:
     barrier.wait()
-    results.put(urlkeys.load_secret(state))
+    results.put(secret_store.load_secret(state))
 
 
 @pytest.mark.process
@@ -136,26 +137,26 @@ def test_workers_starting_together_agree_on_one_secret(tmp_path: Path):
         for worker in workers:
             worker.join()
         assert len(set(secrets)) == 1 and len(secrets[0]) == urlkeys.SECRET_BYTES
-        assert (Path(state) / urlkeys.SECRET_FILE).read_bytes() == secrets[0]
+        assert (Path(state) / secret_store.SECRET_FILE).read_bytes() == secrets[0]
 
 
 def test_an_unusable_state_directory_is_logged_and_keys_still_work(tmp_path: Path, caplog):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     with caplog.at_level(logging.ERROR, logger="archive_service.protocol.urlkeys"):
-        keys = UrlKeys.from_state_dir(blocker / "state")
+        keys = secret_store.from_state_dir(blocker / "state")
     assert "cannot keep the URL-key secret" in caplog.text
     assert keys.verify(keys.issue([URL]), URL).ok
     assert "a-file" in keys.problem and "\n" not in keys.problem, "for a health check to say"
-    assert UrlKeys.from_state_dir(tmp_path / "state").problem is None
+    assert secret_store.from_state_dir(tmp_path / "state").problem is None
 
 
 def test_a_truncated_secret_is_reported_not_used(tmp_path: Path, caplog):
-    (tmp_path / urlkeys.SECRET_FILE).write_bytes(b"short")
+    (tmp_path / secret_store.SECRET_FILE).write_bytes(b"short")
     with pytest.raises(ValueError, match="holds 5 bytes"):
-        urlkeys.load_secret(tmp_path)
+        secret_store.load_secret(tmp_path)
     with caplog.at_level(logging.ERROR):
-        UrlKeys.from_state_dir(tmp_path)
+        secret_store.from_state_dir(tmp_path)
     assert "remove it" in caplog.text and "short" not in caplog.text
 
 
@@ -164,8 +165,8 @@ def test_root_creating_the_secret_gives_it_to_the_state_dirs_owner(tmp_path: Pat
     state = tmp_path / "state"
     state.mkdir()
     os.chown(state, 65534, 65534)
-    urlkeys.load_secret(state)
-    secret = (state / urlkeys.SECRET_FILE).stat()
+    secret_store.load_secret(state)
+    secret = (state / secret_store.SECRET_FILE).stat()
     assert (secret.st_uid, secret.st_gid, stat.S_IMODE(secret.st_mode)) == (65534, 65534, 0o600)
 
 

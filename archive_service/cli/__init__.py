@@ -163,7 +163,8 @@ def _describer(config: settings.Config):
     otherwise None: items are named by their IBI (said once)."""
     from ..index.catalog import StoreCatalog
     from ..index.store import Store
-    from ..web import counter, persistent_url
+    from ..stores.stats import counter
+    from ..web import persistent_url
 
     store = Store(config.collection, config.state_dir) if config.collection else None
     if store is None or not store.exists() or not store.is_complete():
@@ -183,7 +184,8 @@ def _describer(config: settings.Config):
 
 def cmd_stats(args: argparse.Namespace) -> int:
     from ..serve import identity
-    from ..web import counter, stats
+    from ..stores import stats
+    from ..stores.stats import counter
 
     config = load_config(args)
     say_state_dir(config, "stats")

@@ -1,4 +1,4 @@
-"""Opening our SQLite files (the index, the statistics, the resolver's registry) one way."""
+"""Opening our SQLite files (the index, the stores of stores/, the resolver's) one way."""
 
 from __future__ import annotations
 
@@ -23,3 +23,10 @@ def use_wal(conn: sqlite3.Connection, *, durable: bool = False) -> None:
     conn.execute("PRAGMA journal_mode=WAL")
     if not durable:
         conn.execute("PRAGMA synchronous=NORMAL")
+
+
+def connect_readonly(path: str | os.PathLike, *, timeout: float) -> sqlite3.Connection:
+    """A connection that cannot write (`mode=ro`): a reader (a report, `archive-service stats`
+    as another user) of a file the service writes, which must neither create it nor take a
+    writer's lock."""
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout)

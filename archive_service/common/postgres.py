@@ -25,7 +25,7 @@ from typing import Any
 # released, a change is a new step. Components are the stores that share state: each appends
 # its own steps here so that one place shows the whole schema.
 SCHEMA: dict[str, list[str]] = {
-    # web/stats.py PostgresStore: the heads counted (the primary key is what makes an
+    # stores/stats/postgres.py PostgresStore: the heads counted (the primary key is what makes an
     # acknowledgment count once across nodes), counts per day and item, refusals per reason.
     "stats": [
         "CREATE TABLE stats_seen_keys (issued bigint NOT NULL, nonce bigint NOT NULL, "
@@ -35,12 +35,12 @@ SCHEMA: dict[str, list[str]] = {
         "PRIMARY KEY (day, ibi, contenttype, state)); "
         "CREATE TABLE stats_rejected (day text NOT NULL, reason text NOT NULL, "
         "n bigint NOT NULL, PRIMARY KEY (day, reason))",
-        # The uses COUNTER reports count (web/counter.py): never an address, a day's hash.
+        # The uses COUNTER reports count (stores/stats/counter.py): never an address, a day's hash.
         "CREATE TABLE stats_uses (t double precision NOT NULL, ibi text NOT NULL, "
         "kind text NOT NULL, user_hash text NOT NULL, robot boolean NOT NULL); "
         "CREATE INDEX stats_uses_t ON stats_uses (t); "
         "CREATE TABLE stats_salts (day text PRIMARY KEY, salt bytea NOT NULL)",
-        # A finished day's COUNTER figures per item, computed once (web/stats.py roll_up).
+        # A finished day's COUNTER figures per item, computed once (stores/stats/ roll_up).
         # and the Access_Type of each use (Open, Controlled: a licensed item).
         "ALTER TABLE stats_uses ADD COLUMN access text NOT NULL DEFAULT 'Open'; "
         "CREATE TABLE stats_uses_days (day text NOT NULL, ibi text NOT NULL, "
@@ -49,22 +49,23 @@ SCHEMA: dict[str, list[str]] = {
         "unique_requests bigint NOT NULL, PRIMARY KEY (day, ibi, access)); "
         "CREATE TABLE stats_uses_days_done (day text PRIMARY KEY, uses bigint NOT NULL)",
     ],
-    # protocol/urlkeys.py: the one secret every node signs and checks urlkeys with.
+    # stores/urlkeys/postgres.py: the one secret every node signs and checks urlkeys with.
     "urlkeys": [
         "CREATE TABLE urlkey_secret (id smallint PRIMARY KEY CHECK (id = 1), "
         "secret bytea NOT NULL, created timestamptz NOT NULL DEFAULT now())",
     ],
-    # deposit/mint.py SharedDistributor: the temporal distributor's last date per prefix.
+    # stores/mint/postgres.py: the temporal distributor's last date per prefix.
     "mint": [
         "CREATE TABLE mint_last (prefix text PRIMARY KEY, last numeric)",
     ],
-    # imports/mapping.py: which IBI each imported record became (source, source id).
+    # stores/mapping/postgres.py: which IBI each imported record became (source, source id).
     "imports": [
         "CREATE TABLE import_map (source text NOT NULL, source_id text NOT NULL, "
         "ibi text NOT NULL, fingerprint text NOT NULL, deleted boolean NOT NULL, "
         "PRIMARY KEY (source, source_id))",
     ],
-    # resolver/registry.py: the registered Archives (the SQLite file's `archive` table).
+    # resolver/stores/registry/postgres.py: the registered Archives (the SQLite file's
+    # `archive` table).
     "resolver": [
         "CREATE TABLE resolver_archive ("
         " seq bigserial NOT NULL,"  # registration order: the order urlRequests are sent in
@@ -77,8 +78,8 @@ SCHEMA: dict[str, list[str]] = {
         " since text,"
         " address text, ip text, platformversion text, email text,"
         " confirmation text)",
-        # resolver/answered.py: which Archives answered for an IBI, until `expires` (Unix
-        # time), shared by the resolver's instances.
+        # resolver/stores/answered/postgres.py: which Archives answered for an IBI, until
+        # `expires` (Unix time), shared by the resolver's instances.
         "CREATE TABLE resolver_answered (ibikey text PRIMARY KEY, holders text NOT NULL,"
         " expires double precision NOT NULL)",
     ],

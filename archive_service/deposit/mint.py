@@ -7,25 +7,23 @@ from the distributor and builds either form, or both, from it.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation, localcontext
+from decimal import Decimal, localcontext
 from pathlib import Path
 
 from archive_service import settings
-from archive_service.common import files
 from archive_service.protocol import ibi, ibip
 from archive_service.protocol.ibi import IbiError
+from archive_service.stores import mint as mint_state
+from archive_service.stores.mint.file import LOCK_FILE, STATE_FILE  # noqa: F401 (their names here)
 
 REP_DEFAULT_PORT = 80  # the port Algorithm 1 leaves out of the prefix
 MINUTE = Decimal(60)
 
-STATE_FILE = "mint-last-date"  # última-data-para-sufixo, one decimal POSIX time
-LOCK_FILE = "mint.lock"  # never replaced, so every process locks the same inode
 
 # Enough digits for POSIX seconds at any granularity down to 1e-30 s: Int() must be exact.
 _PRECISION = 60
@@ -141,14 +139,11 @@ def distribute(
 
 
 class Distributor:
-    """Algorithm 4 for one identification subsystem, shared by every process using `state_dir`.
-
-    The last date (última-data-para-sufixo) is kept in `state_dir/mint-last-date`, so labels
-    never repeat across processes and restarts. Each `next_time()` holds an exclusive
-    `flock` on `state_dir/mint.lock` from reading the last date, through the wait, to writing
-    the new one (temp file, fsync, os.replace, fsync of the directory). The lock is taken on
-    a file of its own because os.replace gives the state file a new inode at every write.
-    flock locks belong to open files, so threads of one process exclude each other too.
+    """Algorithm 4 for one identification subsystem, over the state every process using it
+    shares (stores/mint/: `state_dir/mint-last-date` under `state_dir/mint.lock` by default,
+    or `store`, e.g. the database's). Each `next_time()` holds the state's lock from reading
+    the last date, through the wait, to keeping the new one, so labels never repeat across
+    processes, nodes and restarts.
 
     `max_wait` bounds the wait (None: no bound): a clock set back makes Algorithm 4 wait
     until it passes the last date again, which a caller may prefer to see as a MintError.
@@ -162,37 +157,30 @@ class Distributor:
         clock: Callable[[], Decimal | int | float] = time.time,
         sleep: Callable[[float], object] = time.sleep,
         max_wait: float | None = None,
+        store: mint_state.MintState | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.granularity = as_granularity(granularity)
         self.clock = clock
         self.sleep = sleep
         self.max_wait = max_wait
-        self.state_path = self.state_dir / STATE_FILE
-        self.lock_path = self.state_dir / LOCK_FILE
+        self.store = store if store is not None else mint_state.open_state(state_dir)
 
     def last(self) -> Decimal | None:
         """The last date handed out, or None before the first one."""
         try:
-            text = self.state_path.read_text(encoding="ascii").strip()
-        except FileNotFoundError:
-            return None
-        try:
-            value = Decimal(text)
-        except InvalidOperation:
-            value = None
-        if value is None or not value.is_finite():
-            # Starting afresh could hand out a date already used: refuse instead.
-            raise MintError(f"{self.state_path} holds {text!r}, not a POSIX time; fix or remove it")
-        return value
+            return self.store.last()
+        except mint_state.StateError as exc:
+            raise MintError(str(exc)) from None
 
     def next_time(self) -> Decimal:
         """The creation time (data-para-sufixo) of a new label, distinct from all before it."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
-            t = self._draw(self.last())
-            self._write_last(t)
+        try:
+            with self.store.held() as held:
+                t = self._draw(held.last)
+                held.keep(t)
+        except mint_state.StateError as exc:
+            raise MintError(str(exc)) from None
         return t
 
     def _draw(self, last: Decimal | None) -> Decimal:
@@ -205,61 +193,6 @@ class Distributor:
                     f"(limit {self.max_wait} s): was the clock set back?"
                 )
             self.sleep(float(wait))
-        return t
-
-    def _write_last(self, t: Decimal) -> None:
-        files.replace_file(self.state_path, f"{t}\n")
-
-
-class SharedDistributor(Distributor):
-    """Algorithm 4 for nodes sharing the PostgreSQL `database` (the setting): the last date
-    per prefix in table `mint_last`, so two nodes minting for one archiveaddress never hand
-    out the same label. `next_time()` locks the rows of its prefixes (SELECT ... FOR UPDATE,
-    in prefix order, after creating missing ones) from reading the last date, through the
-    wait, to writing the new one in the same transaction; the last is the latest of those
-    rows and of this node's `state_dir/mint-last-date` (what it minted before it shared its
-    state). `prefixes` name the label forms drawn from one time (`rep:<prefix>`,
-    `ibip:<prefix>`)."""
-
-    def __init__(
-        self,
-        database: str,
-        prefixes: list[str],
-        state_dir: str | os.PathLike[str],
-        granularity: Decimal | int | float | str = 1,
-        **kwargs,
-    ) -> None:
-        super().__init__(state_dir, granularity, **kwargs)
-        self.database = database
-        self.prefixes = sorted(set(prefixes))
-
-    def next_time(self) -> Decimal:
-        import psycopg
-
-        from archive_service.common import postgres
-
-        try:
-            with postgres.transaction(self.database) as conn:
-                conn.execute(
-                    "INSERT INTO mint_last (prefix) SELECT unnest(%s::text[]) ORDER BY 1 "
-                    "ON CONFLICT DO NOTHING",
-                    (self.prefixes,),
-                )
-                rows = conn.execute(
-                    "SELECT last FROM mint_last WHERE prefix = ANY(%s) ORDER BY prefix FOR UPDATE",
-                    (self.prefixes,),
-                ).fetchall()
-                known = [last for (last,) in rows if last is not None]
-                local = self.last()
-                if local is not None:
-                    known.append(local)
-                t = self._draw(max(known, default=None))
-                conn.execute(
-                    "UPDATE mint_last SET last = %s WHERE prefix = ANY(%s)", (t, self.prefixes)
-                )
-        except (psycopg.Error, postgres.DatabaseError) as exc:
-            where = postgres.redacted(self.database)
-            raise MintError(f"cannot keep the minting state in database {where}: {exc}") from None
         return t
 
 
@@ -317,7 +250,7 @@ def mint(
 
     The time comes from `Distributor(state_dir, granularity, clock=now, sleep=sleep)`
     (state_dir default: `default_state_dir()`), or with `database` (the setting) from the
-    `SharedDistributor` every node shares, so it may wait up to `granularity` seconds;
+    state every node shares (stores/mint/postgres.py), so it may wait up to `granularity` seconds;
     a test that fakes `now` must fake `sleep` too, or the clock never catches up. A wait
     longer than `max_wait` (default: one step and CLOCK_SLACK seconds), the clock set back, is
     a MintError and draws nothing. Every label is
@@ -339,14 +272,16 @@ def mint(
     directory = default_state_dir() if state_dir is None else state_dir
     if max_wait is None:
         max_wait = float(as_granularity(granularity)) + CLOCK_SLACK
-    if database:
-        forms = [f"rep:{rep_pre}"] if rep_pre else []
-        forms += [f"ibip:{ibip_pre}"] if ibip_pre else []
-        distributor = SharedDistributor(
-            database, forms, directory, granularity, clock=now, sleep=sleep, max_wait=max_wait
-        )
-    else:
-        distributor = Distributor(directory, granularity, clock=now, sleep=sleep, max_wait=max_wait)
+    forms = [f"rep:{rep_pre}"] if rep_pre else []
+    forms += [f"ibip:{ibip_pre}"] if ibip_pre else []
+    distributor = Distributor(
+        directory,
+        granularity,
+        clock=now,
+        sleep=sleep,
+        max_wait=max_wait,
+        store=mint_state.open_state(directory, database, forms),
+    )
     t = distributor.next_time()
     minted = Minted(
         time=t,

@@ -2,7 +2,7 @@
 source (manifest, BagIt, OAI-PMH) ends in.
 
 `apply(config, source, records)` keeps, per source, the mapping source id -> IBI
-(imports/mapping.py), so that a re-run mints nothing twice:
+(stores/mapping/), so that a re-run mints nothing twice:
 
 - a record not mapped yet is minted once, through `deposit` (its lock, its minting, the index
   brought up to date for it: the service answers for it within a second, never blocked);
@@ -39,9 +39,9 @@ from .. import deposit as depositmod
 from ..collection import sidecar as sidecarmod
 from ..collection import sidecar_update
 from ..common import files as filesmod
+from ..stores.mapping import ImportMapping, Mapped, open_mapping
 from . import checks
 from .checks import OWN_KEYS, own_keys
-from .mapping import Mapped, PostgresMapping, SqliteMapping, open_mapping
 from .records import EDITION_OF, METADATA_OF, Record
 from .summary import Summary
 
@@ -241,7 +241,7 @@ def _apply_batch(
     source: str,
     records: list[Record],
     mapped: dict[str, Mapped],
-    mapping: SqliteMapping | PostgresMapping,
+    mapping: ImportMapping,
     summary: Summary,
     problems: Iterable[str],
     *,
@@ -293,7 +293,7 @@ def _run(
     *,
     mapped: dict[str, Mapped],
     languages: Mapping[str, str],
-    mapping: SqliteMapping | PostgresMapping,
+    mapping: ImportMapping,
     summary: Summary,
     complete: bool,
     progress: Callable[[int, int], object] | None,
@@ -393,7 +393,7 @@ def _mint_new(
     new: list[Record],
     ibis: dict[str, str],
     made: dict[str, str],
-    mapping: SqliteMapping | PostgresMapping,
+    mapping: ImportMapping,
     summary: Summary,
     granularity: Decimal | int | float | str,
     batches: _Batches,
@@ -485,7 +485,7 @@ def _tombstones(
     source: str,
     gone: set[str],
     mapped: dict[str, Mapped],
-    mapping: SqliteMapping | PostgresMapping,
+    mapping: ImportMapping,
     summary: Summary,
     step: Callable[[], None],
 ) -> None:

@@ -27,6 +27,8 @@ from .store import Store, is_damage
 from .walk import directory_of, sortkey
 
 T = TypeVar("T")
+# What a read of the index raises when it cannot be read (the health check reports it).
+READ_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error,)
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ per-answer storage, that this Archive answered a given URL at a given time:
     <issued: 10 digits, POSIX seconds><nonce: 12 digits> "-" <tag: 20 digits>... <seal: 20 digits>
 
 - The head (`issued` and `nonce`) is the key's identity: it names the one answer the key was
-  issued with, and the statistics count a head at most once (web/stats.py), however the rest of
+  issued with, and the statistics count a head at most once (stores/stats/), however the rest of
   the key is spelled. `issued` also lets a key expire (`LIFETIME`); 12 random digits make
   two answers of the same second share a head about once in 10**12 / n**2 seconds at n
   answers a second (a lost count once in 6 days at 2,000 a second).
@@ -33,7 +33,8 @@ per-answer storage, that this Archive answered a given URL at a given time:
   (`%25f3`); both give the same canonical bytes as the answer's `Relat%f3rio%20Final.pdf`.
   The item a verified URL is counted under is read from the same canonical bytes
   (answers.Archive.item_of_url), so every spelling that verifies names the same item.
-- The secret (32 random bytes) lives in `<state_dir>/urlkey.secret`, mode 0600, created once
+- The secret (32 random bytes; kept by stores/urlkeys/, never read here) lives in
+  `<state_dir>/urlkey.secret`, mode 0600, created once
   atomically (written to a private temporary file, then hard-linked into place, which fails
   if another process got there first; everyone then reads the one file back). Every worker
   and every restart shares it, so any worker can check any key. If the state directory cannot
@@ -44,7 +45,7 @@ per-answer storage, that this Archive answered a given URL at a given time:
   NOTHING and reads back the one that won, so a key any node issued verifies on every node.
 
 A key proves the URL came from this Archive; counting its head once (replays, respellings) is
-the statistics store's job (web/stats.py). Anyone may send a urlRequest, so a key is not proof
+the statistics store's job (stores/stats/). Anyone may send a urlRequest, so a key is not proof
 that a person followed the link: it bounds the counts to one per answer this Archive gave.
 """
 
@@ -52,19 +53,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 import os
 import re
 import secrets
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
-log = logging.getLogger(__name__)
-
-SECRET_FILE = "urlkey.secret"
 SECRET_BYTES = 32
 ISSUED_DIGITS = 10
 NONCE_DIGITS = 12
@@ -75,7 +71,7 @@ _HEAD_FORMAT = f"%0{ISSUED_DIGITS}d%0{NONCE_DIGITS}d"
 _BLOCK = 64  # SHA-256's block size, HMAC's key length
 # Seconds a key stays acknowledgeable. The seed's resolver acknowledges before it even sends
 # the user on (§6.2, messages 5 then 7), so within seconds; an hour is room for slow ones and
-# bounds what the statistics must remember per key to one hour of answers (web/stats.py).
+# bounds what the statistics must remember per key to one hour of answers (stores/stats/).
 LIFETIME = 3600
 CLOCK_SKEW = 300  # seconds a key may seem to come from the future (clock steps between hosts)
 _TAG_DOMAIN = b"urlkey/2\0tag\0"
@@ -143,51 +139,6 @@ class UrlKeys:
     def ephemeral(cls) -> UrlKeys:
         """Keys only this process (and its forks) can check: for tools and tests."""
         return cls(secrets.token_bytes(SECRET_BYTES))
-
-    @classmethod
-    def of_archive(cls, state_dir: str | os.PathLike, database: str = "") -> UrlKeys:
-        """The Archive's keys: with `database` (the setting) the secret every node shares,
-        kept in that database; else the one in `state_dir`. An unusable store is logged,
-        never fatal."""
-        if not database:
-            return cls.from_state_dir(state_dir)
-        from ..common import postgres
-
-        try:
-            return cls(load_shared_secret(database))
-        except postgres.DatabaseError as exc:
-            log.error(
-                "cannot read the shared URL-key secret (%s): using a secret of this process "
-                "only; acknowledgments of this node's answers reaching another node are not "
-                "counted until this node restarts with the database reachable",
-                exc,
-            )
-            keys = cls.ephemeral()
-            keys.problem = (
-                f"the shared URL-key secret cannot be read ({exc}): keys this node issues "
-                "verify on no other node; restart it once the database answers"
-            )
-            return keys
-
-    @classmethod
-    def from_state_dir(cls, state_dir: str | os.PathLike) -> UrlKeys:
-        """The Archive's keys; an unusable state directory is logged, never fatal."""
-        try:
-            return cls(load_secret(state_dir))
-        except (OSError, ValueError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            log.error(
-                "cannot keep the URL-key secret in %s (%s): using a secret of this "
-                "process only; acknowledgments verify until the next restart",
-                state_dir,
-                why,
-            )
-            keys = cls.ephemeral()
-            keys.problem = (
-                f"the URL-key secret cannot be kept in {state_dir} ({why}): keys "
-                "issued before a restart will not verify after it"
-            )
-            return keys
 
     def derive(self, purpose: str) -> bytes:
         """A key of its own for another use of this secret (OAI-PMH's resumption tokens): an
@@ -275,71 +226,3 @@ class _Nonces:
 
 _nonce = _Nonces()
 os.register_at_fork(after_in_child=_nonce.forget)
-
-
-def load_secret(state_dir: str | os.PathLike) -> bytes:
-    """Read `<state_dir>/urlkey.secret`, creating it (0600, atomically) on first use."""
-    directory = Path(state_dir)
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = directory / SECRET_FILE
-    if not path.exists():
-        _create_secret(path)
-    with open(path, "rb") as stream:
-        secret = stream.read(4096)
-    if len(secret) < SECRET_BYTES:
-        raise ValueError(
-            f"{path} holds {len(secret)} bytes, not {SECRET_BYTES}: remove it to make a new one"
-        )
-    return secret
-
-
-def load_shared_secret(database: str) -> bytes:
-    """The secret in the PostgreSQL `database` (table `urlkey_secret`), made by whichever node
-    comes first: every node offers a random one, the primary key keeps the first committed and
-    the others read it back (a concurrent offer waits for that commit, then inserts nothing)."""
-    import psycopg
-
-    from ..common import postgres
-
-    try:
-        with postgres.transaction(database) as conn:
-            conn.execute(
-                "INSERT INTO urlkey_secret (id, secret) VALUES (1, %s) ON CONFLICT DO NOTHING",
-                (secrets.token_bytes(SECRET_BYTES),),
-            )
-            (secret,) = conn.execute("SELECT secret FROM urlkey_secret WHERE id = 1").fetchone()
-    except psycopg.Error as exc:
-        where = postgres.redacted(database)
-        raise postgres.DatabaseError(f"database {where}: {str(exc).strip()}") from None
-    if len(secret) < SECRET_BYTES:
-        where = postgres.redacted(database)
-        raise postgres.DatabaseError(
-            f"database {where}: urlkey_secret holds {len(secret)} bytes, not {SECRET_BYTES}"
-        )
-    return bytes(secret)
-
-
-def _create_secret(path: Path) -> None:
-    # A reader must never see a half-written secret, and two workers starting together must
-    # end up with the same one: write a private file, then link it in; the loser of the race
-    # gets EEXIST and reads the winner's.
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        owner = path.parent.stat()
-        if os.geteuid() == 0 and owner.st_uid != 0:
-            # root running `archive-service query` first must not lock the service out.
-            os.fchown(fd, owner.st_uid, owner.st_gid)
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(secrets.token_bytes(SECRET_BYTES))
-            stream.flush()
-            os.fsync(stream.fileno())
-        try:
-            os.link(temporary, path)
-        except FileExistsError:
-            pass
-    finally:
-        try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass

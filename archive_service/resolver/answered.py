@@ -25,17 +25,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
-from ..common import postgres
 from ..protocol import ibi as ibimod
+from .stores.answered import Entry, open_shared
 
 log = logging.getLogger(__name__)
 
 MAX_ENTRIES = 100_000  # per worker: an entry is ~200 bytes
-
-
-OWNER = "!"  # marks the owner's key among the holders kept in PostgreSQL (no IBI has it)
-
-Entry = tuple[float, frozenset[str], str | None]  # expiry, holders, owner
 
 
 class Answered:
@@ -55,7 +50,8 @@ class Answered:
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, Entry] = OrderedDict()
         self._counts = dict.fromkeys(("hits", "misses", "fallbacks", "full"), 0)
-        self._writes = 0
+        # What other instances learned too: None without `database` (this worker's memory only).
+        self._shared = open_shared(database, clock)
 
     def count(self, what: str) -> None:
         with self._lock:
@@ -76,8 +72,8 @@ class Answered:
                 self._entries.move_to_end(key)
                 return found[1]
             self._entries.pop(key, None)
-        if self.database:
-            shared = self._shared_recall(key, now)
+        if self._shared is not None:
+            shared = self._shared.recall(key, now)
             if shared:
                 self._keep(key, *shared)
                 return shared[1]
@@ -104,8 +100,8 @@ class Answered:
         else:
             with self._lock:
                 self._entries.pop(key, None)
-        if self.database:
-            self._shared_remember(key, expires, keys, owner)
+        if self._shared is not None:
+            self._shared.remember(key, expires, keys, owner)
 
     def _keep(self, key: str, expires: float, keys: frozenset[str], owner: str | None) -> None:
         with self._lock:
@@ -113,50 +109,3 @@ class Answered:
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
-
-    # -- PostgreSQL (common/postgres.py SCHEMA["resolver"]) ------------------------------
-
-    def _shared_recall(self, key: str, now: float) -> Entry | None:
-        try:
-            with postgres.transaction(self.database, timeout=1) as conn:
-                row = conn.execute(
-                    "SELECT expires, holders FROM resolver_answered WHERE ibikey = %s "
-                    "AND expires > %s",
-                    (key, now),
-                ).fetchone()
-        except Exception as exc:  # the database down: resolve without it, asking all
-            log.warning("answered Archives: cannot read %s: %s", self.database_shown, exc)
-            return None
-        if not row:
-            return None
-        words = row[1].split()
-        owner = next((w[1:] for w in words if w.startswith(OWNER)), None)
-        return row[0], frozenset(w.removeprefix(OWNER) for w in words), owner
-
-    def _shared_remember(
-        self, key: str, expires: float, keys: frozenset[str], owner: str | None
-    ) -> None:
-        with self._lock:
-            self._writes += 1
-            sweep = self._writes % 1000 == 1
-        try:
-            with postgres.autocommit(self.database, timeout=1) as conn:
-                if keys:
-                    conn.execute(
-                        "INSERT INTO resolver_answered (ibikey, holders, expires) "
-                        "VALUES (%s, %s, %s) ON CONFLICT (ibikey) DO UPDATE SET "
-                        "holders = excluded.holders, expires = excluded.expires",
-                        (key, " ".join(OWNER * (k == owner) + k for k in sorted(keys)), expires),
-                    )
-                else:
-                    conn.execute("DELETE FROM resolver_answered WHERE ibikey = %s", (key,))
-                if sweep:  # now and then, what has expired goes
-                    conn.execute(
-                        "DELETE FROM resolver_answered WHERE expires < %s", (self.clock(),)
-                    )
-        except Exception as exc:
-            log.warning("answered Archives: cannot write %s: %s", self.database_shown, exc)
-
-    @property
-    def database_shown(self) -> str:
-        return postgres.redacted(self.database)

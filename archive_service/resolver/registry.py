@@ -19,22 +19,18 @@ import logging
 import math
 import os
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from .. import settings
-from ..common import db as dbmod
-from ..common import postgres
 from ..protocol import ibi as ibimod
 from ..protocol.answers import RequestError
-from .config import REGISTRY_FILE
 from .resolve import ArchiveRef
+from .stores.registry import RegistryError, open_registry  # noqa: F401 (callers catch it here)
 
 log = logging.getLogger(__name__)
 
@@ -61,20 +57,6 @@ _PAIRS: dict[str, Callable[[str], str]] = {
     "archiveadmemailaddress": settings.email_address,
     "registrationkey": settings.registration_key,
 }
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS archive (
-    ibikey TEXT PRIMARY KEY,          -- case-insensitive key of the service IBI
-    serviceibi TEXT NOT NULL,         -- as registered
-    salt BLOB NOT NULL,
-    keyhash BLOB NOT NULL,            -- scrypt(registration key, salt)
-    registered TEXT NOT NULL,
-    included INTEGER NOT NULL DEFAULT 0,
-    since TEXT,                       -- time of the last inclusion or exclusion
-    address TEXT, ip TEXT, platformversion TEXT, email TEXT,
-    confirmation TEXT                 -- successful | unsuccessful
-)
-"""
 
 
 class Refused(Exception):
@@ -148,10 +130,6 @@ class KeyThrottle:
                 self._buckets[source] = (min(self.BURST, tokens + 1), at)
 
 
-class RegistryError(Exception):
-    """The registry database cannot be used (state directory missing, unwritable, corrupt)."""
-
-
 @dataclass(frozen=True)
 class Record:
     serviceibi: str
@@ -186,92 +164,14 @@ class _Included:
     keyed: dict[str, ArchiveRef]
 
 
-class _SQLite:
-    """The registry as one SQLite file; a connection per call, so threads and gunicorn
-    workers share it safely."""
-
-    table, order = "archive", "rowid"
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.where = str(path)
-        self._local = threading.local()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with closing(dbmod.connect(path, timeout=10)) as conn:
-                dbmod.use_wal(conn, durable=True)
-                conn.execute(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise RegistryError(f"registry {path}: {exc}") from None
-
-    def version(self) -> tuple:
-        """Changes whenever another connection has committed to the file (PRAGMA
-        data_version, asked on a connection this thread keeps): re-reading the included
-        Archives only then saves the connection and the query of every resolution, most of
-        its cost on a small registry."""
-        local = self._local.__dict__
-        if local.get("pid") != os.getpid():
-            local.update(pid=os.getpid(), conn=dbmod.connect(self.path, timeout=10))
-        return (id(local["conn"]), local["conn"].execute("PRAGMA data_version").fetchone()[0])
-
-    @contextmanager
-    def session(self):
-        conn = dbmod.connect(self.path, timeout=10)
-        conn.row_factory = sqlite3.Row
-        with closing(conn):
-            yield lambda sql, params=(): [dict(r) for r in conn.execute(sql, params).fetchall()]
-
-
-class _Postgres:
-    """The registry as the `resolver_archive` table of the shared PostgreSQL database
-    (its schema: common/postgres.py SCHEMA["resolver"]); each call one transaction."""
-
-    table, order = "resolver_archive", "seq"
-
-    def __init__(self, url: str):
-        self.url = url
-        self.where = postgres.redacted(url)
-        try:
-            with self.session() as run:
-                run("SELECT 1")
-        except postgres.DatabaseError as exc:
-            raise RegistryError(f"registry {exc}") from None
-
-    def version(self) -> tuple:
-        """What the included Archives are, in one round trip and a few numbers: their count
-        and a sum of hashes of their IBIs and addresses (reading every row for every
-        resolution was the registry's whole load)."""
-        with postgres.autocommit(self.url) as conn:
-            return tuple(
-                conn.execute(
-                    "SELECT count(*), coalesce(sum(hashtext(ibikey || ' ' || "
-                    "coalesce(address, ''))), 0) FROM resolver_archive WHERE included = 1"
-                ).fetchone()
-            )
-
-    @contextmanager
-    def session(self):
-        from psycopg.rows import dict_row
-
-        with postgres.transaction(self.url) as conn, conn.cursor(row_factory=dict_row) as cur:
-
-            def run(sql: str, params=()) -> list[dict]:
-                cur.execute(sql.replace("?", "%s"), params)
-                return cur.fetchall() if cur.description else []
-
-            yield run
-
-
 class Registry:
     """The registered Archives, in `state_dir` (SQLite) or in the `database` (PostgreSQL)."""
 
     def __init__(self, state_dir: str | os.PathLike | None, database: str = ""):
         self.throttle = KeyThrottle()
         self._kept = threading.local()  # per thread: an `_Included`
-        if database:
-            self._store: _SQLite | _Postgres = _Postgres(database)
-        else:
-            self._store = _SQLite(Path(state_dir) / REGISTRY_FILE)
+        self._store = open_registry(state_dir, database)
+        if not database:
             self.path = self._store.path
         self.where = self._store.where
 

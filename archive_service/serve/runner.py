@@ -165,7 +165,7 @@ def _follow_collection(worker) -> None:
 
 
 def _flush_uses(arbiter, worker) -> None:
-    """A worker that stops writes the COUNTER uses it buffered (web/stats.py). gunicorn also
+    """A worker that stops writes the COUNTER uses it buffered (stores/stats/). gunicorn also
     calls this in the master for a worker it reaped, which buffered nothing there, and for a
     worker stopped before it loaded the app (no `wsgi` yet)."""
     metrics.flush()  # and the counts of its metrics

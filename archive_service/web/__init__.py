@@ -25,8 +25,8 @@ from ..common.net import persistent_url  # noqa: F401  (the CLI's, from here)
 from ..http_errors import TEXT, answer_unexpected_errors
 from ..indexer.startup import LiveIndex
 from ..oai.records import oai_dc_xml  # noqa: F401  (tests', from here)
-from ..protocol import urlkeys
 from ..protocol.answers import Archive
+from ..stores import stats, urlkeys
 from . import (
     counter_api,
     files,
@@ -37,7 +37,6 @@ from . import (
     page_limit,
     pages,
     sitemaps,
-    stats,
 )
 from .oai import oai_blueprint, oai_provider
 from .service import ArchiveRoot, Service, ServiceEndpoint
@@ -140,7 +139,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     catalog.close()  # nothing open in this process if it forks workers next
     # Both live in state_dir, or in the database every node shares; an unusable one is
     # logged and the service answers anyway.
-    keys = urlkeys.UrlKeys.of_archive(config.state_dir, config.database)
+    keys = urlkeys.of_archive(config.state_dir, config.database)
     store = stats.open_store(
         config.state_dir, config.database, retention_days=config.stats_retention_days
     )

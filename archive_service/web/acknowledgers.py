@@ -7,7 +7,7 @@ name any user in `clientinformation.ipaddress`: counted, 500 such pairs from one
 configured resolver host's addresses (looked up when the app is made, then in the
 background: a request never waits on DNS), plus loopback only when `resolver` is `none` or
 itself on loopback. Any other sender gets the protocol's answer all the same and its
-acknowledgment is refused as `not-resolver` (web/stats.py).
+acknowledgment is refused as `not-resolver` (stores/stats/).
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ from typing import Any
 from flask import Blueprint, Response, request, url_for
 
 from ..common.net import persistent_url
-from . import counter, stats, sushi
+from ..stores import stats
+from ..stores.stats import counter
+from . import sushi
 from .site import Site
 
 

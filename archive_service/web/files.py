@@ -21,7 +21,8 @@ from ..collection.sidecar import DC_ELEMENTS
 from ..common.fsnames import from_bytes, from_os
 from ..http_errors import error_response
 from ..oai.records import oai_dc_xml
-from . import counter, headers
+from ..stores.stats import counter
+from . import headers
 from .site import HTML, Site
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import tempfile
 import time
 from dataclasses import asdict
@@ -24,10 +23,11 @@ from typing import Any
 from flask import Blueprint, Response
 
 from ..common import inclusion
+from ..index.catalog import READ_ERRORS
 from ..index.store import Store
 from ..indexer import follower
 from ..protocol.urlkeys import UrlKeys
-from . import stats
+from ..stores import stats
 from .site import Site
 
 
@@ -67,7 +67,7 @@ def check(
     items = None
     try:
         items = catalog.count()
-    except sqlite3.Error as exc:
+    except READ_ERRORS as exc:
         problems.append(f"the index cannot be read: {exc}")
     damage = store.reported_damage()
     if damage:

@@ -21,7 +21,8 @@ from ..http_errors import error_response
 from ..oai.records import oai_dc_xml
 from ..protocol.answers import Links
 from ..protocol.catalog import Item, follow_editions
-from . import counter, headers, signposting
+from ..stores.stats import counter
+from . import headers, signposting
 from .files import displayable
 
 HTML = "text/html; charset=utf-8"

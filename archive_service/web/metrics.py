@@ -1,6 +1,6 @@
 """The Archive's Prometheus metrics (docs/metrics.md): what it counts and the WSGI middleware
 that counts requests and answers `GET /metrics` to `metrics_allow` only (`Metered`), no Flask
-(web/stats.py counts its uses here). The mechanics both servers share are in
+(the statistics store counts its uses: stores/stats USES). The mechanics both servers share are in
 common/metrics.py.
 
 Requests are counted around the app, not in it: the service path's subject and outcome come
@@ -12,16 +12,17 @@ pace). The gauges are read when scraped, from what /health computes (web/health.
 from __future__ import annotations
 
 import ipaddress
-import sqlite3
 import time
 from collections.abc import Callable
 
 from .. import settings
 from ..common import metrics
 from ..common.metrics import Metric
+from ..index.catalog import READ_ERRORS
+from ..stores.stats import USES
 
 SUBJECT = "archive_service.subject"  # the service path's servicesubject, set by its endpoint
-ACKNOWLEDGED = "archive_service.acknowledged"  # what web/stats.py made of an acknowledgment
+ACKNOWLEDGED = "archive_service.acknowledged"  # what stores/stats made of an acknowledgment
 # Label values are bounded: a client's made-up subject is `other`, never a label of its own.
 SUBJECTS = frozenset(("urlRequest", "acknowledgment", "inclusionConfirmationRequest"))
 KEY_REFUSALS = frozenset(("malformed", "future", "expired", "forged", "unknown"))
@@ -35,7 +36,7 @@ REQUESTS = Metric(
 ACKNOWLEDGMENTS = Metric(
     "Counter",
     "archive_service_acknowledgments",
-    "Acknowledgments by result: counted, or refused by reason (web/stats.py REASONS)",
+    "Acknowledgments by result: counted, or refused by reason (stores/stats REASONS)",
     ("result",),
 )
 DOWNLOADS = Metric(
@@ -45,12 +46,6 @@ DOWNLOADS = Metric(
     ("sent_by",),
 )
 BYTES = Metric("Counter", "archive_service_col_bytes", "Bytes of the /col/ files this process sent")
-USES = Metric(
-    "Counter",
-    "archive_service_counter_uses",
-    "COUNTER uses by result: recorded (buffered to be written) or dropped (buffer full)",
-    ("result",),
-)
 DURATION = Metric(
     "Histogram",
     "archive_service_request_duration_seconds",
@@ -60,11 +55,6 @@ DURATION = Metric(
 )
 
 OWN = (REQUESTS, ACKNOWLEDGMENTS, DOWNLOADS, BYTES, USES, DURATION)
-
-
-def use(result: str, n: int = 1) -> None:
-    """Count COUNTER uses `result` (recorded, dropped): web/stats.py's one call."""
-    USES.labels(result).inc(n)
 
 
 def enabled(config: settings.Config) -> bool:
@@ -174,7 +164,7 @@ def _live(health: Callable[[], tuple[int, dict]], catalog) -> list:
     try:
         for (state, _contenttype), n in catalog.kinds().items():
             by_state[(state,)] = by_state.get((state,), 0) + n
-    except sqlite3.Error:  # an index that cannot be read: /health says so (healthy 0)
+    except READ_ERRORS:  # an index that cannot be read: /health says so (healthy 0)
         pass
     indexer = (index["indexer"] or "").split(" ")[0]  # "watching since …"
     age = index["age_seconds"]

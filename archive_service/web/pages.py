@@ -15,7 +15,9 @@ from ..common import inclusion
 from ..common.net import persistent_url
 from ..http_errors import error_response
 from ..protocol.answers import Links
-from . import counter, health, stats, sushi, usage
+from ..stores import stats
+from ..stores.stats import counter
+from . import health, sushi, usage
 from .site import HEALTH, HTML, Site
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,9 @@ from ..http_errors import TEXT
 from ..protocol import answers, pairs
 from ..protocol.answers import Links, RequestError
 from ..protocol.errors import error_body
-from . import counter, limits, metrics, stats
+from ..stores import stats
+from ..stores.stats import counter
+from . import limits, metrics
 from .acknowledgers import acknowledgers
 from .site import Site
 

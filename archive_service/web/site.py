@@ -21,7 +21,9 @@ from ..indexer.startup import LiveIndex
 from ..protocol import answers
 from ..protocol.answers import Archive, Links
 from ..protocol.urlkeys import UrlKeys
-from . import counter, limits, signposting, stats
+from ..stores import stats
+from ..stores.stats import counter
+from . import limits, signposting
 
 HTML = "text/html; charset=utf-8"
 # The health check's endpoints (health.py): they answer when the index cannot be read.

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from . import counter
+from ..stores.stats import counter
 from .usage import add_months, in_range
 
 RELEASE = "5.1"

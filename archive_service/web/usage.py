@@ -3,9 +3,9 @@ metric types summed over the items, its top items, requests per day (30 days) an
 (12 months), and the bar charts of those, drawn here as SVG (no JavaScript, no library).
 
 The figures are the store's (`Statistics.item_report` for months, `Statistics.day_figures`
-for days): the Code's rules live in web/counter.py, not here. Past days and months do not change
-(a day's users are its own: the salt of the day), so each process keeps what it counted of them
-and counts the day and month still going on again at most once a minute.
+for days): the Code's rules live in stores/stats/counter.py, not here. Past days and months
+do not change (a day's users are its own: the salt of the day), so each process keeps what it
+counted of them and counts the day and month still going on again at most once a minute.
 
 Why not pygal (a maintained library for SVG charts, LGPL-3.0+, 3.1.3 of 2026-06): its SVG
 always carries an inline `<script>` with the chart's settings, a `<title>Pygal</title>` and a
@@ -25,7 +25,7 @@ from typing import Any
 from babel.dates import format_skeleton
 from flask_babel import get_locale
 
-from . import counter
+from ..stores.stats import counter
 
 DAYS = 30  # the chart of requests per day
 MONTHS = 12  # the chart of requests per month

@@ -1,11 +1,11 @@
 """COUNTER Code of Practice Release 5.1: from recorded uses to the Item Report (IR).
 
-What is recorded (web/stats.py `Statistics.record_use`) is one row per use: its time, the item,
+What is recorded (stores/stats/ `Statistics.record_use`) is one row per use: its time, the item,
 whether it was an investigation or a request, the content type, a `user` (a hash of client
 address and User-Agent under a salt that lives one UTC day, never the address itself) and
 whether the User-Agent is on the COUNTER robots list. This module holds the Code's rules over
 those rows, as one SQL query each store runs per UTC day (`month_query`; a month adds up
-its days, web/stats.py), and the report's
+its days, stores/stats/), and the report's
 forms (no connection, no Flask); docs/counter.md says how uses map to metric types and what
 the Archive cannot see.
 

@@ -1,0 +1,48 @@
+"""The registry in the resolver's PostgreSQL `database` (several instances on one registry)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from ....common import postgres
+from . import RegistryError
+
+
+class PostgresRegistry:
+    """The registry as the `resolver_archive` table of the shared PostgreSQL database
+    (its schema: common/postgres.py SCHEMA["resolver"]); each call one transaction."""
+
+    table, order = "resolver_archive", "seq"
+
+    def __init__(self, url: str):
+        self.url = url
+        self.where = postgres.redacted(url)
+        try:
+            with self.session() as run:
+                run("SELECT 1")
+        except postgres.DatabaseError as exc:
+            raise RegistryError(f"registry {exc}") from None
+
+    def version(self) -> tuple:
+        """What the included Archives are, in one round trip and a few numbers: their count
+        and a sum of hashes of their IBIs and addresses (reading every row for every
+        resolution was the registry's whole load)."""
+        with postgres.autocommit(self.url) as conn:
+            return tuple(
+                conn.execute(
+                    "SELECT count(*), coalesce(sum(hashtext(ibikey || ' ' || "
+                    "coalesce(address, ''))), 0) FROM resolver_archive WHERE included = 1"
+                ).fetchone()
+            )
+
+    @contextmanager
+    def session(self):
+        from psycopg.rows import dict_row
+
+        with postgres.transaction(self.url) as conn, conn.cursor(row_factory=dict_row) as cur:
+
+            def run(sql: str, params=()) -> list[dict]:
+                cur.execute(sql.replace("?", "%s"), params)
+                return cur.fetchall() if cur.description else []
+
+            yield run
