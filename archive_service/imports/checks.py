@@ -12,7 +12,7 @@ from typing import Any
 from ..collection import items as itemsmod
 from ..collection import sidecar as sidecarmod
 from ..common.yamlsafe import dump_sidecar
-from .mapping import Mapped
+from ..stores.mapping import Mapped
 from .records import EDITION_OF, METADATA_OF, RELATIONS, TRANSLATION_OF, Record
 
 # The sidecar keys an import writes from a record's own content; a revision replaces them
