@@ -216,6 +216,27 @@ def exposition(
     return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
+NOT_FOUND = b"Not Found\n"
+
+
+def scrape(environ, start_response, allow, trusted, own, live=None) -> list[bytes]:
+    """The WSGI answer to `GET /metrics` of either server: `exposition(own, live)` to a client
+    `allowed`, the same 404 as any unknown path to anyone else."""
+    if environ.get("REQUEST_METHOD") not in ("GET", "HEAD") or not allowed(environ, allow, trusted):
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        return [NOT_FOUND]
+    body, content_type = exposition(own, live)
+    start_response(
+        "200 OK",
+        [
+            ("Content-Type", content_type),
+            ("Content-Length", str(len(body))),
+            ("Cache-Control", "no-store"),
+        ],
+    )
+    return [] if environ.get("REQUEST_METHOD") == "HEAD" else [body]
+
+
 class _InMemory:
     def __init__(self, own: tuple[Metric, ...]):
         self.own = own

@@ -92,8 +92,6 @@ def metered(app, config: settings.Config, service_path: str, registry):
 class Metered:
     """WSGI middleware: each request counted by kind, `GET /metrics` answered (not counted)."""
 
-    NOT_FOUND = b"Not Found\n"
-
     def __init__(self, app, config: settings.Config, service_path: str, registry):
         self.app = app
         self.service_path = service_path
@@ -126,21 +124,7 @@ class Metered:
         return body
 
     def scrape(self, environ, start_response):
-        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD") or not metrics.allowed(
-            environ, self.allow, self.trusted
-        ):
-            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
-            return [self.NOT_FOUND]
-        body, content_type = metrics.exposition(OWN, self._live)
-        start_response(
-            "200 OK",
-            [
-                ("Content-Type", content_type),
-                ("Content-Length", str(len(body))),
-                ("Cache-Control", "no-store"),
-            ],
-        )
-        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [body]
+        return metrics.scrape(environ, start_response, self.allow, self.trusted, OWN, self._live)
 
     def _live(self) -> list:
         try:

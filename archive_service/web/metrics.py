@@ -82,8 +82,6 @@ class Metered:
     request by endpoint kind, and answering `GET /metrics` (not counted). `health`: web/health.py's
     check of this app; `catalog`: its index (items by state)."""
 
-    NOT_FOUND = b"Not Found\n"
-
     def __init__(self, app, config: settings.Config, service_path: str, health, catalog):
         self.app = app
         self.service_path = service_path
@@ -124,25 +122,12 @@ class Metered:
         return body
 
     def scrape(self, environ, start_response):
-        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD") or not metrics.allowed(
-            environ, self.allow, self.trusted
-        ):
-            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
-            return [self.NOT_FOUND]
         self.catalog.begin()  # one snapshot of the index, as a request's
         try:
-            body, content_type = metrics.exposition(OWN, lambda: _live(self.health, self.catalog))
+            live = lambda: _live(self.health, self.catalog)  # noqa: E731
+            return metrics.scrape(environ, start_response, self.allow, self.trusted, OWN, live)
         finally:
             self.catalog.end()
-        start_response(
-            "200 OK",
-            [
-                ("Content-Type", content_type),
-                ("Content-Length", str(len(body))),
-                ("Cache-Control", "no-store"),
-            ],
-        )
-        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [body]
 
 
 def _downloaded(headers: list[tuple[str, str]]) -> None:
