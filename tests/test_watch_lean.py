@@ -1,12 +1,11 @@
 """The indexer's own inotify layer (issue 22): its watches come from the index and cost a few
-bytes each; new directory levels, whole subtrees renamed, moved in or out, and a real queue
-overflow are each followed within a second."""
+bytes each; new directory levels, whole subtrees renamed, moved in or out are each followed
+within a second (a real queue overflow and its repair: test_overflow_repair.py)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
 import sys
 import threading
 import time
@@ -21,7 +20,6 @@ from archive_service.index import catalog as catalogmod
 from archive_service.index import store
 from archive_service.indexer import watch
 from archive_service.testing import make_collection, wait_until
-from serve_process import Process
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
 
@@ -114,47 +112,6 @@ def test_a_subtree_moved_in_is_watched_and_one_moved_out_is_not(
         assert shows(indexed, f"{host}/back/{year}/01.01.01.01")
         new_item(collection, f"{host}/back/{year}/01.01.01.02")
         assert shows(indexed, f"{host}/back/{year}/01.01.01.02")
-
-
-@pytest.mark.process
-@pytest.mark.skipif(os.geteuid() != 0, reason="lowering fs.inotify.max_queued_events takes root")
-def test_an_overflow_rescans_and_watches_the_directories_it_missed(
-    indexed: store.Store, collection: Path, tmp_path: Path
-) -> None:
-    """A real overflow: the kernel takes max_queued_events when the queue is made, so the
-    indexer process starts under a lowered one (restored as soon as it watches), and is
-    stopped (SIGSTOP) while a burst of new directories fills it. The rescan finds the items
-    whose events were dropped, and the directories made meanwhile are watched: a change in
-    one of them is heard within a second."""
-    previous = QUEUE.read_text()
-    QUEUE.write_text("16\n")
-    try:
-        indexer = Process(
-            ["index", "--watch", "--collection", str(collection), "--state-dir"]
-            + [str(indexed.state_dir)],
-            tmp_path / "indexer.log",
-        ).start()
-        indexer.wait_log("watching ")
-    finally:
-        QUEUE.write_text(previous)
-    try:
-        (collection / "burst.example.org").mkdir()  # watched before the burst fills its queue
-        time.sleep(3 * watch.DEBOUNCE_SECONDS)
-        indexer.proc.send_signal(signal.SIGSTOP)
-        try:
-            for i in range(100):
-                new_item(collection, f"burst.example.org/b{i}/2031/01.02.03.04")
-        finally:
-            indexer.proc.send_signal(signal.SIGCONT)
-        indexer.wait_log("the inotify queue overflowed: ")
-        assert shows(indexed, "burst.example.org/b99/2031/01.02.03.04", within=10)
-        for i in (0, 50, 99):
-            new_item(collection, f"burst.example.org/b{i}/2031/01.02.03.05")
-        for i in (0, 50, 99):
-            assert shows(indexed, f"burst.example.org/b{i}/2031/01.02.03.05")
-        indexer.check_running()
-    finally:
-        assert indexer.stop() == 0, indexer.text()
 
 
 def test_the_watches_come_from_the_index_at_a_few_bytes_each(tmp_path: Path) -> None:

@@ -81,6 +81,16 @@ def walk_scope(root: str, scope: str) -> tuple[list[_Row], int]:
     return rows, walk.dirs
 
 
+def _look(root: str, work: str | tuple[str, int]):
+    """A scope walked and read (walk_scope), or a (host/word directory, since) looked at for
+    what changed since then (changed.changed_below)."""
+    if isinstance(work, str):
+        return walk_scope(root, work)
+    from .changed import changed_below
+
+    return changed_below(root, *work)
+
+
 def reading_process() -> None:
     """A reading process started as a new Python, on its stdin and stdout."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
@@ -91,13 +101,13 @@ def reading_process() -> None:
 def _serve_reads(stdin, stdout) -> None:
     """What a reading process does, until end of file on `stdin` (which also comes when the
     build that started it dies): (root, [packed Found]) in, [_Row] out; or (root, scope) in,
-    ([_Row], directories visited) out."""
+    ([_Row], directories visited) out; or (root, (two, since)) in, what changed there out."""
     while (message := _receive(stdin)) is not None:
         root, work = message
-        if isinstance(work, str):
-            _send(stdout, walk_scope(root, work))
-        else:
+        if isinstance(work, list):
             _send(stdout, [read_item(Path(root), _unpack(packed)) for packed in work])
+        else:
+            _send(stdout, _look(root, work))
 
 
 def _cpus() -> int:
@@ -226,36 +236,43 @@ class _Readers:
     def walk(self, scopes: Iterable[str]) -> Iterator[tuple[list[_Row], int]]:
         """Walk and read each scope in the reading processes (here if they all died):
         ([_Row], directories visited) per scope, in the order they finish."""
-        flying: dict[int, tuple[subprocess.Popen, str]] = {}
-        scopes = iter(scopes)
+        return self._spread(scopes)
+
+    def changes(self, twos: Iterable[str], since: int) -> Iterator[tuple[list[str], list[str]]]:
+        """changed.changed_below of each host/word directory, in the order they finish."""
+        return self._spread((two, since) for two in twos)
+
+    def _spread(self, works: Iterable) -> Iterator:
+        flying: dict[int, tuple[subprocess.Popen, str | tuple]] = {}
+        works = iter(works)
         root = str(self.root)
         while True:
-            while self.idle and (scope := next(scopes, None)) is not None:
+            while self.idle and (work := next(works, None)) is not None:
                 proc = self.idle.pop()
                 try:
-                    _send(proc.stdin, (root, scope))
+                    _send(proc.stdin, (root, work))
                 except OSError:
-                    yield self._lost_walk(proc, scope)
+                    yield self._lost_walk(proc, work)
                     continue
-                flying[proc.stdout.fileno()] = (proc, scope)
+                flying[proc.stdout.fileno()] = (proc, work)
             if not flying:
                 if not self.procs:  # every reading process died: finish here
-                    yield from (walk_scope(root, scope) for scope in scopes)
+                    yield from (_look(root, left) for left in works)
                 return
             for fd in select.select(list(flying), [], [])[0]:
-                proc, scope = flying.pop(fd)
+                proc, work = flying.pop(fd)
                 done = _receive(proc.stdout)
                 if done is None:
-                    yield self._lost_walk(proc, scope)
+                    yield self._lost_walk(proc, work)
                     continue
                 self.idle.append(proc)
                 yield done
 
-    def _lost_walk(self, proc: subprocess.Popen, scope: str) -> tuple[list[_Row], int]:
-        log.warning("a reading process (pid %d) died; walking %s here", proc.pid, scope)
+    def _lost_walk(self, proc: subprocess.Popen, work: str | tuple):
+        log.warning("a reading process (pid %d) died; walking %s here", proc.pid, work)
         self.procs.remove(proc)
         self._stop(proc)
-        return walk_scope(str(self.root), scope)
+        return _look(str(self.root), work)
 
     def drain(self) -> list[tuple[_Row, bool]]:
         ready = self._submit() if self.pending else []

@@ -15,9 +15,10 @@ transactions. On Linux the watches are our own thin layer (inotify.py: set from 
 few bytes each); elsewhere watchdog's observer watches. Where watching is impossible (a
 network file system, too few inotify watches) it rescans every `rescan_interval` seconds
 instead and says why, once. While watching it still rescans everything every
-`consistency_interval` seconds, and at once after an inotify queue overflow (the kernel
-drops events then; directories made meanwhile are watched again first), and counts its
-watches against the directories a walk found.
+`consistency_interval` seconds, and counts its watches against the directories a walk found.
+After an inotify queue overflow (the kernel drops events then) our own layer refreshes only
+what changed since its events were last whole (index/changed.py: ctimes, not a read of the
+tree; the directories made meanwhile are watched then); watchdog's rescans everything.
 """
 
 from __future__ import annotations
@@ -37,40 +38,22 @@ from .. import settings
 from ..index.store import Store, Writer
 from ..index.walk import cover, scope_of
 from ..protocol.catalog import directory_of
+from . import repair
 from .follower import FOLLOW_SECONDS
 
 log = logging.getLogger(__name__)
 
 DEBOUNCE_SECONDS = 0.2  # events within this of each other make one wave (and the delay added)
 RETRY_SECONDS = 10.0  # after an index write failed, a full rescan this much later
+OVERFLOW = "the inotify queue overflowed"
 # File systems whose changes, made elsewhere, inotify never hears of.
-NETWORK_FILE_SYSTEMS = {
-    "nfs",
-    "nfs4",
-    "cifs",
-    "smb3",
-    "smbfs",
-    "ncpfs",
-    "afs",
-    "9p",
-    "ceph",
-    "glusterfs",
-    "lustre",
-    "gpfs",
-    "beegfs",
-    "ocfs2",
-    "gfs2",
-    "virtiofs",
-    "vboxsf",
-    "fuse.sshfs",
-    "fuse.glusterfs",
-    "fuse.s3fs",
-    "fuse.rclone",
-    "fuse.davfs2",
-    "davfs",
-    "fuse.cephfs",
-    "fuse.gcsfuse",
-}
+NETWORK_FILE_SYSTEMS = set(
+    (
+        "nfs nfs4 cifs smb3 smbfs ncpfs afs 9p ceph glusterfs lustre gpfs beegfs ocfs2 gfs2 "
+        "virtiofs vboxsf fuse.sshfs fuse.glusterfs fuse.s3fs fuse.rclone fuse.davfs2 davfs "
+        "fuse.cephfs fuse.gcsfuse"
+    ).split()
+)
 
 
 # --------------------------------------------------------------------- the environment
@@ -170,7 +153,7 @@ class _OverflowAlarm(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         if str(record.msg).startswith("Inotify queue overflowed"):
-            self.indexer.request_rescan("the inotify queue overflowed")
+            self.indexer.request_rescan(OVERFLOW)
 
 
 class Indexer:
@@ -195,6 +178,7 @@ class Indexer:
         self._cond = threading.Condition()
         self._pending: set[str] = set()
         self._rescan_reason: str | None = None
+        self._overflow_since: int | None = None  # ns: events were whole before it
         self._observer = None
         self._debouncer = None
         self._alarm = _OverflowAlarm(self)
@@ -244,9 +228,11 @@ class Indexer:
                 self._pending |= scopes
                 self._cond.notify()
 
-    def request_rescan(self, reason: str) -> None:
+    def request_rescan(self, reason: str, since: int | None = None) -> None:
         with self._cond:
             self._rescan_reason = self._rescan_reason or reason
+            if since is not None:
+                self._overflow_since = min(since, self._overflow_since or since)
             self._cond.notify()
 
     # -- watching ----------------------------------------------------------------------
@@ -409,7 +395,10 @@ class Indexer:
         limit to the loop. One bad event never stops it."""
         from .inotify import WatchLimit
 
+        # Each read drains the queue: what an overflow dropped came after the read before.
+        began = previous = time.time_ns()
         while self._watches is watches:
+            previous, began = began, time.time_ns()
             try:
                 changed, overflow, lost_root = watches.read(200)
             except WatchLimit:
@@ -426,7 +415,7 @@ class Indexer:
                 log.exception("handling inotify events of %s", self.store.root)
                 continue
             if overflow:
-                self.request_rescan("the inotify queue overflowed")
+                self.request_rescan(OVERFLOW, previous)
             if lost_root:
                 self.request_rescan("the watch on the collection stopped")
             for event in changed:
@@ -617,6 +606,7 @@ class Indexer:
                     )
                     scopes, self._pending = self._pending, set()
                     why, self._rescan_reason = self._rescan_reason, None
+                    since, self._overflow_since = self._overflow_since, None
                 if self.stop.is_set():
                     break
                 if watching and not self._watching_well():
@@ -627,7 +617,7 @@ class Indexer:
                     )
                     self._stop_watching()
                     watching = self._start_watching()
-                    why = why or "the watch was restarted"
+                    why, since = why or "the watch was restarted", None
                 if why is None and time.monotonic() >= next_full:
                     why = "consistency rescan" if watching else "periodic rescan"
                 if why is None and self._retry_at and time.monotonic() >= self._retry_at:
@@ -639,7 +629,9 @@ class Indexer:
                         why = "a rebuild of the damaged index"  # a worker met it (Store.damage)
                     elif self._kept and not self.store.exists():
                         why = "a rebuild of the removed index"  # one stat a second
-                if why is not None:
+                if why == OVERFLOW and since is not None and repair.may_repair(self, watching):
+                    repair.repair(self, since, scopes)
+                elif why is not None:
                     watching = self._rescan(why, watching)
                     next_full = self._next_full(watching)
                 elif scopes:
