@@ -33,7 +33,7 @@ import sqlite3
 import stat
 from collections.abc import Iterable, Iterator
 
-from ..collection import items as index
+from ..collection import items
 from ..collection import sidecar as sidecarmod
 from ..protocol.catalog import DOC, SEP, sortkey
 from .walk import cover, scope_of
@@ -56,7 +56,7 @@ def _item_changed(path: str, since: int) -> bool:
     except OSError:
         return True
     top = f"{path}/{DOC}"
-    fd = index.open_doc(top)
+    fd = items.open_doc(top)
     if fd is None:  # none, or a link (the walk follows none): its own entry tells
         try:
             return os.lstat(top).st_ctime_ns >= since
@@ -67,7 +67,7 @@ def _item_changed(path: str, since: int) -> bool:
     try:
         if os.fstat(fd).st_ctime_ns >= since:
             return True
-        # doc/ through the descriptor opened without following it, as index.files_under
+        # doc/ through the descriptor opened without following it, as items.files_under
         stack: list[tuple[str | int, str]] = [(fd, top)]
         while stack:
             where, at = stack.pop()
@@ -86,7 +86,7 @@ def _item_changed(path: str, since: int) -> bool:
 
 
 def _entries(path: str) -> Iterator[tuple[str, int]]:
-    """(name, ctime) of the real, unhidden subdirectories of `path` (index.subdirectories'
+    """(name, ctime) of the real, unhidden subdirectories of `path` (items.subdirectories'
     rule), from one listing and an lstat each."""
     with os.scandir(path) as entries:
         for entry in entries:
@@ -106,7 +106,7 @@ def changed_below(root: str, two: str, since: int) -> tuple[list[str], list[str]
     levels: list[str] = []
     path = f"{root}/{two}"
     try:
-        if index.is_two_segment_item(root, two):  # its own ctime: _units and _compared
+        if items.is_two_segment_item(root, two):  # its own ctime: _units and _compared
             return ([two] if _item_changed(path, since) else []), []
         for year, ctime in _entries(path):
             if ctime >= since:
@@ -151,7 +151,7 @@ def _compared(root: str, conn: sqlite3.Connection, levels: Iterable[str]) -> set
             and conn.execute("SELECT 1 FROM items WHERE sortkey = ?", (sortkey(level),)).fetchone()
         ):
             places.add(level)  # a two-segment item whose entries changed (perhaps no more one)
-        on_disk = set(index.subdirectories(f"{root}/{level}" if level else root))
+        on_disk = set(items.subdirectories(f"{root}/{level}" if level else root))
         for name in on_disk ^ _indexed_children(conn, level):
             places.add(f"{level}/{name}" if level else name)
     return places
