@@ -295,3 +295,27 @@ def test_a_fifo_swapped_in_for_the_sidecar_is_refused_not_waited_on(tmp_path):
         pytest.fail("reading a FIFO sidecar waited for a writer")
     assert len(outcome) == 1 and isinstance(outcome[0], sidecar.SidecarError), outcome
     assert "not a regular file" in str(outcome[0])
+
+
+@pytest.mark.parametrize("kind", ["link loop", "directory"])
+def test_a_sidecar_that_is_there_but_cannot_be_read_is_a_problem_of_its_item(
+    collection: Path, tmp_path, capsys, kind
+):
+    """An item.yaml the walk could not stat (a link loop) or that is no file was taken for
+    no sidecar: the item was indexed, served and claimed without its metadata, silently."""
+    sidecar_path = put(collection, "dc: {}\n")
+    sidecar_path.unlink()
+    if kind == "link loop":
+        sidecar_path.symlink_to("item.yaml")
+    else:
+        sidecar_path.mkdir()
+    store = Store(collection, tmp_path / "state")
+    Writer(store).refresh()
+    catalog = StoreCatalog(store)
+    try:
+        assert catalog.item_at(BAD) is None
+        assert catalog.lookup(SERVED) is not None  # the rest of the index is whole
+    finally:
+        catalog.close()
+    assert main(["check", str(collection)]) == 1
+    assert f"error: {BAD}/item.yaml: cannot read" in capsys.readouterr().out

@@ -354,6 +354,23 @@ def iter_item_dirs(root: Path, problems: list[Problem] | None = None):
             yield directory, ibimod.parse(directory)
 
 
+def sidecar_mark(item_path: str) -> bytes | None:
+    """What an item's item.yaml is, for its fingerprint (index/walk.py); None when it has none.
+
+    One that is there but not a file (a directory, a FIFO) or cannot be looked at (a link
+    loop, no permission) is a sidecar all the same: reading it says why it cannot be read, an
+    item's problem, where the item was indexed silently without its metadata."""
+    try:
+        st = os.stat(os.path.join(item_path, sidecarmod.SIDECAR))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return b"y!%d" % exc.errno
+    if stat.S_ISREG(st.st_mode):
+        return b"y%d.%d" % (st.st_size, st.st_mtime_ns)
+    return b"y%d.%d.%o" % (st.st_size, st.st_mtime_ns, stat.S_IFMT(st.st_mode))
+
+
 def load_item(
     root: Path,
     directory: str,
@@ -371,7 +388,7 @@ def load_item(
     problems: list[Problem] = []
     sidecar_path = os.path.join(path, sidecarmod.SIDECAR)
     if has_sidecar is None:
-        has_sidecar = os.path.isfile(sidecar_path)
+        has_sidecar = sidecar_mark(path) is not None
     if has_sidecar:
         side = sidecarmod.read(sidecar_path)
         for key in side.unknown_keys:

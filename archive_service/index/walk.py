@@ -84,16 +84,16 @@ class Walk:
     def found(self, directory: str, name: Ibi | None = None) -> Found:
         path = f"{self.root}/{directory}"
         parts = []
-        try:
-            st = os.stat(f"{path}/{sidecarmod.SIDECAR}")
-            if stat.S_ISREG(st.st_mode):
-                parts.append(b"y%d.%d" % (st.st_size, st.st_mtime_ns))
-        except OSError:
-            pass
+        mark = items.sidecar_mark(path)
+        if mark is not None:
+            parts.append(mark)
         has_sidecar = bool(parts)
         files = self.files_under(f"{path}/{DOC}")
-        if not files and os.path.islink(f"{path}/{DOC}"):  # the problem names where it leads
-            parts.append(b"l" + os.fsencode(os.readlink(f"{path}/{DOC}")))
+        if not files:  # a link: the problem names where it leads (gone meanwhile: nothing)
+            try:
+                parts.append(b"l" + os.fsencode(os.readlink(f"{path}/{DOC}")))
+            except OSError:
+                pass
         for rel, st in files:
             parts.append(
                 b"%s\0%d.%d" % (rel.encode("utf-8", "surrogateescape"), st.st_size, st.st_mtime_ns)
