@@ -37,7 +37,9 @@ from .. import settings
 from ..index.store import Store, Writer
 from ..index.walk import cover, scope_of
 from ..protocol.catalog import directory_of
+from .environment import file_system_type, inotify_watches, max_user_watches
 from .follower import FOLLOW_SECONDS
+from .vouch import VOUCH_EVERY, Tally, Voucher
 
 log = logging.getLogger(__name__)
 
@@ -71,55 +73,6 @@ NETWORK_FILE_SYSTEMS = {
     "fuse.cephfs",
     "fuse.gcsfuse",
 }
-
-
-# --------------------------------------------------------------------- the environment
-
-
-def file_system_type(path: str) -> str | None:
-    """The type of the file system holding `path` (Linux /proc/self/mountinfo), or None."""
-    real = os.path.realpath(path)
-    best, kind = "", None
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as lines:
-            for line in lines:
-                fields, _, rest = line.partition(" - ")
-                parts = fields.split()
-                if len(parts) < 5 or not rest:
-                    continue
-                mount = parts[4].replace("\\040", " ")
-                inside = real == mount or real.startswith(mount.rstrip("/") + "/")
-                if inside and len(mount) >= len(best):
-                    best, kind = mount, rest.split()[0]
-    except OSError:
-        return None
-    return kind
-
-
-def max_user_watches() -> int | None:
-    try:
-        with open("/proc/sys/fs/inotify/max_user_watches", encoding="ascii") as f:
-            return int(f.read())
-    except (OSError, ValueError):
-        return None
-
-
-def inotify_watches() -> dict[int, int]:
-    """This process's inotify descriptors and how many watches each holds (/proc fdinfo)."""
-    found = {}
-    try:
-        fds = os.listdir("/proc/self/fd")
-    except OSError:
-        return found
-    for name in fds:
-        try:
-            if os.readlink(f"/proc/self/fd/{name}") != "anon_inode:inotify":
-                continue
-            with open(f"/proc/self/fdinfo/{name}", "rb") as info:
-                found[int(name)] = info.read().count(b"inotify wd:")
-        except OSError:
-            continue
-    return found
 
 
 # -------------------------------------------------------------------------- the indexer
@@ -211,6 +164,7 @@ class Indexer:
         self._verified_at: float | None = None  # when a refresh last checked the index file
         self._kept = False  # a refresh of ours ended: the index file is there to keep
         self.real_root = store.real_root
+        self._tally = Tally(Voucher(store))  # what workers may trust (vouch.py)
 
     # -- events ------------------------------------------------------------------------
 
@@ -243,6 +197,7 @@ class Indexer:
             with self._cond:
                 self._pending |= scopes
                 self._cond.notify()
+        self._tally.handed(len(events))
 
     def request_rescan(self, reason: str) -> None:
         with self._cond:
@@ -410,6 +365,7 @@ class Indexer:
         from .inotify import WatchLimit
 
         while self._watches is watches:
+            read_from = time.monotonic()
             try:
                 changed, overflow, lost_root = watches.read(200)
             except WatchLimit:
@@ -425,10 +381,12 @@ class Indexer:
             except Exception:  # noqa: BLE001 - anything else: say so and read on
                 log.exception("handling inotify events of %s", self.store.root)
                 continue
+            self._tally.heard(len(changed) + overflow + lost_root, read_from)
             if overflow:
                 self.request_rescan("the inotify queue overflowed")
             if lost_root:
                 self.request_rescan("the watch on the collection stopped")
+            self._tally.handed(overflow + lost_root)
             for event in changed:
                 debouncer.handle_event(event)
 
@@ -610,8 +568,10 @@ class Indexer:
             watching = self._rescan("consistency rescan at start", watching)
             next_full = self._next_full(watching)
             while not self.stop.is_set():
+                taking = self._tally.taking()  # before taking: it errs on the side of less
                 with self._cond:
-                    wait = min(1.0, max(0.0, next_full - time.monotonic()))
+                    turn = VOUCH_EVERY if self._watches is not None else 1.0
+                    wait = min(turn, max(0.0, next_full - time.monotonic()))
                     self._cond.wait_for(
                         lambda: self._pending or self._rescan_reason or self.stop.is_set(), wait
                     )
@@ -640,11 +600,16 @@ class Indexer:
                     elif self._kept and not self.store.exists():
                         why = "a rebuild of the removed index"  # one stat a second
                 if why is not None:
+                    taking = self._tally.walking()
                     watching = self._rescan(why, watching)
                     next_full = self._next_full(watching)
                 elif scopes:
                     self._refresh(scopes, f"{len(cover(scopes))} changed place(s)")
+                ok = self._retry_at is None  # else the refresh failed: nothing committed
+                inotify = ok and watching and self._watches is not None
+                self._tally.done(taking if ok else 0, inotify and self._watching_well())
         finally:
+            self._tally.voucher.withdraw()
             self._stop_watching()
             self._set_state("stopped")
 

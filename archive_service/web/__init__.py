@@ -39,6 +39,7 @@ from ..common.fsnames import from_bytes, from_os
 from ..common.http import TEXT, answer_unexpected_errors, error_response
 from ..common.net import client_address, persistent_url
 from ..indexer.startup import LiveIndex
+from ..indexer.vouch import Vouched
 from ..oai.records import oai_dc_xml
 from ..protocol import answers, pairs, urlkeys
 from ..protocol.answers import Archive, Links, RequestError
@@ -324,6 +325,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
         config.platformsoftware,
         urlkeys=keys,
         resolve_file=index.resolve_file,
+        current=Vouched(live.store),
     )
     app.extensions["archive"] = archive
     app.extensions["stats"] = store
