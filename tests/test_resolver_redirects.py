@@ -1,7 +1,8 @@
 """Issue 35: persistent URLs resolved before Flask (resolver/redirects.py) are answered as
 Flask answers them: the same status, headers and body, for redirects, alerts, queries, HEAD,
 loops and the resolver's other routes; and a redirect is written without Flask. (A conflict's
-alert is left out: which Archive it names first depends on which answered first.)"""
+alert is left out: which Archive it names first depends on which answered first.) The
+registry is read again only when it changed."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 import webtest
 
 from archive_service.resolver.redirects import RedirectEndpoint
-from resolver_support import LL8
+from archive_service.resolver.registry import Registry
+from resolver_support import KEY_A, KEY_B, LL8, SERVICE_A, SERVICE_B
 from test_resolver_app import PROXY, include_both
 
 # test_resolver_app's fixtures: Archives A and B served on loopback, a registry, a resolver.
@@ -72,3 +74,19 @@ def test_a_redirect_is_written_without_flask(resolver, archives, monkeypatch) ->
     assert response.status_int == 302 and f"/col/{LL8}/doc/" in response.location
     with pytest.raises(AssertionError, match="Flask was called"):
         resolver.get("/8JMKD3MGP8W/35MMLL8!!", expect_errors=True)
+
+
+def test_the_registry_is_asked_again_only_when_its_changes_counter_moves(tmp_path) -> None:
+    # Each round asks the registry's version: from the counter in memory while no write
+    # was made, with no statement (PRAGMA data_version gave the interpreter away each time).
+    registry = Registry(tmp_path)
+    registry.register(SERVICE_A, KEY_A)
+    store = registry._store
+    first = store.version()
+    statements: list[str] = []
+    store._local.conn.set_trace_callback(statements.append)
+    assert store.version() == first and registry.included() == []
+    assert statements == []
+    Registry(tmp_path).register(SERVICE_B, KEY_B)  # another worker's (or process's) write
+    assert store.version() != first
+    assert statements == ["PRAGMA data_version"]
