@@ -41,6 +41,7 @@ sys.path.insert(0, str(BENCH))
 import gen  # noqa: E402
 import loadgen  # noqa: E402
 import report  # noqa: E402
+from removal import removal  # noqa: E402
 
 SERVICE_IBI = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
 # The full answer: follow the edition chain, every translation, and each one's metadata.
@@ -737,6 +738,10 @@ class Bench:
                     self.http(server)
                 if "change" in phases:
                     self.change(server)
+                    entries, count = self.manifest["editable"], max(1, self.prof.edits // 4)
+                    found = removal(self.root, server.port, entries, url_request, count)
+                    self.result["removal"] = found
+                    log(f"  removal: {found}")
                 self.stop(server)
         finally:
             for server in list(self.servers):

@@ -31,30 +31,42 @@ COOKIE_DAYS = 365
 SIZE_UNITS = ("byte", "kilobyte", "megabyte", "gigabyte", "terabyte", "petabyte")
 
 
-def switched() -> str | None:
+def switched(req=None) -> str | None:
     """The language the page's switch asked for (`?lang=`), None when none; a query of raw
-    bytes that are not UTF-8 asks for none (its 400 page is still said in a language)."""
+    bytes that are not UTF-8 asks for none (its 400 page is still said in a language).
+    `req`: a Werkzeug request read outside Flask (default: Flask's)."""
     try:
-        return request.args.get(COOKIE)
+        return (request if req is None else req).args.get(COOKIE)
     except UnicodeDecodeError:
         return None
 
 
-def chosen_locale() -> str:
+def chosen_locale(req=None) -> str:
     """The request's locale: the switch, its cookie, then Accept-Language (Flask-Babel's
-    locale_selector; read once per request)."""
-    for asked in (switched(), request.cookies.get(COOKIE)):
+    locale_selector; read once per request). `req`: a Werkzeug request read outside Flask
+    (the resolver's redirects: their Content-Language)."""
+    req = request if req is None else req
+    for asked in (switched(req), req.cookies.get(COOKIE)):
         if asked in LOCALES:
             return LOCALES[asked]
     # Werkzeug falls back to primary tags: pt-PT matches our "pt", which is pt-BR, our one
     # Portuguese.
-    best = request.accept_languages.best_match((*LOCALES, "pt"), default="en")
+    best = req.accept_languages.best_match((*LOCALES, "pt"), default="en")
     return LOCALES.get(best, "pt_BR")
 
 
 def tag() -> str:
     """The BCP 47 tag of the request's locale (`<html lang>`)."""
     return TAGS.get(str(get_locale()), "en")
+
+
+def language_headers(response, req=None) -> None:
+    """An HTML response's language and what it depends on (`req`: a Werkzeug request read
+    outside Flask; default: Flask's)."""
+    if response.mimetype == "text/html":
+        # The words depend on these two request headers: a cache must keep each apart.
+        response.vary.update(("Accept-Language", "Cookie"))
+        response.content_language.add(tag() if req is None else TAGS[chosen_locale(req)])
 
 
 def human_size(size: int) -> str:
@@ -173,10 +185,7 @@ def install(app: Flask, home: str | None = None, foreign: tuple[str, ...] = ()) 
 
     @app.after_request
     def remember_language(response: Response) -> Response:
-        if response.mimetype == "text/html":
-            # The words depend on these two request headers: a cache must keep each apart.
-            response.vary.update(("Accept-Language", "Cookie"))
-            response.content_language.add(tag())
+        language_headers(response)
         asked = switched()
         if asked in LOCALES and request.cookies.get(COOKIE) != asked:
             response.set_cookie(

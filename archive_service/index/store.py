@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..common import db
+from ..common import changes, db
 from ..common.progress import duration, figures
 from . import oai, search
 from .records import _Row, claim
@@ -281,14 +281,7 @@ class Store:
     def note_change(self) -> None:
         """After a commit (under the write lock): tell the readers the index changed.
         If that fails they still see the commit within catalog._Reader.READ_EVERY seconds."""
-        try:
-            fd = os.open(self.changes_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                count = int.from_bytes(os.pread(fd, 8, 0).ljust(8, b"\0"), "little")
-                os.pwrite(fd, ((count + 1) % 2**64).to_bytes(8, "little"), 0)
-            finally:
-                os.close(fd)
-        except OSError as exc:
+        if (exc := changes.bump(self.changes_path)) is not None:
             log.warning(
                 "cannot write %s (%s): workers see changes up to a second later",
                 self.changes_path,
@@ -297,16 +290,7 @@ class Store:
 
     def map_changes(self) -> mmap.mmap | None:
         """The counter note_change bumps, mapped read-only; None if there is none yet."""
-        try:
-            fd = os.open(self.changes_path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            return mmap.mmap(fd, 8, prot=mmap.PROT_READ) if os.fstat(fd).st_size >= 8 else None
-        except (OSError, ValueError):
-            return None
-        finally:
-            os.close(fd)
+        return changes.mapped(self.changes_path)
 
     @contextmanager
     def write_lock(self) -> Iterator[None]:

@@ -39,7 +39,9 @@ from ..index.store import Store, Writer
 from ..index.walk import cover, scope_of
 from ..protocol.catalog import directory_of
 from . import repair
+from .environment import file_system_type, inotify_watches, max_user_watches
 from .follower import FOLLOW_SECONDS
+from .vouch import VOUCH_EVERY, Tally, Voucher
 
 log = logging.getLogger(__name__)
 
@@ -54,55 +56,6 @@ NETWORK_FILE_SYSTEMS = set(
         "fuse.cephfs fuse.gcsfuse"
     ).split()
 )
-
-
-# --------------------------------------------------------------------- the environment
-
-
-def file_system_type(path: str) -> str | None:
-    """The type of the file system holding `path` (Linux /proc/self/mountinfo), or None."""
-    real = os.path.realpath(path)
-    best, kind = "", None
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as lines:
-            for line in lines:
-                fields, _, rest = line.partition(" - ")
-                parts = fields.split()
-                if len(parts) < 5 or not rest:
-                    continue
-                mount = parts[4].replace("\\040", " ")
-                inside = real == mount or real.startswith(mount.rstrip("/") + "/")
-                if inside and len(mount) >= len(best):
-                    best, kind = mount, rest.split()[0]
-    except OSError:
-        return None
-    return kind
-
-
-def max_user_watches() -> int | None:
-    try:
-        with open("/proc/sys/fs/inotify/max_user_watches", encoding="ascii") as f:
-            return int(f.read())
-    except (OSError, ValueError):
-        return None
-
-
-def inotify_watches() -> dict[int, int]:
-    """This process's inotify descriptors and how many watches each holds (/proc fdinfo)."""
-    found = {}
-    try:
-        fds = os.listdir("/proc/self/fd")
-    except OSError:
-        return found
-    for name in fds:
-        try:
-            if os.readlink(f"/proc/self/fd/{name}") != "anon_inode:inotify":
-                continue
-            with open(f"/proc/self/fdinfo/{name}", "rb") as info:
-                found[int(name)] = info.read().count(b"inotify wd:")
-        except OSError:
-            continue
-    return found
 
 
 # -------------------------------------------------------------------------- the indexer
@@ -195,6 +148,7 @@ class Indexer:
         self._verified_at: float | None = None  # when a refresh last checked the index file
         self._kept = False  # a refresh of ours ended: the index file is there to keep
         self.real_root = store.real_root
+        self._tally = Tally(Voucher(store))  # what workers may trust (vouch.py)
 
     # -- events ------------------------------------------------------------------------
 
@@ -227,6 +181,7 @@ class Indexer:
             with self._cond:
                 self._pending |= scopes
                 self._cond.notify()
+        self._tally.handed(len(events))
 
     def request_rescan(self, reason: str, since: int | None = None) -> None:
         with self._cond:
@@ -399,6 +354,7 @@ class Indexer:
         began = previous = time.time_ns()
         while self._watches is watches:
             previous, began = began, time.time_ns()
+            read_from = time.monotonic()
             try:
                 changed, overflow, lost_root = watches.read(200)
             except WatchLimit:
@@ -414,10 +370,12 @@ class Indexer:
             except Exception:  # noqa: BLE001 - anything else: say so and read on
                 log.exception("handling inotify events of %s", self.store.root)
                 continue
+            self._tally.heard(len(changed) + overflow + lost_root, read_from)
             if overflow:
                 self.request_rescan(OVERFLOW, previous)
             if lost_root:
                 self.request_rescan("the watch on the collection stopped")
+            self._tally.handed(overflow + lost_root)
             for event in changed:
                 debouncer.handle_event(event)
 
@@ -599,8 +557,10 @@ class Indexer:
             watching = self._rescan("consistency rescan at start", watching)
             next_full = self._next_full(watching)
             while not self.stop.is_set():
+                taking = self._tally.taking()  # before taking: it errs on the side of less
                 with self._cond:
-                    wait = min(1.0, max(0.0, next_full - time.monotonic()))
+                    turn = VOUCH_EVERY if self._watches is not None else 1.0
+                    wait = min(turn, max(0.0, next_full - time.monotonic()))
                     self._cond.wait_for(
                         lambda: self._pending or self._rescan_reason or self.stop.is_set(), wait
                     )
@@ -630,13 +590,19 @@ class Indexer:
                     elif self._kept and not self.store.exists():
                         why = "a rebuild of the removed index"  # one stat a second
                 if why == OVERFLOW and since is not None and repair.may_repair(self, watching):
+                    taking = self._tally.walking()  # the repair covers all heard until now
                     repair.repair(self, since, scopes)
                 elif why is not None:
+                    taking = self._tally.walking()
                     watching = self._rescan(why, watching)
                     next_full = self._next_full(watching)
                 elif scopes:
                     self._refresh(scopes, f"{len(cover(scopes))} changed place(s)")
+                ok = self._retry_at is None  # else the refresh failed: nothing committed
+                inotify = ok and watching and self._watches is not None
+                self._tally.done(taking if ok else 0, inotify and self._watching_well())
         finally:
+            self._tally.voucher.withdraw()
             self._stop_watching()
             self._set_state("stopped")
 

@@ -142,11 +142,14 @@ class Archive:
         urlkeys: UrlKeys | None = None,
         *,
         resolve_file: Callable[[str, str, str], object | None],
+        current: Callable[[], bool] = lambda: False,
     ):
         """`resolve_file(root, directory, relpath)`: the file /col/ serves for `relpath` of
         the item at `directory`, or None (collection.items.resolve_file): an answer gives a
-        URL only for such a file."""
+        URL only for such a file. `current()`: whether the catalog holds every change made to
+        the disk until less than CHECK_EVERY ago (indexer/vouch.py)."""
         self.catalog = catalog
+        self._current = current
         # What an answer's URLs depend on, by the name its checks record (Rendered.checks).
         self._disk_checks = {
             "in-doc": lambda root, directory, relpath: (
@@ -169,9 +172,9 @@ class Archive:
     ANSWERS = 4096
 
     # A kept answer's files are stat'ed again when it was last checked this many seconds ago
-    # or more. A URL is a promise about the disk for as long as the client takes to follow
-    # it anyway; a second is also what a changed sidecar takes to show. The stats were a
-    # sixth of a kept answer's cost (~5 us each on a 4-level tree).
+    # or more, unless `current()` says the index (whose every change drops the kept answers)
+    # holds the disk as it is. A URL is a promise about the disk for as long as the client
+    # takes to follow it anyway; a second is also what a changed sidecar takes to show.
     CHECK_EVERY = 1.0
 
     @property
@@ -491,7 +494,8 @@ class Archive:
                 kept = cache.get(key + (str(client[0]),))
         if kept is not None:
             found, checked = kept
-            if now - checked >= self.CHECK_EVERY:
+            # Trusted, `checked` stays: once the trust lapses, the first use checks.
+            if now - checked >= self.CHECK_EVERY and not self._current():
                 if found.holds(self._disk_checks):
                     # In place: a new object a second per answer would age into the oldest
                     # generation and set off full collections (tens of ms) every few seconds.

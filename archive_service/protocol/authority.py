@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from functools import lru_cache
 
 from . import ibi as ibimod
 from . import ibip as ibipmod
@@ -47,6 +48,9 @@ def _address(text: str | None) -> str | None:
         return None
 
 
+# Strings in, a bool out: each round settles claims with it for every claimant, and decoding
+# an IBIp's prefix was a tenth of a resolution's CPU (issue 35).
+@lru_cache(maxsize=4096)
 def covers(ibi: str, serviceibi: str, archiveip: str | None = None) -> bool:
     """Whether the Archive of `serviceibi` (announced at `archiveip`) names `ibi`."""
     if not ibimod.is_valid(ibi):

@@ -14,33 +14,30 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from flask import Flask, Response, jsonify, redirect, render_template, request
+from flask import Flask, Response, jsonify, render_template, request
 from flask.logging import default_handler
 from flask_babel import lazy_gettext
 
 from .. import settings
 from ..common import pages
-from ..common.net import Network, client_address, forwarded
+from ..common.net import Network, client_address
 from ..http_errors import TEXT, answer_unexpected_errors, error_response
-from ..protocol import landing, pairs
+from ..protocol import pairs
 from ..protocol.answers import RequestError
 from . import config as rconfig
 from . import metrics
-from . import purl as purlmod
-from . import resolve as resolvemod
 from .acknowledgments import Acknowledgments
 from .answered import Answered
 from .archives import ArchiveClient
 from .conflicts import Conflicts
 from .loops import OwnAddress, loop_reason
+from .redirects import RESOLVED, RedirectEndpoint, Resolutions, client_ips
 from .registry import Refused, Registry, Throttled
 
 log = logging.getLogger(__name__)
 
-_PATH_SAFE = "/!+:()@$,;=~*'-._"
-UNKNOWN = ipaddress.ip_address("0.0.0.0")  # the user of clientinformation.ipaddress, unknown
+__all__ = ["client_ips", "create_resolver_app", "create_resolver_app_from_env"]
 
 # resolver/templates/, around the layout all the kit's pages share (see common/pages.py).
 PAGE_SOURCES = pages.sources(Path(__file__).with_name("templates"), ("alert.html", "home.html"))
@@ -53,14 +50,6 @@ TITLES = {  # in the request's language when shown
     503: lazy_gettext("No Archive available"),
     508: lazy_gettext("Resolution did not end"),
 }
-
-
-def client_ips(environ: Mapping[str, Any], trusted: Iterable[Network]) -> str:
-    """`clientinformation.ipaddress` (Table 6.10): the user first, then the proxies, as
-    `trusted_proxies` decides them (common/net.py: what a client writes in X-Forwarded-For
-    is not read); 0.0.0.0 for a user unknown (an entry that is no IP address)."""
-    found = forwarded(environ, trusted)
-    return " ".join(str(a) for a in (found.user or UNKNOWN, *found.proxies))
 
 
 def throttle_source(environ: Mapping[str, Any], trusted: Iterable[Network]) -> str:
@@ -168,76 +157,29 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
             conflicts=conflicts.counts(),
         )
 
+    resolutions = Resolutions(
+        config, registry, client, answered, conflicts, acknowledgments, address, trusted
+    )
+
     @app.get("/<path:_rest>", endpoint="persistent")
     def persistent(_rest: str) -> Response:
-        # Names on disk are bytes: read the raw PATH_INFO, not Werkzeug's decoding.
-        raw = os.fsdecode(request.environ.get("PATH_INFO", "").encode("latin-1"))[1:]
-        query = request.environ.get("QUERY_STRING", "")
-        shown = quote(raw.encode("utf-8", "surrogateescape"), safe=_PATH_SAFE)
-        persistent_url = f"http://{address}{request.script_root}/{shown}"
-        if query:
-            persistent_url += "?" + query
-        try:
-            purl = purlmod.parse(raw, query)
-        except purlmod.PurlError as exc:
-            return alert(400, str(exc), persistent_url)
-        ips = client_ips(request.environ, trusted)
-        via = request.headers.get("Via", "")
-
-        def ask(question: resolvemod.Question, only=None, skip=(), enough=None, awaited=None):
-            keyed = registry.included_keyed()
-            if only is not None:  # the few remembered: not a pass over every Archive
-                archives = [keyed[k] for k in sorted(only) if k in keyed and k not in skip]
-            else:
-                archives = [a for k, a in keyed.items() if k not in skip]
-            params = question.params(ips, purl.filepath)
-            request.environ[metrics.ASKED] = request.environ.get(metrics.ASKED, 0) + len(archives)
-            return client.ask_all(archives, params, via, enough, awaited)
-
-        outcome = resolvemod.resolve(
-            purl, ask, request.headers.get("Accept-Language"), config.rounds, answered, conflicts
-        )
-        rounds = len(outcome.questions)
-        if outcome.url is None:
-            log.info(
-                "%s: %d after %d round(s): %s",
-                persistent_url,
-                outcome.status,
-                rounds,
-                outcome.reason,
-            )
+        resolved = request.environ.pop(RESOLVED, None) or resolutions.resolve(request)
+        if isinstance(resolved, Exception):
+            raise resolved
+        if resolved.target is None:
             return alert(
-                outcome.status,
-                outcome.reason,
-                persistent_url,
-                suspects=outcome.suspects,
-                silent=outcome.silent,
+                resolved.status,
+                resolved.reason,
+                resolved.persistent_url,
+                suspects=resolved.suspects,
+                silent=resolved.silent,
             )
-        chosen = outcome.reading.answer.archive
-        target = outcome.url
-        if purl.passthrough:  # the item's own query pairs (a web service's parameters)
-            target += ("&" if "?" in target else "?") + purl.passthrough
-        if landing.wants_description(list(request.accept_mimetypes)):
-            # BibTeX, CSL JSON …: the item's landing page at its Archive negotiates them.
-            match = outcome.reading.match
-            item = (resolvemod.first_form(match.ibi) if match and match.ibi else None) or (
-                outcome.questions[-1].ibi
-            )
-            target = landing.landing_url(chosen.address, chosen.serviceibi, item)
-        # The access log shows where the user went (Location) and the Archive (server.py):
-        # a second line per resolution cost 6 % of the resolver's CPU.
-        request.environ["archive_service.archive"] = chosen.serviceibi
-        log.debug("%s -> %s from %s after %d round(s)", persistent_url, target, chosen, rounds)
-        response = redirect(target, 302)
-        response.vary.add("Accept")  # a BibTeX request goes elsewhere than a browser
-        if request.method != "HEAD":  # a link checker's HEAD is no access to thank for
-            thanks = resolvemod.acknowledgment(outcome.reading, ips, persistent_url)
-            # Queued once the redirect has been written: a sender woken earlier would hold
-            # the interpreter while this thread still answers the user.
-            response.call_on_close(lambda: acknowledgments.put(chosen, thanks, via))
-        return response
+        return resolutions.redirect_response(resolved, request)
 
     answer_unexpected_errors(app, log)
+    app.wsgi_app = RedirectEndpoint(
+        app.wsgi_app, resolutions, ("/", "/health", service_path), client.pseudonym
+    )
     app.wsgi_app = metrics.metered(app.wsgi_app, config, service_path, registry)
     return app
 

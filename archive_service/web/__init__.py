@@ -24,6 +24,7 @@ from ..common import pages as common_pages
 from ..common.net import persistent_url  # noqa: F401  (the CLI's, from here)
 from ..http_errors import TEXT, answer_unexpected_errors
 from ..indexer.startup import LiveIndex
+from ..indexer.vouch import Vouched
 from ..oai.records import oai_dc_xml  # noqa: F401  (tests', from here)
 from ..protocol.answers import Archive
 from ..stores import stats, urlkeys
@@ -150,6 +151,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
         config.platformsoftware,
         urlkeys=keys,
         resolve_file=items.resolve_file,
+        current=Vouched(live.store),
     )
     app.extensions["archive"] = archive
     app.extensions["stats"] = store
