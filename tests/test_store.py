@@ -21,7 +21,7 @@ import webtest
 from archive_service import settings
 from archive_service.collection import items as index
 from archive_service.index import catalog as catalogmod
-from archive_service.index import readers, store, walk
+from archive_service.index import readers, store, walk, writer
 from archive_service.protocol import answers
 from archive_service.protocol.verbs import relation_name
 from archive_service.testing import dump, make_collection, wait_until
@@ -304,7 +304,7 @@ def test_killed_mid_build_then_restarted_equals_a_clean_build(tmp_path: Path) ->
 
 def test_a_long_first_build_logs_its_progress(tmp_path: Path, caplog, monkeypatch) -> None:
     make_collection(tmp_path / "col", 300)
-    monkeypatch.setattr(store, "PROGRESS_SECONDS", 0.0)  # a line per item instead of per 5 s
+    monkeypatch.setattr(writer, "PROGRESS_SECONDS", 0.0)  # a line per item instead of per 5 s
     caplog.set_level(logging.INFO, "archive_service")
     create_app(settings_for(tmp_path / "col", tmp_path / "state"))
     lines = [r.message for r in caplog.records if r.message.startswith("indexing ")]
@@ -442,8 +442,8 @@ def test_a_first_build_walked_in_parallel_equals_one_walked_in_order(
     (col / ".hidden" / "x" / "y" / "z").mkdir(parents=True)
     (col / "stray.txt").write_text("not an item\n")
     serial = _clean_build(col, tmp_path / "serial")  # 400 items: below both thresholds
-    monkeypatch.setattr(store, "PARALLEL_WALK_ITEMS", 100)
-    monkeypatch.setattr(store, "PARALLEL_ITEMS", 100)
+    monkeypatch.setattr(writer, "PARALLEL_WALK_ITEMS", 100)
+    monkeypatch.setattr(writer, "PARALLEL_ITEMS", 100)
     with caplog.at_level(logging.INFO, logger="archive_service.index.store"):
         parallel = _clean_build(col, tmp_path / "parallel")
     assert "processes walk and read it" in caplog.text
@@ -454,7 +454,7 @@ def test_a_first_build_walked_in_parallel_equals_one_walked_in_order(
 def _reader_kinds(monkeypatch, threaded: bool) -> None:
     """Reading processes for every first build of 100 items or more; forked where this
     process runs one thread, new Pythons where another thread runs (as under mod_wsgi)."""
-    monkeypatch.setattr(store, "PARALLEL_ITEMS", 100)
+    monkeypatch.setattr(writer, "PARALLEL_ITEMS", 100)
     # Whatever threads earlier tests left in this process, the build sees one or two.
     monkeypatch.setattr(readers.threading, "active_count", lambda: 2 if threaded else 1)
 
