@@ -1,0 +1,131 @@
+"""README's "Production in ten steps", block by block, in Debian's apache2 as apt-get leaves it
+(running), with our own `archive-service resolver serve` on loopback as the real outside
+party in urlib.net's place. Each step runs verbatim (tests/recipes.py) but for the declared
+substitutions of recipes.machine and these mappings:
+
+- `python3 -m venv` + `pip install .`: the venv recipes.debian_venv made of the test's
+  installed package for Debian's Python (no network);
+- `useradd ... archive-service`: the service's user is www-data, which Debian has;
+- `archive-service resolver register` (the resolver operator's step): on our resolver's
+  state directory;
+- `systemctl ...`: Apache's reload as Debian's unit does it; `enable --now archive-service`:
+  the installed unit's ExecStart= as its User= (recipes.Units); `daemon-reload`: nothing;
+- `journalctl -u UNIT -g PATTERN`: that unit's output, waited for until it matches.
+
+The end: a persistent URL through the resolver is a redirect to a file Apache serves from the
+Archive, and the Archive's inclusion state is `included`."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+
+from archive_service.serve import inclusion
+from fronts import BACKEND, WEB_USER, DebianApache, fetch, needs_debian_apache
+from recipes import AS_THEY_ARE, Runner, Units, debian_venv, machine, markdown_blocks, shell
+from serve_process import ROOT, SERVICE, Process, free_port, http_get, wait_until
+
+pytestmark = [pytest.mark.process, needs_debian_apache]
+
+README = ROOT / "README.md"
+SECTION = "## Production in ten steps"
+PERSISTENT = "8JMKD3MGP8W/35MMLL8"
+TARGET = "sid.inpe.br/mtc-m18@80/2009/07.21.14.43/doc/CCSDS 650.0-B-1.pdf"
+
+
+def test_the_section_has_ten_steps_of_one_block_each():
+    text = README.read_text()
+    section = text[text.index(f"\n{SECTION}\n") :]
+    section = section[: section.index("\n## ", 1)]
+    numbers = re.findall(r"^(\d+)\. ", section, re.MULTILINE)
+    assert numbers == [str(n) for n in range(1, 11)], numbers
+    assert len(markdown_blocks(text, SECTION)) == 10
+
+
+def journal(units: Units) -> Callable[[re.Match], None]:
+    """`journalctl -u UNIT -g PATTERN`: the unit's output matches, within 30 s."""
+
+    def match(found: re.Match) -> None:
+        process = units.started[found.group(1)]
+        pattern = re.compile(found.group(2))
+        wait_until(
+            lambda: pattern.search(process.text()) or process.check_running(),
+            30,
+            f"{found.group(0)}:\n{process.text()[-3000:]}",
+        )
+
+    return match
+
+
+def user_exists(found: re.Match) -> None:
+    subprocess.run(["id", WEB_USER], check=True, capture_output=True)
+
+
+def test_production_in_ten_steps(public, fronts):
+    debian_venv(public)
+    for name in ("systemd", "resolver-state"):
+        (public / name).mkdir(mode=0o755)
+    fronts.append(apache := DebianApache(public, free_port()))
+    apache.start()
+    resolver_port = free_port()
+    resolver_url = f"http://127.0.0.1:{resolver_port}"
+    resolver = Process(
+        ["resolver", "serve", "--state-dir", str(public / "resolver-state")]
+        + ["--bind", f"127.0.0.1:{resolver_port}", "--timeout", "5"],
+        public / "resolver.log",
+    ).start()
+    fronts.append(resolver)
+    resolver.wait_answering(resolver_url + "/")
+    host = f"127.0.0.1:{apache.port}"
+    units = Units(public / "systemd", public / "state", public, fronts)
+    runner = Runner(
+        [
+            ("/etc/apache2", str(apache.confdir)),
+            ("<VirtualHost *:80>", f"<VirtualHost *:{apache.port}>"),
+            ("/var/lib/archive-service-resolver", str(public / "resolver-state")),
+            ("192.0.2.10", "127.0.0.1"),
+            (BACKEND, f"127.0.0.1:{free_port()}"),
+            *machine(public, host, resolver=f"127.0.0.1:{resolver_port}"),
+        ],
+        files=[apache.confdir / "sites-available", public / "etc", public / "systemd"],
+    )
+    venv_bin = f"{public}/opt/venv/bin"
+    runner.map(rf"python3 -m venv {public}/opt/venv", lambda m: None)
+    runner.map(rf"{venv_bin}/pip install \.", lambda m: None)
+    runner.map(r"useradd --system .* archive-service", user_exists)
+    env = {**apache.env, "HOME": "/root"}
+    runner.map(rf"{venv_bin}/archive-service .*", shell(ROOT, env))
+    runner.map(
+        r"archive-service (resolver register .*)",
+        lambda m: subprocess.run(
+            [sys.executable, "-m", "archive_service.cli", *m.group(1).split()],
+            check=True,
+            capture_output=True,
+            cwd=ROOT,
+        ),
+    )
+    runner.map(r"apt-get install apache2", lambda m: None)  # needs_debian_apache
+    runner.map(r"systemctl reload apache2", lambda m: apache.reload())
+    runner.map(r"systemctl daemon-reload", lambda m: None)  # units are read when started
+    runner.map(r"systemctl enable --now (\S+)", lambda m: units.start(m.group(1)))
+    runner.map(r"journalctl -u (\S+) -g '([^']+)'", journal(units))
+    runner.map(AS_THEY_ARE, shell(ROOT, env))
+    blocks = markdown_blocks(README.read_text(), SECTION)
+    with apache.explained():
+        for block in blocks:
+            runner.run(block)
+        # The persistent URL, through the resolver, to the file through Apache.
+        status, headers, _ = http_get(f"{resolver_url}/{PERSISTENT}")
+        assert status == 302 and headers["Location"].startswith(f"http://{host}/col/"), status
+        assert fetch(headers["Location"]) == (200, (public / "collection" / TARGET).read_bytes())
+        health = json.loads(fetch(f"http://{host}/{SERVICE}/health")[1])
+        assert health["inclusion"]["state"] == "included", health
+        assert inclusion.read(public / "state").state == "included"
+    serve = units.started["archive-service"]
+    assert serve.stop() == 0  # SIGTERM, as systemctl stop: the resolver is told
+    assert "status.archive excluded" in serve.text()
