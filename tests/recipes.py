@@ -18,6 +18,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -80,14 +81,25 @@ def comment_steps(path: Path) -> list[str]:
 
 def markdown_blocks(text: str, heading: str) -> list[list[str]]:
     """The commands of each ```sh block of the section `heading` (up to the next heading of
-    the same or a higher level), block by block."""
-    level = heading.split(" ")[0]
-    start = text.index(f"\n{heading}\n")
-    rest = text[start + len(heading) + 2 :]
-    end = re.search(rf"^#{{1,{len(level)}}} ", rest, re.MULTILINE)
-    section = rest[: end.start()] if end else rest
-    blocks = re.findall(r"^```sh\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)
-    return [_commands(block.splitlines()) for block in blocks]
+    the same or a higher level outside a block), block by block."""
+    level = len(heading.split(" ")[0])
+    lines = text[text.index(f"\n{heading}\n") + 1 :].splitlines()[1:]
+    blocks: list[list[str]] = []
+    block: list[str] | None = None
+    fenced = False
+    for line in lines:
+        if line.startswith("```"):
+            fenced = not fenced
+            if block is not None:
+                blocks.append(_commands(block))
+                block = None
+            elif line == "```sh":
+                block = []
+        elif block is not None:
+            block.append(line)
+        elif not fenced and re.match(rf"#{{1,{level}}} ", line):
+            break
+    return blocks
 
 
 @dataclass
@@ -242,6 +254,8 @@ class Units:
         return values
 
     def start(self, name: str) -> Process:
+        if name in self.started and self.started[name].proc.poll() is None:
+            return self.started[name]  # already running: systemctl starts nothing
         values = self.values(name)
         user, group = values["User"][-1], values["Group"][-1]
         env = dict(value.split("=", 1) for value in values.get("Environment", []))
@@ -266,3 +280,20 @@ class Units:
         self.fronts.append(process)
         self.started[name] = process
         return process
+
+    def reload(self, name: str, logged: str) -> None:
+        """`systemctl reload NAME`: its ExecReload= (the unit's is `kill -HUP $MAINPID`),
+        done when the unit has logged `logged` once more."""
+        assert self.values(name)["ExecReload"][-1] == "/bin/kill -HUP $MAINPID"
+        process = self.started[name]
+        count = process.text().count(logged)
+        process.proc.send_signal(signal.SIGHUP)
+        process.wait_log(logged, count + 1)
+
+    def stop(self, name: str) -> None:
+        """`systemctl stop NAME`: SIGTERM to the main process alone (KillMode=mixed), within
+        TimeoutStopSec=; a clean exit."""
+        values = self.values(name)
+        assert values["KillMode"][-1] == "mixed"
+        timeout = float(values["TimeoutStopSec"][-1])
+        assert self.started[name].stop(signal.SIGTERM, timeout) == 0

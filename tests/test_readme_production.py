@@ -19,20 +19,25 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from archive_service.serve import inclusion
-from fronts import BACKEND, WEB_USER, DebianApache, fetch, needs_debian_apache
+from fronts import BACKEND, WEB_USER, DebianApache, fetch, needs_debian_apache, unit_values
 from recipes import AS_THEY_ARE, Runner, Units, debian_venv, machine, markdown_blocks, shell
 from serve_process import ROOT, SERVICE, Process, free_port, http_get, wait_until
 
 pytestmark = [pytest.mark.process, needs_debian_apache]
 
 README = ROOT / "README.md"
+CONTRIB_README = ROOT / "contrib" / "README.md"
+SYSTEMD_README = ROOT / "contrib" / "systemd" / "README.md"
+RELOADED = "reload: the announced pairs are unchanged"
 SECTION = "## Production in ten steps"
 PERSISTENT = "8JMKD3MGP8W/35MMLL8"
 TARGET = "sid.inpe.br/mtc-m18@80/2009/07.21.14.43/doc/CCSDS 650.0-B-1.pdf"
@@ -60,6 +65,17 @@ def journal(units: Units) -> Callable[[re.Match], None]:
         )
 
     return match
+
+
+def cli_as_root(found: re.Match) -> None:
+    """An `archive-service` command an admin runs with sudo, as the test's installed kit."""
+    done = subprocess.run(
+        [sys.executable, "-m", "archive_service.cli", *shlex.split(found.group(1))],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def user_exists(found: re.Match) -> None:
@@ -100,15 +116,7 @@ def test_production_in_ten_steps(public, fronts):
     runner.map(r"useradd --system .* archive-service", user_exists)
     env = {**apache.env, "HOME": "/root"}
     runner.map(rf"{venv_bin}/archive-service .*", shell(ROOT, env))
-    runner.map(
-        r"archive-service (resolver register .*)",
-        lambda m: subprocess.run(
-            [sys.executable, "-m", "archive_service.cli", *m.group(1).split()],
-            check=True,
-            capture_output=True,
-            cwd=ROOT,
-        ),
-    )
+    runner.map(r"archive-service (resolver register .*)", cli_as_root)  # the operator's
     runner.map(r"apt-get install apache2", lambda m: None)  # needs_debian_apache
     runner.map(r"systemctl reload apache2", lambda m: apache.reload())
     runner.map(r"systemctl daemon-reload", lambda m: None)  # units are read when started
@@ -126,6 +134,50 @@ def test_production_in_ten_steps(public, fronts):
         health = json.loads(fetch(f"http://{host}/{SERVICE}/health")[1])
         assert health["inclusion"]["state"] == "included", health
         assert inclusion.read(public / "state").state == "included"
+        # Then contrib/README.md's checks of a deployment, and contrib/systemd/README.md's
+        # enable, reload, stop: on the same Archive, as the same admin.
+        runner.map(r"archive-service (query .*)", cli_as_root)
+        runner.map(r"systemctl reload (\S+)", lambda m: units.reload(m.group(1), RELOADED))
+        runner.map(r"systemctl stop (\S+)", lambda m: units.stop(m.group(1)))
+        runner.map(r"systemctl status (\S+)", lambda m: None)  # shows; nothing to do
+        (checks,) = markdown_blocks(CONTRIB_README.read_text(), "## Checking a deployment")
+        runner.run(checks)
+        (enable,) = markdown_blocks(SYSTEMD_README.read_text(), "## Enable, start, reload, stop")
+        runner.run(enable)
     serve = units.started["archive-service"]
-    assert serve.stop() == 0  # SIGTERM, as systemctl stop: the resolver is told
-    assert "status.archive excluded" in serve.text()
+    assert "status.archive excluded" in serve.text()  # the stop told the resolver
+    assert inclusion.read(public / "state").state == "left"
+
+
+def test_systemd_install_as_written(public):
+    """contrib/systemd/README.md's Install block, run verbatim (no process started: the ten
+    steps above start the unit): the settings the service's user reads, the key only root
+    reads, the unit, and the pages its Documentation= names, all where the unit looks."""
+    (public / "systemd").mkdir(mode=0o755)
+    cli = f"{sys.executable} -m archive_service.cli"
+    runner = Runner(
+        [
+            ("/opt/archive-service/venv/bin/archive-service", cli),
+            ("/usr/share/doc/archive-service", f"{public}/doc"),
+            *machine(public, "127.0.0.1"),
+        ],
+        files=[public / "etc", public / "systemd"],
+    )
+    runner.map(rf"python3 -m venv {public}/opt/venv", lambda m: None)
+    runner.map(rf"{public}/opt/venv/bin/pip install \S+", lambda m: None)  # the test's kit
+    runner.map(r"useradd --system .* archive-service", user_exists)
+    runner.map(r"systemctl daemon-reload", lambda m: None)
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "PYTHONPATH": str(ROOT)}
+    runner.map(rf"{re.escape(cli)} .*", shell(SYSTEMD_README.parent, env))
+    runner.map(AS_THEY_ARE, shell(SYSTEMD_README.parent, env))
+    (install, *_) = markdown_blocks(SYSTEMD_README.read_text(), "## Install")
+    runner.run(install)
+    unit = unit_values(public / "systemd" / "archive-service.service")
+    for page in unit["Documentation"][-1].split():
+        assert Path(page.removeprefix("file://")).is_file(), page
+    settings = public / "etc" / "archive-service.yaml"
+    assert (settings.stat().st_mode & 0o777, settings.group()) == (0o640, WEB_USER)
+    key = public / "etc" / "registrationkey"
+    assert (key.stat().st_mode & 0o777, key.read_text()) == (0o600, "1234567890\n")
+    (credential,) = unit["LoadCredential"]
+    assert credential == f"registrationkey:{key}"
