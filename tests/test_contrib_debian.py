@@ -128,7 +128,13 @@ def running_apache(public: Path, fronts: list) -> DebianApache:
 def answering(front: str) -> None:
     """Wait for the first index (built by the indexer the steps started): 503 until then."""
     url = f"{front}/{SERVICE}?servicesubject=inclusionConfirmationRequest"
-    wait_until(lambda: fetch(url)[0] == 200, 60, f"{url} to answer")
+
+    def ready() -> bool:
+        status, body = fetch(url)
+        assert status in (200, 503), (status, body[:300])  # a 500: the settings, say
+        return status == 200
+
+    wait_until(ready, 60, f"{url} to answer")
 
 
 def assert_counted(front: str, python: str, site: Path, config: Path) -> None:
