@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from archive_service.protocol import pairs
-from serve_process import ROOT, SAMPLE, SERVICE, Serve
+from serve_process import ROOT, SAMPLE, SERVICE, Serve, children
 
 CONTRIB = ROOT / "contrib"
 APACHE_VHOST = CONTRIB / "apache" / "archive-service.conf"
@@ -296,6 +296,9 @@ def debian_python_site(public: Path) -> tuple[str, Path]:
         "citeproc",
         "rispy",
         "lxml",
+        # `serve` under the unit of README's ten steps (tests/test_readme_production.py).
+        "gunicorn",
+        "packaging",
     ):
         spec = importlib.util.find_spec(name)
         if spec is None:
@@ -400,6 +403,25 @@ class DebianApache(Front):
             subprocess.run([APACHE2CTL, "stop"], env=self.env, capture_output=True, timeout=60)
             self._stopped(pid)
 
+    def reload(self) -> None:
+        """`systemctl reload apache2`: Debian's unit's ExecReload, `apachectl graceful`; done
+        when the error log says Apache resumed once more."""
+        log = self.run / "log" / "error.log"
+        resumed = log.read_text(errors="replace").count("resuming normal operations")
+        done = subprocess.run(
+            [APACHE2CTL, "graceful"], env=self.env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, f"apache2ctl graceful: {done.stdout}{done.stderr}"
+        end = time.monotonic() + 20
+        while log.read_text(errors="replace").count("resuming normal operations") <= resumed:
+            assert time.monotonic() < end, f"apache2 did not reload:\n{self.logs()}"
+            time.sleep(0.05)
+
+    def restart(self) -> None:
+        """`systemctl restart apache2`: the unit's ExecStop, then its ExecStart."""
+        self.stop()
+        self.start()
+
 
 def acknowledge(front: str, answer: dict[str, str]) -> None:
     """What a resolver sends back after handing a user `answer`'s URL (SPEC: acknowledgment)."""
@@ -486,9 +508,10 @@ needs_debian_nginx = pytest.mark.skipif(
 class DebianNginx(Front):
     """nginx started as Debian's nginx.service starts it (`nginx -g 'daemon on; master_process
     on;'`, Debian's nginx.conf: www-data, sites-enabled), on a private copy of /etc/nginx
-    whose pid, log and temporary paths are private and whose default site is removed."""
+    whose pid, log and temporary paths are private and whose default site is removed (or,
+    `keep_default`, kept on the test's port)."""
 
-    def __init__(self, public: Path, port: int):
+    def __init__(self, public: Path, port: int, keep_default: bool = False):
         self.port = port
         self.etc = public / "nginx-etc"
         shutil.copytree(DEBIAN_NGINX, self.etc, symlinks=True)
@@ -510,7 +533,19 @@ class DebianNginx(Front):
                 for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
             )
         )
-        (self.etc / "sites-enabled" / "default").unlink(missing_ok=True)
+        default = self.etc / "sites-enabled" / "default"
+        if keep_default:  # as apt-get leaves it: the default site, here on the test's port
+            text = (self.etc / "sites-available" / "default").read_text()
+            default.unlink()
+            default.write_text(
+                rewrite(
+                    text,
+                    ("listen 80 default_server;", f"listen 127.0.0.1:{port} default_server;"),
+                    ("listen [::]:80 default_server;", ""),
+                )
+            )
+        else:
+            default.unlink(missing_ok=True)
 
     def install_site(self, name: str, text: str) -> None:
         """contrib's steps: copy into sites-available, link from sites-enabled."""
@@ -518,9 +553,30 @@ class DebianNginx(Front):
         (self.etc / "sites-enabled" / name).symlink_to(f"../sites-available/{name}")
 
     def start(self) -> DebianNginx:
-        conf = str(self.etc / "nginx.conf")
-        self._daemon([NGINX, "-c", conf, "-g", "daemon on; master_process on;"], SYSTEMD_ENV)
+        self._daemon(self.command(), SYSTEMD_ENV)
         return self
+
+    def command(self, *args: str) -> list[str]:
+        """nginx's command line as nginx.service gives it, on the private copy."""
+        conf = str(self.etc / "nginx.conf")
+        return [NGINX, "-c", conf, "-g", "daemon on; master_process on;", *args]
+
+    def check(self) -> None:
+        """`nginx -t`, as nginx.service's ExecStartPre runs it."""
+        done = subprocess.run(self.command("-t", "-q"), capture_output=True, text=True)
+        assert done.returncode == 0, f"nginx -t: {done.stdout}{done.stderr}"
+
+    def reload(self) -> None:
+        """`systemctl reload nginx` (`nginx -s reload`): done when the master's workers are
+        all new ones (those of the configuration read again; an old one still answers)."""
+        pid = self.pid()
+        old = set(children(pid))
+        done = subprocess.run(self.command("-s", "reload"), capture_output=True, text=True)
+        assert done.returncode == 0, f"nginx -s reload: {done.stdout}{done.stderr}"
+        end = time.monotonic() + 20
+        while (now := set(children(pid))) & old or not now:
+            assert time.monotonic() < end, f"nginx did not reload:\n{self.logs()}"
+            time.sleep(0.05)
 
     def stop(self) -> None:
         pid = self.pid()

@@ -110,10 +110,14 @@ class Process:
         log: Path,
         env: dict[str, str | None] | None = None,
         own_group: bool = False,
+        program: list[str] | None = None,
     ):
         self.args, self.log = list(args), log
         self.env = env or {}
         self.own_group = own_group
+        # Another program instead of `python -m archive_service.cli` (e.g. a systemd unit's
+        # ExecStart= run as its User=).
+        self.program = program or [sys.executable, "-m", "archive_service.cli"]
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Process:
@@ -125,7 +129,7 @@ class Process:
                 env[name] = value
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "archive_service.cli", *self.args],
+                [*self.program, *self.args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
