@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from archive_service.serve import inclusion
+from archive_service.common import inclusion
 from fronts import BACKEND, WEB_USER, DebianApache, fetch, needs_debian_apache, unit_values
 from recipes import AS_THEY_ARE, Runner, Units, debian_venv, machine, markdown_blocks, shell
 from serve_process import ROOT, SERVICE, Process, free_port, http_get, wait_until
