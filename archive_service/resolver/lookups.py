@@ -24,6 +24,9 @@ _lock = threading.Lock()
 _pid = 0
 _names: dict[tuple[str, int], tuple[float, Future]] = {}
 _found: dict[tuple[str, int], list[tuple]] = {}  # each name's last answer, however old
+# The address each name was last connected to (archives.py `_connect`): of a name's addresses,
+# the one that answered, which a hostile's DNS cannot choose by listing another's beside its own.
+_reached: dict[tuple[str, int], str] = {}
 
 
 class LookupTimeout(OSError):
@@ -58,6 +61,19 @@ def known(host: str, port: int) -> list[tuple]:
         return _found.get((host, port), [])
 
 
+def reached(host: str, port: int, where: str) -> None:
+    """`host`:`port` was connected to at the address `where`."""
+    with _lock:
+        if len(_reached) >= KEPT:
+            _reached.clear()
+        _reached[(host, port)] = where
+
+
+def reached_at(host: str, port: int) -> str | None:
+    """The address `host`:`port` was last connected to in this process, None if never."""
+    return _reached.get((host, port))
+
+
 def _lookup(host: str, port: int) -> Future:
     global _pid
     now = time.monotonic()
@@ -65,6 +81,7 @@ def _lookup(host: str, port: int) -> Future:
         if _pid != os.getpid():  # a lookup under way in the parent has no thread here
             _names.clear()
             _found.clear()
+            _reached.clear()
             _pid = os.getpid()
         kept = _names.get((host, port))
         if kept is not None and (not kept[1].done() or kept[0] > now):

@@ -303,7 +303,7 @@ def covers(ibi: str, archive: ArchiveRef) -> bool:
 
 def _reached_at(archive: ArchiveRef) -> bool:
     """Whether `archive.ip` is among the addresses the resolver reaches the Archive at (its
-    `archiveaddress` looked up, as the connection to it was: lookups.py keeps the answer).
+    `archiveaddress`, or the address its name was last connected at: lookups.py `reached`).
 
     An Archive announces its `archiveip` itself: a registered one announcing another's
     address otherwise covered that one's IBIps and, before anyone was remembered for one,
@@ -313,8 +313,14 @@ def _reached_at(archive: ArchiveRef) -> bool:
     if want is None:
         return False
     host, port = net.host_port(archive.address)
-    found = lookups.known(host, port or net.HTTP_PORT) if host else []
-    return any(net.address(str(where[0])) == want for *_, where in found)
+    if not host:
+        return False
+    if net.address(host) is not None:  # an address: where it leads, without a connection
+        return net.address(host) == want
+    # A name: the address its connection reached. Any of its addresses let a hostile's DNS
+    # list the good Archive's beside its own (refused there, answered at its own).
+    where = lookups.reached_at(host, port or net.HTTP_PORT)
+    return where is not None and net.address(where) == want
 
 
 @dataclass(frozen=True)
