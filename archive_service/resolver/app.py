@@ -21,7 +21,7 @@ from flask.logging import default_handler
 from flask_babel import lazy_gettext
 
 from .. import settings
-from ..common import pages
+from ..common import logs, pages
 from ..common.http import TEXT, answer_unexpected_errors, error_response
 from ..common.net import Network, client_address, forwarded
 from ..protocol import landing, pairs
@@ -106,7 +106,8 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         """A request this resolver sent itself: answering it by resolving would ask again."""
         reason = loop_reason(request.headers.get("Via", ""), client.pseudonym)
         if reason:
-            log.warning("%s %s: %s", request.method, request.path, reason)
+            # The path as decoded: a client's %0a or %1b would be a line or an escape of ours.
+            log.warning("%s %s: %s", request.method, logs.shown(request.path), reason)
             return error_response(reason, 508)
         return None
 
