@@ -211,3 +211,34 @@ def test_a_full_state_directory_costs_the_counts_not_the_process(tmp_path):
     assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
     assert "answered" in run.stdout
     assert "counts nothing" in run.stderr
+
+
+GONE = r"""
+import shutil, sys
+from archive_service.common import metrics
+from archive_service.web import metrics as web_metrics
+shutil.rmtree(metrics.use_directory(sys.argv[1], "metrics"))
+web_metrics.DURATION.labels("service").observe(0.01)
+web_metrics.REQUESTS.labels("urlRequest", "answered").inc()
+metrics.flush()
+print("answered")
+"""
+
+
+def test_a_metrics_directory_removed_costs_the_counts_not_the_requests(tmp_path):
+    """A worker started after state_dir/metrics was removed (a cleanup; /tmp's cleaner for
+    the fallback) raised FileNotFoundError counting each request, after the app had
+    answered: every request of that worker was a 500 (adversarial pass over issue 30,
+    second round)."""
+    script = tmp_path / "gone.py"
+    script.write_text(GONE)
+    run = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0 and "answered" in run.stdout, run.stderr[-2000:]
+    assert "counts nothing" in run.stderr
