@@ -5,6 +5,12 @@ gunicorn's workers: tests/test_metrics_serve.py."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
 import webtest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -12,7 +18,7 @@ from archive_service.protocol import pairs
 from archive_service.resolver.app import create_resolver_app
 from archive_service.resolver.resolve import ArchiveRef, Conflict
 from archive_service.web import create_app
-from support import ADDRESS, Client
+from support import ADDRESS, ROOT, Client
 
 RELATORIO = "8JMKD3MGP7W/3EPGUE5"  # sid.inpe.br/mtc-m19/2013/09.04.12.27.57, a /col/ file
 LOOPBACK = {"REMOTE_ADDR": "127.0.0.1"}
@@ -156,3 +162,83 @@ def test_the_resolver_counts_acknowledgments_dropped_and_conflicting_claims(tmp_
     assert value(after, name, event="dropped") - value(before, name, event="dropped") >= 1
     conflicts = "archive_service_resolver_conflicting_claims_total"
     assert value(after, conflicts) - value(before, conflicts) == 1
+
+
+FULL_DISK = r"""
+import os, sys
+state = sys.argv[1]
+fd = os.open(os.path.join(state, "filler"), os.O_WRONLY | os.O_CREAT)
+try:
+    while True:
+        os.write(fd, b"x" * 4096)
+except OSError:
+    os.close(fd)
+from archive_service.common import metrics
+from archive_service.web import metrics as web_metrics
+metrics.use_directory(state, "metrics")
+web_metrics.use("recorded")
+web_metrics.DURATION.labels("service").observe(0.01)
+metrics.flush()
+body, _ = metrics.exposition(web_metrics.OWN)
+print("answered", len(body))
+"""
+
+
+def test_a_full_state_directory_costs_the_counts_not_the_process(tmp_path):
+    """prometheus_client's files are sparse: on a full file system its first write into one
+    was a SIGBUS, so each worker started while state_dir was full died at its first count
+    (adversarial pass over issue 30, second round). Run in a user namespace on a 64 KiB
+    tmpfs, filled."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    script = tmp_path / "full.py"
+    script.write_text(FULL_DISK)
+
+    def in_namespace(command: str) -> subprocess.CompletedProcess:
+        shell = f'mount -t tmpfs -o size=64k tmpfs "{mount}" && {command}'
+        return subprocess.run(
+            ["unshare", "-rm", "sh", "-c", shell],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    if shutil.which("unshare") is None or in_namespace("true").returncode != 0:
+        pytest.skip("no user namespace here to mount a small tmpfs in")
+    run = in_namespace(f'exec "{sys.executable}" "{script}" "{mount}"')
+    assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
+    assert "answered" in run.stdout
+    assert "counts nothing" in run.stderr
+
+
+GONE = r"""
+import shutil, sys
+from archive_service.common import metrics
+from archive_service.web import metrics as web_metrics
+shutil.rmtree(metrics.use_directory(sys.argv[1], "metrics"))
+web_metrics.DURATION.labels("service").observe(0.01)
+web_metrics.REQUESTS.labels("urlRequest", "answered").inc()
+metrics.flush()
+print("answered")
+"""
+
+
+def test_a_metrics_directory_removed_costs_the_counts_not_the_requests(tmp_path):
+    """A worker started after state_dir/metrics was removed (a cleanup; /tmp's cleaner for
+    the fallback) raised FileNotFoundError counting each request, after the app had
+    answered: every request of that worker was a 500 (adversarial pass over issue 30,
+    second round)."""
+    script = tmp_path / "gone.py"
+    script.write_text(GONE)
+    run = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0 and "answered" in run.stdout, run.stderr[-2000:]
+    assert "counts nothing" in run.stderr

@@ -5,6 +5,8 @@ remembered claimant, else the first; and how refused claims are counted and logg
 from __future__ import annotations
 
 import logging
+import socket
+import time
 from datetime import UTC, datetime
 
 from hypothesis import given
@@ -12,10 +14,11 @@ from hypothesis import strategies as st
 
 from archive_service.protocol import ibip
 from archive_service.protocol.authority import covers
+from archive_service.resolver import archives, lookups
 from archive_service.resolver.answered import Answered
 from archive_service.resolver.conflicts import Conflicts
 from archive_service.resolver.resolve import Answer, ArchiveRef, settle_claims
-from archive_service.resolver.resolve import covers as resolve_covers
+from archive_service.resolver.resolve import _reached_at as reached_at
 
 SEED_ARCHIVE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
 GOOD = ArchiveRef("good.example", SEED_ARCHIVE, "150.163.34.243")
@@ -151,7 +154,8 @@ def test_an_archiveip_counts_only_where_the_archiveaddress_leads():
     """With nobody remembered for an IBIp, a registered Archive announcing the address the
     IBIp encodes (not its own) covered it as much as the Archive at that address, and won
     the first resolution by answering first (the adversarial pass over issue 30). The
-    announced archiveip is now believed only where the archiveaddress is reached."""
+    announced archiveip now decides between two that cover it only where the archiveaddress
+    is reached; one alone that covers it stays its authority wherever it is reached."""
     ip = "127.0.0.2"
     ibi = ibip.encode(ip, 80, 1.7e9)
     good = ArchiveRef(f"{ip}:8080", "sid.inpe.br/mtc-m18@80/2008/03.17.15.17", ip)
@@ -160,5 +164,45 @@ def test_an_archiveip_counts_only_where_the_archiveaddress_leads():
     assert first.refused == {0}, first
     assert first.conflicts[0].why == "the naming authority of the IBI"
     unbracketed = ArchiveRef("[::1]:8080", "x.example/w/2020/01.01.00.00", "::1")
-    assert resolve_covers(ibip.encode("::1", 80, 1.7e9), unbracketed)
-    assert not resolve_covers(ibi, ArchiveRef("no-such-host.invalid", good.serviceibi, ip))
+    assert reached_at(unbracketed)
+    assert not reached_at(ArchiveRef("no-such-host.invalid", good.serviceibi, ip))
+    behind_nat = ArchiveRef("127.0.0.4:8080", good.serviceibi, ip)  # announces, reached elsewhere
+    alone = settle_claims([claim(OTHER, 0), claim(behind_nat, 1)], ibi)
+    assert alone.refused == {0} and alone.conflicts[0].why == "the naming authority of the IBI"
+    both_elsewhere = settle_claims([claim(evil, 0), claim(behind_nat, 1)], ibi)
+    assert both_elsewhere.refused == {1}  # neither is its authority: the first claimant
+
+
+def test_a_name_listing_anothers_address_beside_its_own_is_no_authority(monkeypatch):
+    """A registered hostile Archive whose own DNS lists the good Archive's address first and
+    its own second, on a port the good one does not listen on, announcing the good one's
+    archiveip: the resolver's connection, refused at the first, reached the hostile at the
+    second, and any of the name's addresses made its archiveip believed, so it covered the
+    good Archive's IBIps and won their first resolutions by answering first (adversarial
+    pass over issue 30, second round). Only the address the connection reached counts."""
+    good_ip, evil_ip = "127.0.0.2", "127.0.0.9"
+    with socket.socket() as evil_listens:
+        evil_listens.bind((evil_ip, 0))
+        evil_listens.listen()
+        port = evil_listens.getsockname()[1]
+        real = socket.getaddrinfo
+
+        def getaddrinfo(host, *args, **kwargs):
+            if host != "evil.test":
+                return real(host, *args, **kwargs)
+            if kwargs.get("flags", 0) & socket.AI_NUMERICHOST:
+                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+            return real(good_ip, *args, **kwargs) + real(evil_ip, *args, **kwargs)
+
+        monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+        monkeypatch.setattr(lookups, "_names", {})
+        monkeypatch.setattr(lookups, "_reached", {}, raising=False)
+        ibi = ibip.encode(good_ip, 80, 1.7e9)
+        evil = ArchiveRef(f"evil.test:{port}", "evil.example.org/ev/2024/01.01.00.00", good_ip)
+        good = ArchiveRef(f"{good_ip}:{port}", "sid.inpe.br/mtc-m18@80/2008/03.17.15.17", good_ip)
+        archives._connect(evil.address, 2, time.monotonic() + 5).close()  # the round's
+        assert not reached_at(evil)
+        first = settle_claims([claim(evil, 0), claim(good, 1)], ibi)
+        assert first.owner == good.serviceibi.lower() and first.refused == {0}
+        honest = ArchiveRef(f"evil.test:{port}", evil.serviceibi, evil_ip)
+        assert reached_at(honest)

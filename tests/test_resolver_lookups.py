@@ -47,31 +47,3 @@ def test_an_address_needs_no_lookup(silent_dns):
         archives._connect("127.0.0.1:9", 1.0, time.monotonic() + 1.0)
     assert "not looked up" not in str(refused.value)
     assert silent_dns == []
-
-
-def test_a_name_is_known_at_its_last_address_while_it_is_looked_up_again(monkeypatch):
-    """The claim rule asks where an Archive's name leads without waiting: its last answer
-    stands while a fresh lookup is under way (the first ever is started and gives [])."""
-    real, slow = socket.getaddrinfo, threading.Event()
-
-    def getaddrinfo(host, *args, **kwargs):
-        if host == "archive.test" and not kwargs.get("flags", 0) & socket.AI_NUMERICHOST:
-            slow.wait(10)
-            return real("127.0.0.2", *args, **kwargs)
-        if host == "archive.test":
-            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
-        return real(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    monkeypatch.setattr(lookups, "_names", {})
-    monkeypatch.setattr(lookups, "_found", {})
-    monkeypatch.setattr(lookups, "LOOKUP_FOR", 0.0)  # each answer expires at once
-    assert lookups.known("archive.test", 80) == []  # never looked up: not waited for
-    slow.set()
-    deadline = time.monotonic() + 10
-    while not lookups.known("archive.test", 80) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    slow.clear()  # the next lookup hangs: the last answer stands meanwhile
-    for _ in range(3):
-        assert [a[4][0] for a in lookups.known("archive.test", 80)] == ["127.0.0.2"]
-    slow.set()

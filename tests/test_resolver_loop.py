@@ -125,3 +125,20 @@ def test_a_request_that_went_round_other_resolvers_is_a_loop():
     assert "itself" in loop_reason(f"1.1 {PSEUDONYM}-2, 1.0 {me} (comment)", me)
     others = ", ".join(f"1.1 {PSEUDONYM}-{n}" for n in range(2, 2 + MAX_HOPS))
     assert "passed through" in loop_reason(others, me)
+
+
+@pytest.mark.process
+def test_a_loop_refused_writes_the_path_on_one_line_of_the_log(running):
+    """The loop's warning named the path as Werkzeug decoded it: any client sending four
+    Via entries of this kit wrote a line of its own (`%0a`) and terminal escapes (`%1b`) into
+    the resolver's log (adversarial pass over issue 30, second round)."""
+    url, _, _, resolver = running
+    via = ", ".join(f"1.1 archive-service-resolver-{i}" for i in range(4))
+    forged = "2026-01-01 00:00:00,000 [1] INFO archive_service: FORGED"
+    path = "/x%0a" + forged.replace(" ", "%20") + "%1b[2J"
+    assert http_get(url + path, headers={"Via": via})[0] == 508
+    resolver.wait_log("passed through 4 resolvers")
+    lines = resolver.text().splitlines()
+    assert not any(line.startswith(forged) for line in lines)
+    assert "\x1b" not in resolver.text()
+    assert any("GET /x\\n2026-01-01" in line for line in lines)

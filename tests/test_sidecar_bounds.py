@@ -319,3 +319,26 @@ def test_a_sidecar_that_is_there_but_cannot_be_read_is_a_problem_of_its_item(
         catalog.close()
     assert main(["check", str(collection)]) == 1
     assert f"error: {BAD}/item.yaml: cannot read" in capsys.readouterr().out
+
+
+def test_reading_sidecars_keeps_none_of_their_long_values(tmp_path):
+    """The loader's cache of plain scalars' tags kept up to 4,096 of them whatever their
+    length: sidecars each with one 60 KB plain value (an OAI provider's "abstracts", written
+    plain by the import) pinned 240 MB in every process that reads sidecars (the indexer and
+    each of its readers) (adversarial pass over issue 30, second round)."""
+    import gc
+    import tracemalloc
+
+    path = tmp_path / sidecar.SIDECAR
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(100):
+            path.write_text(f"state: Original\ndc:\n  description: v{i}{'x' * 60_000}\n")
+            assert sidecar.read(path).dc["description"][0].startswith(f"v{i}x")
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 1_000_000, f"{kept} bytes kept after reading 100 sidecars of 60 KB"

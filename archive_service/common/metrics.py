@@ -68,9 +68,50 @@ _flusher = False  # whether this process's flusher runs
 
 def _forked() -> None:
     # Counts a fork copied are the parent's; its flusher thread did not come along.
-    global _flusher
+    global _flusher, _room
     _flusher = False
     _pending.clear()
+    _room = None
+
+
+# prometheus_client's files (one a kind of metric and process, `{kind}_{pid}.db`) are sparse:
+# on a full file system its first write into a page was a SIGBUS, and each worker started
+# while state_dir was full died at its first count. Their first size is taken up front.
+RESERVED = 1 << 16  # bytes: prometheus_client's first size of a file, far above our labels'
+_KINDS = ("counter", "histogram", "gauge_livesum")
+_room: bool | None = None  # whether this process may write its counts (None: not yet known)
+
+
+def _has_room() -> bool:
+    """Whether this process's files have room for its counts (taken once a process)."""
+    global _room
+    if _room is None:
+        with _lock:  # no value is made meanwhile in a file about to be taken back
+            if _room is None:
+                _room = _reserve(os.environ.get(ENV))
+    return _room
+
+
+def _reserve(directory: str | None) -> bool:
+    made: list[str] = []
+    try:
+        for kind in _KINDS if directory else ():
+            path = f"{directory}/{kind}_{os.getpid()}.db"
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                made.append(path)
+            except FileExistsError:  # a dead process's of the same pid: prometheus_client's too
+                fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+            try:
+                os.posix_fallocate(fd, 0, RESERVED)
+            finally:
+                os.close(fd)
+    except OSError as exc:
+        for path in made:  # an empty file would break every scrape's reading of the rest
+            os.unlink(path)
+        log.warning("metrics: no room in %s (%s): this process counts nothing", directory, exc)
+        return False
+    return True
 
 
 os.register_at_fork(after_in_child=_forked)
@@ -107,6 +148,8 @@ class Metric:
         return self._made
 
     def labels(self, *values: str) -> Any:
+        if not (_room or _has_room()):
+            return _NOWHERE
         child = self._children.get(values)
         if child is None:
             made = self.made()
@@ -114,6 +157,18 @@ class Metric:
             batched = {"Counter": _Counted, "Histogram": _Observed}.get(self.kind)
             child = self._children[values] = batched(real) if batched else real
         return child
+
+
+class _Nowhere:
+    """A metric's child in a process without room for its counts: they are dropped."""
+
+    def inc(self, amount: float = 1) -> None:
+        pass
+
+    observe = inc
+
+
+_NOWHERE = _Nowhere()
 
 
 class _Counted:
@@ -185,7 +240,7 @@ def flush() -> None:
     with _pending_lock:
         if not _pending:
             return
-        batch = list(_pending.items())
+        batch = list(_pending.items()) if _room or _has_room() else []
         _pending.clear()
     for child, held in batch:
         child.write(held)
@@ -202,7 +257,7 @@ def exposition(
 
     own = tuple(own)
     flush()  # this process's counts; the other workers' are at most FLUSH_EVERY old
-    for metric in own:  # one without labels is shown from the start, at 0
+    for metric in own if _has_room() else ():  # one without labels is shown from the start
         metric.made()
     registry = CollectorRegistry(auto_describe=False)
     if os.environ.get(ENV):

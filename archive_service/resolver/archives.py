@@ -137,6 +137,7 @@ def _connect(address: str, timeout: float, deadline: float) -> socket.socket:
             continue
         # A request goes in one write; without this, the kernel may hold an answer's ACK back.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        lookups.reached(host, port, str(where[0]))
         return sock
     raise error
 

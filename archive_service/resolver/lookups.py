@@ -23,7 +23,9 @@ KEPT = 4096  # names kept at most (one per included Archive's address)
 _lock = threading.Lock()
 _pid = 0
 _names: dict[tuple[str, int], tuple[float, Future]] = {}
-_found: dict[tuple[str, int], list[tuple]] = {}  # each name's last answer, however old
+# The address each name was last connected to (archives.py `_connect`): of a name's addresses,
+# the one that answered, which a hostile's DNS cannot choose by listing another's beside its own.
+_reached: dict[tuple[str, int], str] = {}
 
 
 class LookupTimeout(OSError):
@@ -43,19 +45,17 @@ def addresses(host: str, port: int, deadline: float) -> list[tuple]:
         raise LookupTimeout(f"the name {host} was not looked up in time") from None
 
 
-def known(host: str, port: int) -> list[tuple]:
-    """The addresses `host` was last found at, at once: [] while it never was (a lookup is
-    started then). For checks made in a round's stride, which must not wait for DNS, nor
-    change their answer each time a kept lookup expires."""
-    try:
-        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
-    except socket.gaierror:
-        pass
-    found = _lookup(host, port)
-    if found.done() and found.exception() is None:
-        return found.result()
+def reached(host: str, port: int, where: str) -> None:
+    """`host`:`port` was connected to at the address `where`."""
     with _lock:
-        return _found.get((host, port), [])
+        if len(_reached) >= KEPT:
+            _reached.clear()
+        _reached[(host, port)] = where
+
+
+def reached_at(host: str, port: int) -> str | None:
+    """The address `host`:`port` was last connected to in this process, None if never."""
+    return _reached.get((host, port))
 
 
 def _lookup(host: str, port: int) -> Future:
@@ -64,7 +64,7 @@ def _lookup(host: str, port: int) -> Future:
     with _lock:
         if _pid != os.getpid():  # a lookup under way in the parent has no thread here
             _names.clear()
-            _found.clear()
+            _reached.clear()
             _pid = os.getpid()
         kept = _names.get((host, port))
         if kept is not None and (not kept[1].done() or kept[0] > now):
@@ -72,7 +72,6 @@ def _lookup(host: str, port: int) -> Future:
         if len(_names) >= KEPT:
             for key in [k for k, (_, f) in _names.items() if f.done()]:
                 del _names[key]
-                _found.pop(key, None)
         found: Future = Future()
         _names[(host, port)] = (now + LOOKUP_FOR, found)
     threading.Thread(
@@ -83,9 +82,6 @@ def _lookup(host: str, port: int) -> Future:
 
 def _resolve(host: str, port: int, found: Future) -> None:
     try:
-        answer = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        with _lock:
-            _found[(host, port)] = answer
-        found.set_result(answer)
+        found.set_result(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
     except Exception as exc:  # noqa: BLE001 - the asker raises it as its own
         found.set_exception(exc)

@@ -295,26 +295,43 @@ class Outcome:
 
 
 def covers(ibi: str, archive: ArchiveRef) -> bool:
-    """Whether `archive` is the naming authority of `ibi` (protocol/authority.py), its
-    announced `archiveip` counting only where its `archiveaddress` leads (`_reached_at`)."""
-    ip = archive.ip if archive.ip and _reached_at(archive) else None
-    return authority.covers(ibi, archive.serviceibi, ip)
+    """Whether `archive` names `ibi` by what it announced (protocol/authority.py): its service
+    IBI's host and word, or the `archiveip` an IBIp encodes."""
+    return authority.covers(ibi, archive.serviceibi, archive.ip)
+
+
+def naming_authority(ibi: str, claimants: Sequence[Answer]) -> Answer | None:
+    """The one claimant that is the naming authority of `ibi`, or None.
+
+    An `archiveip` is what each Archive announces of itself, so two may cover one IBIp: a
+    registered Archive announcing another's address covered that one's IBIps too and, before
+    anyone was remembered for one, won its first resolution by answering first (the
+    adversarial passes over issue 30). Of several, the one the resolver reaches at the
+    address it announced (`_reached_at`) is the authority; none when that is not one either.
+    One alone that covers it stays its authority wherever it is reached (behind NAT, a
+    balancer)."""
+    covering = [a for a in claimants if covers(ibi, a.archive)]
+    if len(covering) > 1:
+        covering = [a for a in covering if _reached_at(a.archive)]
+    return covering[0] if len(covering) == 1 else None
 
 
 def _reached_at(archive: ArchiveRef) -> bool:
-    """Whether `archive.ip` is among the addresses the resolver reaches the Archive at (its
-    `archiveaddress` looked up, as the connection to it was: lookups.py keeps the answer).
-
-    An Archive announces its `archiveip` itself: a registered one announcing another's
-    address otherwise covered that one's IBIps and, before anyone was remembered for one,
-    won its first resolution by answering first (the adversarial pass over issue 30). Not
-    waited for: a name never looked up yet is no authority in this round."""
+    """Whether the resolver reaches `archive` at its announced `archiveip`: its
+    `archiveaddress` is that address, or its name's connection was last made to it
+    (lookups.py `reached_at`). Not waited for: a name not yet connected to is reached nowhere."""
     want = net.address(archive.ip or "")
     if want is None:
         return False
     host, port = net.host_port(archive.address)
-    found = lookups.known(host, port or net.HTTP_PORT) if host else []
-    return any(net.address(str(where[0])) == want for *_, where in found)
+    if not host:
+        return False
+    if net.address(host) is not None:  # an address: where it leads, without a connection
+        return net.address(host) == want
+    # A name: the address its connection reached. Any of its addresses let a hostile's DNS
+    # list the good Archive's beside its own (refused there, answered at its own).
+    where = lookups.reached_at(host, port or net.HTTP_PORT)
+    return where is not None and net.address(where) == want
 
 
 @dataclass(frozen=True)
@@ -351,9 +368,8 @@ def is_claim(answer: Answer) -> bool:
 def settle_claims(answers: Sequence[Answer], ibi: str, owner: str | None = None) -> Claims:
     """Whose claim of the Original of `ibi` stands among `answers`.
 
-    The naming authority's (`covers`) first, when one claimant alone covers the IBI: an IBIp's
-    authority rests on the `archiveip` an Archive announced itself, which another can announce
-    too, and two that cover it are no authority over each other. Else the remembered
+    The naming authority's first (`naming_authority`: the one claimant that covers the IBI,
+    or of several the one reached at the address it announced). Else the remembered
     claimant's (`owner`, a service IBI key), which a new claimant does not displace while it
     is not heard saying otherwise (no answer, or not asked); else the first claimant's. An
     Archive that now answers without claiming the Original (empty: the item moved; a Copy)
@@ -362,10 +378,10 @@ def settle_claims(answers: Sequence[Answer], ibi: str, owner: str | None = None)
     if not claimants:
         return Claims()
     keyed = {ibimod.key(a.archive.serviceibi): a for a in claimants}
-    authorities = [a for a in claimants if covers(ibi, a.archive)]
+    authority = naming_authority(ibi, claimants)
     heard = {ibimod.key(a.archive.serviceibi) for a in answers if not a.error}
-    if len(authorities) == 1:
-        kept, why = authorities[0], "the naming authority of the IBI"
+    if authority is not None:
+        kept, why = authority, "the naming authority of the IBI"
     elif owner in keyed:
         kept, why = keyed[owner], "the Archive remembered for the IBI"
     elif owner and owner not in heard:  # the one remembered is silent: nobody displaces it

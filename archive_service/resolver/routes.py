@@ -17,6 +17,7 @@ from flask import Blueprint, Response, jsonify, render_template, request
 from flask_babel import lazy_gettext
 
 from .. import settings
+from ..common import logs
 from ..common.net import Network, client_address
 from ..http_errors import TEXT, error_response
 from ..protocol import pairs
@@ -79,7 +80,8 @@ def service_blueprint(parts: Parts) -> Blueprint:
         """A request this resolver sent itself: answering it by resolving would ask again."""
         reason = loop_reason(request.headers.get("Via", ""), client.pseudonym)
         if reason:
-            log.warning("%s %s: %s", request.method, request.path, reason)
+            # The path as decoded: a client's %0a or %1b would be a line or an escape of ours.
+            log.warning("%s %s: %s", request.method, logs.shown(request.path), reason)
             return error_response(reason, 508)
         return None
 
