@@ -299,6 +299,8 @@ def debian_python_site(public: Path) -> tuple[str, Path]:
         # `serve` under the unit of README's ten steps (tests/test_readme_production.py).
         "gunicorn",
         "packaging",
+        # GET /metrics (issue 36).
+        "prometheus_client",
     ):
         spec = importlib.util.find_spec(name)
         if spec is None:
