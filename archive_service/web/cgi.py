@@ -2,18 +2,16 @@
 
 A protocol request (GET or HEAD at the service path, with a query) is answered by the service
 path of create_app's app alone (web/service.py's `Service`, `ServiceEndpoint` and mount rule
-over web/core.py's `Core`, counted by web/metrics.py as create_app's app counts it), so that
-the process imports neither Flask, Jinja nor Werkzeug: they were more than half of such a
-request's time (issue 35). Any other request (pages, /col/, /health, /metrics), and every
-request while there is no complete index (create_app's 503), goes to the app create_app
-makes, Flask imported only then.
+over web/core.py's `Core`), so that the process imports neither Flask, Jinja nor Werkzeug:
+they were more than half of such a request's time (issue 35). Any other request (pages,
+/col/, /health, /metrics), and every request while there is no complete index (create_app's
+503), goes to the app create_app makes, Flask imported only then.
 """
 
 from __future__ import annotations
 
 from .. import settings
 from ..indexer.startup import LiveIndex
-from . import metrics
 from .core import REQUIRED, Core, settings_from_env
 from .service import ArchiveRoot, Service, ServiceEndpoint
 
@@ -42,19 +40,6 @@ class _OneService:
         return Service(Core.open(self.config, self.live), one_request=True).answer(environ)
 
 
-class _Split:
-    """WSGI app: a protocol request to `lean` (the endpoint, metered), any other to the
-    endpoint's own app (create_app's, which meters it and answers /metrics itself)."""
-
-    def __init__(self, endpoint: ServiceEndpoint, lean):
-        self.endpoint = endpoint
-        self.lean = lean
-
-    def __call__(self, environ, start_response):
-        app = self.lean if self.endpoint.takes(environ) else self.endpoint.app
-        return app(environ, start_response)
-
-
 def cgi_app(config: settings.Config):
     """The WSGI app of one CGI request with settings `config` (ConfigError as create_app)."""
     config.require(*REQUIRED)
@@ -63,10 +48,10 @@ def cgi_app(config: settings.Config):
     if not live.store.is_complete():
         return whole
     path = "/" + config.archiveserviceibi
-    endpoint = ServiceEndpoint(whole, path, _OneService(config, live))
-    # No health check: /metrics, the one request that reads it, goes to create_app's app.
-    lean = metrics.metered(endpoint, config, path, None, live.catalog)
-    return ArchiveRoot(_Split(endpoint, lean), (path, "/col"))
+    # Not metered (web/metrics.py), unlike create_app's app: a CGI process's counters die with
+    # it, no scrape ever reads them (docs/metrics.md), and counting imported prometheus_client
+    # and cost a tenth of a protocol request's CPU. /metrics, pages and files go to `whole`.
+    return ArchiveRoot(ServiceEndpoint(whole, path, _OneService(config, live)), (path, "/col"))
 
 
 def cgi_app_from_env():
