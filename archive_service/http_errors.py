@@ -12,8 +12,8 @@ from werkzeug.exceptions import HTTPException
 
 from .common import i18n
 from .protocol.errors import error_body
+from .protocol.pairs import TEXT
 
-TEXT = "text/plain; charset=us-ascii"
 HTML = "text/html; charset=utf-8"
 
 

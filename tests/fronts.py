@@ -321,7 +321,7 @@ def debian_python_site(public: Path) -> tuple[str, Path]:
         for name in files:
             os.chmod(os.path.join(directory, name), 0o644)
     check = subprocess.run(
-        [python, "-c", "import archive_service.web"],
+        [python, "-c", "import archive_service.web.app"],
         user="www-data",
         env={"PYTHONPATH": str(site)},
         capture_output=True,
@@ -468,10 +468,13 @@ def run_cgi(
     query: str = "",
     config: Path = SAMPLE / "archive-service.yaml",
     errors: list[str] | None = None,
+    method: str = "GET",
+    python: tuple[str, ...] = (),
 ) -> tuple[str, bytes]:
-    """The CGI program's head and body for one request; its stderr lines go to `errors`."""
+    """The CGI program's head and body for one request; its stderr lines go to `errors`.
+    `python`: options of the interpreter (`-X importtime`)."""
     environ = {
-        "REQUEST_METHOD": "GET",
+        "REQUEST_METHOD": method,
         "SCRIPT_NAME": "",
         "PATH_INFO": path_info,
         "QUERY_STRING": query,
@@ -484,7 +487,7 @@ def run_cgi(
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
     }
     done = subprocess.run(
-        [sys.executable, str(CGI_FILE)], env=environ, capture_output=True, timeout=60
+        [sys.executable, *python, str(CGI_FILE)], env=environ, capture_output=True, timeout=60
     )
     assert done.returncode == 0, done.stderr.decode()
     if errors is not None:

@@ -7,13 +7,13 @@ Plain protocol logic: no web framework here. The web layer hands in the decoded 
 from __future__ import annotations
 
 import ipaddress
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
-from pathlib import Path
 from typing import NamedTuple
 
 from . import ibi as ibimod
@@ -545,10 +545,14 @@ class Archive:
 def software_time() -> datetime:
     """When the running archive-service was installed or last changed: the newest
     modification time among its modules and templates, to the second."""
-    package = Path(__file__).parent.parent  # the whole archive_service package
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # archive_service
     try:
+        # os.walk, not Path.rglob: a third to a half of its time, paid by every CGI request.
         newest = max(
-            path.stat().st_mtime for path in package.rglob("*") if path.suffix in (".py", ".html")
+            os.stat(os.path.join(folder, name)).st_mtime
+            for folder, _, names in os.walk(package)
+            for name in names
+            if name.endswith((".py", ".html"))
         )
     except (OSError, ValueError):  # not files on disk (a zip): the time it was first asked
         newest = time.time()

@@ -12,6 +12,7 @@ from functools import lru_cache
 from urllib.parse import quote, unquote
 
 CRLF = "\r\n"
+TEXT = "text/plain; charset=us-ascii"  # a pairs body's media type (SPEC §3)
 
 # caractere = %x21-7A | %x7C | %x7E (Table 4.2): printable ASCII less "{" and "}".
 _WORD_CHARS = "".join(chr(c) for c in range(0x21, 0x7B)) + "|~"

@@ -1,19 +1,20 @@
 """The Archive's own pages: what it is (at / and at the service's about page), its item list
 and its statistics page, with the navigation every page shows. A Blueprint made per app by
-`blueprint(site)`."""
+`blueprint(site)`; the service path's route (`service_blueprint`), for what its plain WSGI
+endpoint (web/service.py) leaves to Flask."""
 
 from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
 
-from flask import Blueprint, Response, render_template, request, url_for
+from flask import Blueprint, Response, redirect, render_template, request, url_for
 from flask_babel import gettext
 
 from ..collection import items
 from ..common import inclusion
 from ..common.net import persistent_url
-from ..http_errors import error_response
+from ..http_errors import TEXT, error_response
 from ..protocol.answers import Links
 from ..stores import stats
 from ..stores.stats import counter
@@ -31,6 +32,24 @@ def blueprint(site: Site) -> Blueprint:
     _item_list(pages, site)
     _statistics(pages, site)
     return pages
+
+
+def service_blueprint(site: Site, answer) -> Blueprint:
+    """The service path's route; `answer(environ)`: web/service.py's `Service.answer`."""
+    routes = Blueprint("service", __name__)
+
+    @routes.get(site.service_path, endpoint="service")
+    def service() -> Response:
+        # ServiceEndpoint answers GET and HEAD before Flask; the route gives the path
+        # Flask's 405 and OPTIONS, and answers the same way should anything reach it. A
+        # request with no query at all is a person who opened the service URL: the
+        # Archive's page.
+        if not request.environ.get("QUERY_STRING"):
+            return redirect(url_for("pages.about"), 303)
+        status, body = answer(request.environ)
+        return Response(body, status=status, content_type=TEXT)
+
+    return routes
 
 
 def _overview(pages: Blueprint, site: Site) -> None:

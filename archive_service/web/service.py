@@ -1,25 +1,26 @@
-"""The service itself (MontarResposta, SPEC §4) at `/<archiveserviceibi>`: a plain WSGI
-endpoint in front of Flask (`ServiceEndpoint`) answers GET and HEAD with a query, the
-blueprint's route the rest (405, OPTIONS, a browser's visit); `ArchiveRoot` moves a mount
-point at the service's path or /col back into PATH_INFO."""
+"""The service itself (MontarResposta, SPEC §4) at `/<archiveserviceibi>`, with no web framework:
+a plain WSGI endpoint in front of Flask (`ServiceEndpoint`) answers GET and HEAD with a query,
+pages.py's service route the rest (405, OPTIONS, a browser's visit); `ArchiveRoot` moves a
+mount point at the service's path or /col back into PATH_INFO. create_app mounts it before its
+Flask app; contrib's CGI program runs it alone for a protocol request (web/cgi.py), so that
+such a process imports neither Flask, Jinja nor Werkzeug (issue 35)."""
 
 from __future__ import annotations
 
 import logging
+from functools import cached_property
 from http import HTTPStatus
 
-from flask import Blueprint, Response, redirect, request, url_for
-
-from ..common.net import client_address
-from ..http_errors import TEXT
+from ..common.net import HostNetworks, client_address
 from ..protocol import answers, pairs
 from ..protocol.answers import Links, RequestError
 from ..protocol.errors import error_body
+from ..protocol.pairs import TEXT
 from ..stores import stats
 from ..stores.stats import counter
 from . import limits, metrics
 from .acknowledgers import acknowledgers
-from .site import Site
+from .core import Core
 
 log = logging.getLogger(__name__)
 
@@ -65,28 +66,39 @@ class ServiceEndpoint:
         self.path = path
         self.answer = answer
 
+    def takes(self, environ) -> bool:
+        """Whether the request is one this endpoint answers (a protocol request)."""
+        return (
+            environ.get("PATH_INFO") == self.path
+            and environ.get("REQUEST_METHOD") in ("GET", "HEAD")
+            and bool(environ.get("QUERY_STRING"))  # else a browser, not a resolver: Flask redirects
+        )
+
     def __call__(self, environ, start_response):
-        method = environ.get("REQUEST_METHOD")
-        if (
-            environ.get("PATH_INFO") != self.path
-            or method not in ("GET", "HEAD")
-            or not environ.get("QUERY_STRING")  # a browser, not a resolver: Flask redirects
-        ):
+        if not self.takes(environ):
             return self.app(environ, start_response)
         status, body = self.answer(environ)
         start_response(
             self.STATUS[status], [("Content-Type", TEXT), ("Content-Length", str(len(body)))]
         )
-        return [] if method == "HEAD" else [body]
+        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [body]
 
 
 class Service:
-    """The answers of one Archive's service: `answer(environ)` for ServiceEndpoint, and the
-    blueprint for what reaches Flask."""
+    """The answers of one Archive's service: `answer(environ)` for ServiceEndpoint and for
+    pages.py's route, what reaches Flask."""
 
-    def __init__(self, site: Site):
+    def __init__(self, site: Core, *, one_request: bool = False):
         self.site = site
-        self.senders = acknowledgers(site.config)  # whose acknowledgments count
+        if not one_request:  # a CGI process's request may need none of it
+            self.senders = acknowledgers(site.config)
+
+    @cached_property
+    def senders(self) -> HostNetworks:
+        """Whose acknowledgments count (resolver_networks). A long-lived app looks the
+        resolver host up when made, never on a request's path; a process made for
+        `one_request` (CGI) only when that request is an acknowledgment."""
+        return acknowledgers(self.site.config)
 
     def answer(self, environ) -> tuple[int, bytes]:
         """The service (MontarResposta) for one WSGI request: its status and pairs body."""
@@ -131,19 +143,3 @@ class Service:
             from_resolver=(sender := client_address(environ, self.site.trusted)) is not None
             and sender in self.senders,
         )
-
-    def blueprint(self) -> Blueprint:
-        routes = Blueprint("service", __name__)
-
-        @routes.get(self.site.service_path, endpoint="service")
-        def service() -> Response:
-            # ServiceEndpoint answers GET and HEAD before Flask; the route gives the path
-            # Flask's 405 and OPTIONS, and answers the same way should anything reach it. A
-            # request with no query at all is a person who opened the service URL: the
-            # Archive's page.
-            if not request.environ.get("QUERY_STRING"):
-                return redirect(url_for("pages.about"), 303)
-            status, body = self.answer(request.environ)
-            return Response(body, status=status, content_type=TEXT)
-
-        return routes

@@ -2,67 +2,36 @@
 index, the statistics store, and the few rules every route applies the same way (the request's
 `Links`, who may see a licensed item, what COUNTER counts, the Signposting of a file).
 
-Each blueprint module (pages.py, files.py, counter_api.py, health.py, service.py) takes a
-`Site` and gives a Blueprint, as landing.py, sitemaps.py and oai.py do with their contexts."""
+Its pieces with no Flask in them are web/core.py's `Core`, all the service path (web/service.py)
+needs. Each blueprint module (pages.py, files.py, counter_api.py, health.py) takes a `Site` and
+gives a Blueprint, as landing.py, sitemaps.py and oai.py do with their contexts."""
 
 from __future__ import annotations
 
-import ipaddress
-from functools import lru_cache
 from pathlib import Path
 
 from flask import Response, abort, request
 
-from .. import settings
 from ..collection import items
 from ..common.net import client_address, persistent_url
 from ..http_errors import error_response
-from ..indexer.startup import LiveIndex
 from ..protocol import answers
-from ..protocol.answers import Archive, Links
-from ..protocol.urlkeys import UrlKeys
 from ..stores import stats
 from ..stores.stats import counter
 from . import limits, signposting
+from .core import Core
 
 HTML = "text/html; charset=utf-8"
 # The health check's endpoints (health.py): they answer when the index cannot be read.
 HEALTH = ("health.health", "health.service_health")
 
 
-class Site:
-    """The app's shared pieces and rules; `catalog` is the live index's catalog."""
+class Site(Core):
+    """The app's shared pieces (Core) and the rules of its Flask routes."""
 
-    def __init__(
-        self,
-        config: settings.Config,
-        live: LiveIndex,
-        archive: Archive,
-        keys: UrlKeys,
-        store: stats.Statistics,
-    ):
-        self.config = config
-        self.live = live
-        self.catalog = live.catalog
-        self.archive = archive
-        self.keys = keys
-        self.store = store
-        self.service_path = "/" + config.archiveserviceibi
-        self.trusted = tuple(ipaddress.ip_network(n) for n in config.trusted_proxies)
+    def __init__(self, *pieces):
+        super().__init__(*pieces)
         self.real_root = Path(self.catalog.root).resolve()
-        # One per mount point the app is reached at.
-        self._links = lru_cache(maxsize=16)(self._links_at)
-
-    def links(self, environ) -> Links:
-        # The mount point as Werkzeug reads it (request.script_root), without a request object.
-        root = environ.get("SCRIPT_NAME", "").encode("latin-1").decode(errors="replace")
-        return self._links(root.rstrip("/"))
-
-    def _links_at(self, script_root: str) -> Links:
-        config = self.config
-        return Links(
-            "http://" + config.archiveaddress + script_root, self.service_path, config.url_base
-        )
 
     def item_or_404(self, directory: str) -> items.Item:
         item = self.catalog.item_at(directory)

@@ -6,16 +6,18 @@ of the venv where archive-service is installed. Settings: ARCHIVE_SERVICE_CONFIG
 The app answers from the index as it stands (refresh=False: no request walks the collection);
 archive-service-indexer.service (or archive-service-index.timer) keeps it current, see
 ../systemd/README.md. With no index yet, every request answers 503.
+A protocol request (urlRequest, acknowledgment, inclusionConfirmationRequest) is answered
+without importing Flask (archive_service/web/cgi.py); pages and /col/ files by the whole app.
 """
 
 import sys
 from wsgiref.handlers import CGIHandler
 
 from archive_service.settings import ConfigError
-from archive_service.web import create_app_from_env
+from archive_service.web.cgi import cgi_app_from_env
 
 try:
-    app = create_app_from_env(refresh=False)
+    app = cgi_app_from_env()
 except ConfigError as exc:
     # One line in Apache's error log (the settings www-data cannot read, a missing one), not
     # a traceback for every request; the client gets a 500.
