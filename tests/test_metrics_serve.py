@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import multiprocess
 from prometheus_client.parser import text_string_to_metric_families
 
+from archive_service import testing
 from serve_process import Process, Serve, free_port, http_get, wait_until
 
 URL_REQUEST = "&".join(
@@ -51,13 +52,15 @@ def per_process(directory: Path, name: str, **labels) -> dict[int, float]:
 
 def spread(url: str, until, most: int = 400) -> int:
     """GETs of `url` 8 at a time, each on its connection, until `until()` (both workers
-    answered); how many were sent."""
+    answered); how many were sent. Each burst is given the time a worker takes to write its
+    counts (FLUSH_EVERY, 1 s) before the next: on an idle machine 400 requests took less,
+    and their counts were not yet in the files `until` reads."""
     sent = 0
     with ThreadPoolExecutor(8) as pool:
         while sent < most:
             list(pool.map(lambda _: http_get(url), range(16)))
             sent += 16
-            if until():
+            if testing.wait_until(until, timeout=1.5, interval=0.05):
                 return sent
     raise AssertionError(f"{most} requests and one worker answered them all")
 
@@ -79,8 +82,9 @@ def test_serve_counts_add_up_over_workers_and_outlive_a_killed_one(serve):
     name = "archive_service_protocol_requests_total"
     subject = {"servicesubject": "urlRequest", "outcome": "answered"}
     before = total(base, name, **subject)
+    # The first worker answering is not the second one booted.
+    wait_until(lambda: len(process.workers()) == 2, what="both workers")
     workers = process.workers()
-    assert len(workers) == 2
 
     def both_answered() -> bool:
         counts = per_process(directory, name, **subject)
