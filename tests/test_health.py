@@ -103,7 +103,7 @@ def test_a_running_service_turns_unhealthy_when_its_state_turns_read_only(
         assert status == 503 and not body["state_dir"]["writable"], body
         # The service still answers from the open index (the workers' connections stay open).
         assert serve.get() == "confirmation yes"
-        assert serve.stop() == 0
+        assert serve.stop() == 0, serve.log()
     finally:
         serve.kill()
 

@@ -57,7 +57,12 @@ def child_exit(server, worker) -> None:
     if os.environ.get(ENV):
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(worker.pid)
+        try:
+            multiprocess.mark_process_dead(worker.pid)
+        except OSError as exc:
+            # In the master, reaping: raised, it ended gunicorn (the whole service) when a
+            # worker died or stopped while the state directory was read-only or gone.
+            log.warning("metrics: the dead worker %d's gauges stay (%s)", worker.pid, exc)
 
 
 FLUSH_EVERY = 1.0  # seconds a count may wait in its process before the shared files have it
@@ -114,6 +119,15 @@ def _reserve(directory: str | None) -> bool:
     return True
 
 
+def _no_room(exc: OSError) -> None:
+    """This process counts nothing from now on: said once. A request it answers is not
+    turned into a 500 (it was: the counting came after the app had answered)."""
+    global _room
+    if _room is not False:
+        _room = False
+        log.warning("metrics: cannot write this process's counts (%s): it counts nothing", exc)
+
+
 os.register_at_fork(after_in_child=_forked)
 
 
@@ -153,7 +167,11 @@ class Metric:
         child = self._children.get(values)
         if child is None:
             made = self.made()
-            real = made.labels(*values) if values else made
+            try:
+                real = made.labels(*values) if values else made
+            except OSError as exc:  # its file opened now, the state dir since read-only, gone
+                _no_room(exc)
+                return _NOWHERE
             batched = {"Counter": _Counted, "Histogram": _Observed}.get(self.kind)
             child = self._children[values] = batched(real) if batched else real
         return child
