@@ -176,7 +176,7 @@ except OSError:
 from archive_service.common import metrics
 from archive_service.web import metrics as web_metrics
 metrics.use_directory(state, "metrics")
-web_metrics.use("recorded")
+web_metrics.USES.labels("recorded").inc()
 web_metrics.DURATION.labels("service").observe(0.01)
 metrics.flush()
 body, _ = metrics.exposition(web_metrics.OWN)
