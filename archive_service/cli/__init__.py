@@ -214,10 +214,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
                     platform = identity.kept(Path(config.state_dir) / identity.SERVICE_FILE)
                 except (ValueError, OSError):
                     platform = None
-            with _describer(config) as describe:
-                report = store.item_report(
-                    begin, end, platform or "archive-service", describe=describe
-                )
+            bar = progress.on_terminal("report")
+            try:
+                with _describer(config) as describe:
+                    report = store.item_report(
+                        begin, end, platform or "archive-service", describe=describe, progress=bar
+                    )
+            finally:
+                if bar is not None:
+                    bar.close()
         else:
             report = store.report(args.since, args.top or None)
     except stats.StatsError as exc:

@@ -45,6 +45,7 @@ import time
 import weakref
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
@@ -169,6 +170,11 @@ GROUP BY substr(day, 1, 7), ibi, access
 DONE = "SELECT day FROM {table}_done WHERE day >= {param} AND day <= {param}"
 
 
+# What shows a report's progress, day by day (`item_report(progress=)`): set for the call,
+# so both stores' day loops report it without each passing it down.
+_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("progress", default=None)
+
+
 def _days_from(conn, days: list[str], sql: dict[str, str], kept: bool, summed: bool):
     """`Statistics._read_days` from `conn`'s snapshot, in a store's dialect (`sql`);
     `kept` False: the store has no table of kept days yet."""
@@ -180,7 +186,10 @@ def _days_from(conn, days: list[str], sql: dict[str, str], kept: bool, summed: b
     first, last = conn.execute(sql["bounds"]).fetchone()
     used = (_day(first), _day(last)) if first is not None else ("~", "")
     live = {}
-    for day in days:
+    shown = _PROGRESS.get()
+    for n, day in enumerate(days, 1):
+        if shown is not None:
+            shown(n, len(days))
         if day in done:
             continue
         if not used[0] <= day <= used[1]:
@@ -376,9 +385,18 @@ class Statistics:
         platform: str,
         created: datetime | None = None,
         describe: Callable[[str], counter.Described] | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> dict[str, Any]:
         """The COUNTER Item Report of the months `begin` to `end` (any day of each); its
-        items described by `describe` (counter.describer), else named by their IBI."""
+        items described by `describe` (counter.describer), else named by their IBI;
+        `progress(done, total)` told of each day read."""
+        token = _PROGRESS.set(progress)
+        try:
+            return self._item_report(begin, end, platform, created, describe)
+        finally:
+            _PROGRESS.reset(token)
+
+    def _item_report(self, begin, end, platform, created, describe) -> dict[str, Any]:
         self.flush()  # this process's own uses too
         first, last = begin.replace(day=1), end.replace(day=1)
         days = [
