@@ -129,6 +129,7 @@ class Resolver:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/{RESOLVER_IBI}"
         self.log = base / f"resolver-{self.port}.log"
+        self.marks = 0
         done = subprocess.run(
             [sys.executable, "-m", "archive_service.cli", "resolver", "register"]
             + ["--state-dir", str(self.state), *settings, "--serviceibi", SERVICE, "--key", KEY],
@@ -146,6 +147,13 @@ class Resolver:
         self.process.wait_answering(f"http://127.0.0.1:{self.port}/")
 
     def received(self, subject: str) -> int:
+        """The requests of `subject` it logged. Its access log is written in batches
+        (common/access.py): a request of our own, once in the log, says that every line
+        before it is (it runs one worker)."""
+        self.marks += 1
+        marker = f"/health?logged={self.marks}"
+        http_get(f"http://127.0.0.1:{self.port}{marker}")
+        wait_until(lambda: marker in self.process.text(), 10, "the access log")
         return self.process.text().count(f"servicesubject={subject}&")
 
     def record(self):
