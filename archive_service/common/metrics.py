@@ -14,6 +14,7 @@ That is why prometheus_client is imported here only when a metric is first used.
 from __future__ import annotations
 
 import bisect
+import ipaddress
 import logging
 import os
 import shutil
@@ -308,6 +309,46 @@ def scrape(environ, start_response, allow, trusted, own, live=None) -> list[byte
         ],
     )
     return [] if environ.get("REQUEST_METHOD") == "HEAD" else [body]
+
+
+class Metered:
+    """WSGI middleware of either server: `GET /metrics` answered by `scrape` (not counted),
+    every other request timed, its status and headers caught, and handed to `count`.
+    `config`: its `metrics_allow` and `trusted_proxies` (who may scrape)."""
+
+    own: tuple[Metric, ...] = ()  # the server's metrics
+
+    def __init__(self, app, config: Any, service_path: str):
+        self.app = app
+        self.service_path = service_path
+        self.allow = tuple(ipaddress.ip_network(n) for n in config.metrics_allow)
+        self.trusted = tuple(ipaddress.ip_network(n) for n in config.trusted_proxies)
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path == "/metrics":
+            return self.scrape(environ, start_response)
+        began = time.perf_counter()
+        seen: list = []
+
+        def start(status, headers, exc_info=None):
+            seen[:] = [status, headers]
+            return start_response(status, headers, exc_info)
+
+        body = self.app(environ, start)
+        status = int(seen[0][:3]) if seen else 500
+        self.count(environ, path, status, seen[1] if seen else [], time.perf_counter() - began)
+        return body
+
+    def count(self, environ, path: str, status: int, headers: list, elapsed: float) -> None:
+        raise NotImplementedError
+
+    def live(self) -> Iterable[Any]:
+        """The metric families computed when scraped (gauges of the moment)."""
+        return []
+
+    def scrape(self, environ, start_response) -> list[bytes]:
+        return scrape(environ, start_response, self.allow, self.trusted, self.own, self.live)
 
 
 class _InMemory:

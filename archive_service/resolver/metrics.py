@@ -8,9 +8,7 @@ they happen (acknowledgments.py, conflicts.py); the registry's size is read when
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import time
 
 from .. import settings
 from ..common import metrics
@@ -89,44 +87,27 @@ def metered(app, config: settings.Config, service_path: str, registry):
     return Metered(app, config, service_path, registry) if config.metrics_allow else app
 
 
-class Metered:
-    """WSGI middleware: each request counted by kind, `GET /metrics` answered (not counted)."""
+class Metered(metrics.Metered):
+    """Each request counted by kind (the service, the pages, a resolution), `GET /metrics`
+    answered (not counted)."""
+
+    own = OWN
 
     def __init__(self, app, config: settings.Config, service_path: str, registry):
-        self.app = app
-        self.service_path = service_path
+        super().__init__(app, config, service_path)
         self.registry = registry
-        self.allow = tuple(ipaddress.ip_network(n) for n in config.metrics_allow)
-        self.trusted = tuple(ipaddress.ip_network(n) for n in config.trusted_proxies)
 
-    def __call__(self, environ, start_response):
-        path = environ.get("PATH_INFO", "")
-        if path == "/metrics":
-            return self.scrape(environ, start_response)
-        began = time.perf_counter()
-        seen: list[str] = []
-
-        def start(status, headers, exc_info=None):
-            seen.append(status)
-            return start_response(status, headers, exc_info)
-
-        body = self.app(environ, start)
-        elapsed = time.perf_counter() - began
+    def count(self, environ, path: str, status: int, headers: list, elapsed: float) -> None:
         if path == self.service_path:
             DURATION.labels("service").observe(elapsed)
         elif path in PAGES or path.startswith("/static/"):
             DURATION.labels("pages").observe(elapsed)
         else:
             DURATION.labels("resolution").observe(elapsed)
-            status = int(seen[0][:3]) if seen else 500
             RESOLUTIONS.labels(OUTCOMES.get(status, "error")).inc()
             ASKED_PER.labels().observe(environ.get(ASKED, 0))
-        return body
 
-    def scrape(self, environ, start_response):
-        return metrics.scrape(environ, start_response, self.allow, self.trusted, OWN, self._live)
-
-    def _live(self) -> list:
+    def live(self) -> list:
         try:
             included = {(): len(self.registry.included())}
         except Exception as exc:  # the registry's database is down: /health says so

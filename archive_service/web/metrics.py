@@ -11,8 +11,6 @@ pace). The gauges are read when scraped, from what /health computes (web/health.
 
 from __future__ import annotations
 
-import ipaddress
-import time
 from collections.abc import Callable
 
 from .. import settings
@@ -77,33 +75,18 @@ def metered(app, config: settings.Config, service_path: str, health, catalog):
     return Metered(app, config, service_path, health, catalog) if enabled(config) else app
 
 
-class Metered:
-    """WSGI middleware (inside ArchiveRoot: PATH_INFO is the Archive's own) counting each
-    request by endpoint kind, and answering `GET /metrics` (not counted). `health`: web/health.py's
-    check of this app; `catalog`: its index (items by state)."""
+class Metered(metrics.Metered):
+    """Inside ArchiveRoot (PATH_INFO is the Archive's own): each request counted by endpoint
+    kind, `GET /metrics` answered (not counted). `health`: web/health.py's check of this app;
+    `catalog`: its index (items by state)."""
+
+    own = OWN
 
     def __init__(self, app, config: settings.Config, service_path: str, health, catalog):
-        self.app = app
-        self.service_path = service_path
+        super().__init__(app, config, service_path)
         self.health, self.catalog = health, catalog
-        self.allow = tuple(ipaddress.ip_network(n) for n in config.metrics_allow)
-        self.trusted = tuple(ipaddress.ip_network(n) for n in config.trusted_proxies)
 
-    def __call__(self, environ, start_response):
-        path = environ.get("PATH_INFO", "")
-        if path == "/metrics":
-            return self.scrape(environ, start_response)
-        began = time.perf_counter()
-        seen: list = []
-
-        def start(status, headers, exc_info=None):
-            seen.append(status)
-            seen.append(headers)
-            return start_response(status, headers, exc_info)
-
-        body = self.app(environ, start)
-        elapsed = time.perf_counter() - began
-        status = int(seen[0][:3]) if seen else 500
+    def count(self, environ, path: str, status: int, headers: list, elapsed: float) -> None:
         if path == self.service_path and environ.get("QUERY_STRING"):
             DURATION.labels("service").observe(elapsed)
             subject = environ.get(SUBJECT)
@@ -116,16 +99,17 @@ class Metered:
         elif path.startswith("/col/"):
             DURATION.labels("col").observe(elapsed)
             if status in (200, 206) and environ.get("REQUEST_METHOD") == "GET":
-                _downloaded(seen[1])
+                _downloaded(headers)
         else:
             DURATION.labels("pages").observe(elapsed)
-        return body
+
+    def live(self) -> list:
+        return _live(self.health, self.catalog)
 
     def scrape(self, environ, start_response):
         self.catalog.begin()  # one snapshot of the index, as a request's
         try:
-            live = lambda: _live(self.health, self.catalog)  # noqa: E731
-            return metrics.scrape(environ, start_response, self.allow, self.trusted, OWN, live)
+            return super().scrape(environ, start_response)
         finally:
             self.catalog.end()
 
