@@ -56,8 +56,9 @@ def render(pairs: Iterable[tuple[str, str]]) -> str:
     return body
 
 
-def parse(body: str) -> list[tuple[str, str]]:
-    """Parse a list of pairs under the Table 4.2 grammar; raise PairsError if it breaks it."""
+def parse(body: str, most: int | None = None) -> list[tuple[str, str]]:
+    """Parse a list of pairs under the Table 4.2 grammar; raise PairsError if it breaks it,
+    or if it has more than `most` pairs (a peer's answer: each pair costs CPU)."""
     if body == "":
         return []
     if not body.isascii():
@@ -71,6 +72,8 @@ def parse(body: str) -> list[tuple[str, str]]:
                 f"no pair at character {position + 1}: {body[position : position + 40]!r}"
             )
         pairs.append((match.group(1), match.group(2)))
+        if most is not None and len(pairs) > most:
+            raise PairsError(f"more than {most} pairs")
         position = match.end()
         if position == len(body):
             return pairs
