@@ -11,6 +11,7 @@ from flask_babel import gettext
 from werkzeug.exceptions import HTTPException
 
 from .common import i18n
+from .common.logs import shown
 from .protocol.errors import error_body
 from .protocol.pairs import TEXT
 
@@ -65,5 +66,5 @@ def answer_unexpected_errors(app: Flask, logger: logging.Logger) -> None:
     def unexpected(exc: Exception):
         if isinstance(exc, HTTPException):
             return error_page(exc) if exc.code and exc.code >= 400 else exc
-        logger.exception("unexpected error on %s", request.path)
+        logger.exception("unexpected error on %s", shown(request.path))
         return error_response("internal error", 500)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import threading
 from datetime import timedelta
 
 from gunicorn import glogging
@@ -176,3 +178,32 @@ def test_batches_are_cut_at_line_ends_within_a_pipe_s_atomic_write():
     sizes = eval(done.stderr.decode())  # noqa: S307 (our own child's list of ints)
     assert max(sizes) <= access.PIPE_BUF and sum(sizes) == 100 * 200
     assert done.stdout.decode().splitlines() == [f"{n:03d} " + "x" * 195 for n in range(100)]
+
+
+def test_a_log_nobody_reads_holds_a_bounded_queue_and_says_what_it_dropped():
+    """A stalled reader (a full pipe) blocks the writing thread: the lines that wait are
+    bounded, and those left out are counted in a line of their own once it reads again."""
+    read, write = os.pipe()
+    lines = access.Lines(write, every=0.01)
+    try:
+        for n in range(access.MAX_WAITING + 5_000):
+            lines.write(f"{n:06d} " + "x" * 90 + "\n")
+        assert len(lines.waiting) <= access.MAX_WAITING
+        got = bytearray()
+        reader = threading.Thread(target=lambda: got.extend(_drain(read)), daemon=True)
+        reader.start()
+        lines.flush()
+        lines.write("last\n")
+        lines.flush()
+    finally:
+        os.close(write)
+    reader.join(20)
+    text = got.decode()
+    assert text.endswith("access log lines dropped\nlast\n")
+
+
+def _drain(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -153,6 +153,7 @@ class Lines:
         # A forked process writes only its own lines (its parent's are its parent's), with
         # a lock nobody can hold and a thread of its own, started on its first line.
         self.waiting: collections.deque[str] = collections.deque()
+        self.dropped = 0  # lines not kept while MAX_WAITING were waiting
         self.lock = threading.Lock()
         self.pending = threading.Event()
         self.started = False
@@ -160,9 +161,14 @@ class Lines:
     def write(self, line: str) -> None:
         if not self.started:
             self._start()
-        if not self.waiting:
-            self.pending.set()
+        if len(self.waiting) >= MAX_WAITING:  # the log cannot be written (a stalled reader)
+            self.dropped += 1
+            return
+        # Appended first: a flush that has just emptied the queue either takes this line or
+        # leaves it alone in it, and then it is the first, which sets `pending`.
         self.waiting.append(line)
+        if len(self.waiting) == 1:
+            self.pending.set()
 
     def _start(self) -> None:
         with self.lock:
@@ -183,6 +189,9 @@ class Lines:
         with self.lock:
             chunk: list[bytes] = []
             size = 0
+            if self.dropped:
+                dropped, self.dropped = self.dropped, 0
+                self.waiting.append(f"archive-service: {dropped} access log lines dropped\n")
             while self.waiting:
                 data = self.waiting.popleft().encode("utf-8", "backslashreplace")
                 if chunk and size + len(data) > PIPE_BUF:
@@ -201,4 +210,7 @@ class Lines:
             pass  # nobody reads the log any more (a closed pipe): the request was answered
 
 
+# Lines kept while the log is not written (its reader stalled): some seconds of a busy
+# server's lines, a few MB, rather than memory without end.
+MAX_WAITING = 50_000
 PIPE_BUF = 4096  # POSIX's least: writes up to it are never interleaved with others' on a pipe

@@ -11,6 +11,7 @@ import logging
 from functools import cached_property
 from http import HTTPStatus
 
+from ..common.logs import shown
 from ..common.net import HostNetworks, client_address
 from ..protocol import answers, pairs
 from ..protocol.answers import Links, RequestError
@@ -122,7 +123,7 @@ class Service:
         except (RequestError, pairs.PairsError) as exc:
             return 400, error_body(str(exc)).encode()
         except Exception:
-            log.exception("unexpected error on %s", environ.get("PATH_INFO"))
+            log.exception("unexpected error on %s", shown(environ.get("PATH_INFO", "")))
             return 500, error_body("internal error").encode()
 
     def acknowledgment(self, query: dict[str, str], links: Links, environ) -> stats.Acknowledgment:
