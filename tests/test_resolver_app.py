@@ -409,3 +409,15 @@ def test_the_key_is_stored_only_as_a_hash(registry):
     assert KEY_A.encode() not in data and KEY_B.encode() not in data
     assert registry.check_key(SERVICE_A, KEY_A) and not registry.check_key(SERVICE_A, KEY_B)
     assert registry.check_key(SERVICE_A.upper(), KEY_A)  # IBIs are case-insensitive
+
+
+def test_a_failing_registry_makes_health_503_without_saying_where_it_is(tmp_path, archives):
+    """/health is public: it says the registry is failing, the log says where and why (a
+    PostgreSQL error names its host, SQLite's its path)."""
+    app = resolver_app(tmp_path, archives)
+    database = tmp_path / "resolver" / "resolver-registry.sqlite3"
+    for path in database.parent.glob(database.name + "*"):
+        path.unlink()
+    database.write_bytes(b"not a database " * 512)
+    got = app.get("/health", status=503)
+    assert got.json == {"status": "failing", "registry": "unavailable"}

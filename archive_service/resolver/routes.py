@@ -109,7 +109,8 @@ def service_blueprint(parts: Parts) -> Blueprint:
             included = len(registry.included())
         except Exception as exc:  # the registry's database is down: this instance cannot resolve
             log.warning("health: registry %s: %s", registry.where, exc)
-            return jsonify(status="failing", registry=str(exc)), 503
+            # public: the state, not the error (PostgreSQL's names its host)
+            return jsonify(status="failing", registry="unavailable"), 503
         return jsonify(
             status="ok",
             included=included,
