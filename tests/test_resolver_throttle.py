@@ -1,6 +1,7 @@
 """Wrong-key inclusion and exclusion requests cannot make the resolver run scrypt without
 bound (issue 15: 31 such requests per second raised resolution latency 20x): past a burst of
-refused checks, a source is answered HTTP 429 before any scrypt; right keys cost it nothing."""
+refused checks, a source is answered HTTP 429 before any scrypt; right keys cost it nothing,
+and an Archive's own right keys are bounded too (a burst per Archive, then 429)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 import pytest
 import webtest
 
+from archive_service.resolver import registry as registry_module
 from archive_service.resolver.app import create_resolver_app
 from archive_service.resolver.registry import KeyThrottle, Registry
 from resolver_support import KEY_A, RESOLVER_IBI, SERVICE_A
@@ -79,6 +81,23 @@ def test_right_keys_do_not_use_up_the_burst(resolver):
             == "status.archive excluded"
         )
     resolver.get(SERVICE, wrong(0), extra_environ={"REMOTE_ADDR": OTHER}, status=403)
+
+
+def test_an_archives_own_key_past_its_burst_gets_429_without_scrypt(tmp_path, monkeypatch):
+    # Right keys cost scrypt (61 ms of CPU) and a confirmation each: a registered Archive's
+    # own key was a flood without bound (issue 30's second adversarial pass).
+    monkeypatch.setattr(registry_module, "ACCEPTED_BURST", 3)  # three scrypts, not twenty
+    Registry(tmp_path / "state").register(SERVICE_A, KEY_A)
+    resolver = webtest.TestApp(create_resolver_app({"state_dir": str(tmp_path / "state")}))
+    right = request("exclusionRequest", KEY_A)
+    for _ in range(3):
+        resolver.get(SERVICE, right, extra_environ={"REMOTE_ADDR": OTHER}, status=200)
+    for source in (OTHER, FLOODER):  # the Archive's, whoever sends it
+        response = resolver.get(SERVICE, right, extra_environ={"REMOTE_ADDR": source}, status=429)
+        assert response.text.startswith(
+            f"error {{too many inclusion and exclusion requests for {SERVICE_A}"
+        )
+        assert int(response.headers["Retry-After"]) >= 1
 
 
 def test_behind_a_local_proxy_the_forwarded_client_is_the_source(resolver):

@@ -69,12 +69,30 @@ def note_written(conn: sqlite3.Connection, key: str, record: str | None) -> None
     )
 
 
+# Words of a search read, at most: each costs FTS5 its own pass over the matches of its
+# prefix, and the same word again costs as much again (issue 30's second pass: `1` typed 100
+# times, 200 characters, held a page slot 2.6 s at 100,000 items, 770x a page, where `1` once
+# took 49 ms). More words than this only narrow a search nobody types.
+MAX_WORDS = 16
+
+
 def phrases(text: str) -> list[str]:
     """What a user typed as phrases of folded words, one per whitespace-separated word
-    holding a letter or digit (its last word a prefix). Only letters and digits are left:
-    nothing of FTS5's query syntax (`"`, `*`, `NEAR(`, `-`, NUL) survives."""
-    found = (" ".join(words(w)) for w in text.split())
-    return [p for p in found if p]
+    holding a letter or digit (its last word a prefix), each once, MAX_WORDS words in all
+    (a phrase cut there ends at a prefix: it finds what the whole did, and more). Only
+    letters and digits are left: nothing of FTS5's query syntax (`"`, `*`, `NEAR(`, `-`,
+    NUL) survives."""
+    found: list[str] = []
+    room = MAX_WORDS
+    for typed in text.split():
+        folded = words(typed)[:room]
+        phrase = " ".join(folded)
+        if phrase and phrase not in found:
+            found.append(phrase)
+            room -= len(folded)
+            if room == 0:
+                break
+    return found
 
 
 def page_rows(

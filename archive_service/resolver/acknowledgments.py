@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter, deque
 from collections.abc import Mapping
 
 from . import metrics
@@ -24,30 +25,44 @@ class Acknowledgments:
     first use, so after gunicorn's fork); one that gets no answer is sent again after
     BACKOFF, 2 x BACKOFF, … up to RETRIES times. When the queue is full or the retries are
     spent it is dropped: counted (`counts()`, shown on /health) and logged, never waited on.
-    An acknowledgment only feeds the Archive's statistics; the user has their URL."""
+    An acknowledgment only feeds the Archive's statistics; the user has their URL.
 
-    SENDERS = 4
+    No Archive has more than half of either: PER_ARCHIVE senders at once (the others wait,
+    parked, for one of its own to end) and half the queue. An included Archive that answered
+    its acknowledgments just inside the timeout held every sender with 2 a second, and the
+    other Archives' waited behind them: half never sent within 25 s, the rest 6 s late and
+    later, until the queue was full and dropped them (issue 30's second adversarial pass)."""
+
+    SENDERS = 8
+    PER_ARCHIVE = SENDERS // 2
     RETRIES = 3
     BACKOFF = 0.25  # seconds before the first retry; doubled for each next one
 
     def __init__(self, client: ArchiveClient, size: int):
         self.client = client
         self.size = size
+        self.share = max(1, size // 2)  # of the queue, for any one Archive
         self._cond = threading.Condition()
         self._waiting: list[tuple[float, int, int, ArchiveRef, dict, str]] = []  # a heap
+        self._parked: dict[str, deque] = {}  # by address: due, but its senders are busy
+        self._busy: Counter[str] = Counter()  # by address: being sent now
+        self._held: Counter[str] = Counter()  # by address: waiting, in the heap or parked
         self._seq = 0
         self._pid = 0
         self._counts = dict.fromkeys(("queued", "sent", "unexpected", "retried", "dropped"), 0)
 
     def counts(self) -> dict[str, int]:
         with self._cond:
-            return {**self._counts, "waiting": len(self._waiting)}
+            return {**self._counts, "waiting": self._held.total()}
 
     def put(self, archive: ArchiveRef, params: Mapping[str, str], via: str = "") -> bool:
         """Queue one acknowledgment; False (counted, logged) when the queue is full."""
         with self._cond:
             if self._pid != os.getpid():  # first use in this process (or a fork's copy)
                 self._waiting.clear()
+                self._parked.clear()
+                self._busy.clear()
+                self._held.clear()
                 self._pid = os.getpid()
                 for i in range(self.SENDERS):
                     threading.Thread(
@@ -58,52 +73,84 @@ class Acknowledgments:
             return self._push(0.0, 0, archive, dict(params), via)
 
     def _push(self, due: float, attempt: int, archive, params, via) -> bool:
-        if len(self._waiting) >= self.size:
+        waiting, own = self._held.total(), self._held[archive.address]
+        if waiting >= self.size or own >= self.share:
             self._counts["dropped"] += 1
             metrics.acknowledgment("dropped")
             log.warning(
-                "acknowledgment dropped for %s (%s): %d waiting already",
+                "acknowledgment dropped for %s (%s): %d waiting already, %d of them for it",
                 archive,
                 params.get("url", ""),
-                len(self._waiting),
+                waiting,
+                own,
             )
             return False
         self._seq += 1
+        self._held[archive.address] += 1
         heapq.heappush(self._waiting, (due, self._seq, attempt, archive, params, via))
         metrics.waiting(1)
         self._cond.notify()
         return True
 
+    def _take(self) -> tuple | None:
+        """The first acknowledgment due whose Archive has a sender free (under the lock);
+        those due for an Archive whose senders are all busy are parked meanwhile."""
+        now = time.monotonic()
+        while self._waiting and self._waiting[0][0] <= now:
+            entry = heapq.heappop(self._waiting)
+            address = entry[3].address
+            if self._busy[address] >= self.PER_ARCHIVE:
+                self._parked.setdefault(address, deque()).append(entry)
+                continue
+            self._busy[address] += 1
+            self._held[address] -= 1
+            metrics.waiting(-1)
+            return entry
+        return None
+
+    def _done(self, address: str) -> None:
+        """A sender of `address` is free (under the lock): its next parked one is due again."""
+        self._busy[address] -= 1
+        parked = self._parked.get(address)
+        if parked:
+            heapq.heappush(self._waiting, parked.popleft())
+            if not parked:
+                del self._parked[address]
+            self._cond.notify()
+
     def _send(self) -> None:
         while True:
             with self._cond:
-                while not self._waiting or self._waiting[0][0] > time.monotonic():
+                while (entry := self._take()) is None:
                     wait = self._waiting[0][0] - time.monotonic() if self._waiting else None
                     self._cond.wait(wait)
-                _, _, attempt, archive, params, via = heapq.heappop(self._waiting)
-                metrics.waiting(-1)
+            _, _, attempt, archive, params, via = entry
             try:
-                done = "sent" if self.client.acknowledge(archive, params, via) else "unexpected"
-            except ArchiveError as exc:
+                done = self._send_one(attempt, archive, params, via)
+            finally:
                 with self._cond:
-                    if attempt < self.RETRIES:
-                        self._counts["retried"] += 1
-                        metrics.acknowledgment("retried")
-                        due = time.monotonic() + self.BACKOFF * 2**attempt
-                        self._push(due, attempt + 1, archive, params, via)
-                    else:
-                        self._counts["dropped"] += 1
-                        metrics.acknowledgment("dropped")
-                        log.warning(
-                            "acknowledgment dropped for %s after %d attempts: %s",
-                            archive,
-                            attempt + 1,
-                            exc,
-                        )
-                continue
-            except Exception:  # a sender must outlive any one acknowledgment
-                log.exception("acknowledgment to %s failed", archive)
-                done = "dropped"
+                    self._done(archive.address)
+            if done is not None:
+                with self._cond:
+                    self._counts[done] += 1
+                    metrics.acknowledgment(done)
+
+    def _send_one(self, attempt: int, archive: ArchiveRef, params: dict, via: str) -> str | None:
+        """Send one: what became of it, None when it waits for another try."""
+        try:
+            return "sent" if self.client.acknowledge(archive, params, via) else "unexpected"
+        except ArchiveError as exc:
             with self._cond:
-                self._counts[done] += 1
-                metrics.acknowledgment(done)
+                if attempt < self.RETRIES:
+                    self._counts["retried"] += 1
+                    metrics.acknowledgment("retried")
+                    due = time.monotonic() + self.BACKOFF * 2**attempt
+                    self._push(due, attempt + 1, archive, params, via)
+                    return None
+            log.warning(
+                "acknowledgment dropped for %s after %d attempts: %s", archive, attempt + 1, exc
+            )
+            return "dropped"
+        except Exception:  # a sender must outlive any one acknowledgment
+            log.exception("acknowledgment to %s failed", archive)
+            return "dropped"

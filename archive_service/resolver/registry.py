@@ -71,22 +71,37 @@ class Throttled(Refused):
         self.retry_after = retry_after
 
 
+# Requests with an Archive's right key, per Archive, at once; then one every 1/RATE seconds (an
+# announcer includes at start, on a reload and when a node takes over: a few an hour).
+ACCEPTED_BURST = 20
+
+
 class KeyThrottle:
     """A token bucket per source address for key checks (scrypt: ~50 ms of CPU and 16 MiB
     each). A check takes a token before scrypt runs and gives it back when the key was right,
     so only refused checks use the bucket: a source gets BURST of them at once, then one
     every 1/RATE seconds; past that it is answered 429 at once, whatever key it sends.
     IPv6 sources count by /64 (one host may hold all of it). Kept in each worker's memory:
-    with N workers a source gets up to N times as many."""
+    with N workers a source gets up to N times as many. `Registry.accepted` is another, per
+    Archive, charged for right keys only and looked at (`wait`) before scrypt."""
 
     BURST = 10
     RATE = 1 / 10  # refused checks per second once the burst is used: 6 a minute
     MAX_SOURCES = 10_000  # forget the fullest buckets first beyond this
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, clock: Callable[[], float] = time.monotonic, burst: int = BURST):
         self._clock = clock
+        self.burst = burst
         self._lock = threading.Lock()
         self._buckets: dict[str, tuple[float, float]] = {}  # source: (tokens, at)
+
+    def wait(self, address: str) -> float:
+        """The seconds until `address` may take a token (0: now), none taken."""
+        source, now = self._source(address), self._clock()
+        with self._lock:
+            tokens, at = self._buckets.get(source, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - at) * self.RATE)
+        return 0.0 if tokens >= 1 else (1 - tokens) / self.RATE
 
     @staticmethod
     def _source(address: str) -> str:
@@ -104,8 +119,8 @@ class KeyThrottle:
         """0 when a check may run (a token is taken), else the seconds until one may."""
         source, now = self._source(address), self._clock()
         with self._lock:
-            tokens, at = self._buckets.get(source, (self.BURST, now))
-            tokens = min(self.BURST, tokens + (now - at) * self.RATE)
+            tokens, at = self._buckets.get(source, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - at) * self.RATE)
             if tokens < 1:
                 self._buckets[source] = (tokens, now)
                 return (1 - tokens) / self.RATE
@@ -117,7 +132,7 @@ class KeyThrottle:
                 for full in [
                     k
                     for k, (t, at) in self._buckets.items()
-                    if k != source and t + (now - at) * self.RATE >= self.BURST - 1
+                    if k != source and t + (now - at) * self.RATE >= self.burst - 1
                 ]:
                     del self._buckets[full]
             return 0.0
@@ -127,7 +142,7 @@ class KeyThrottle:
         with self._lock:
             if source in self._buckets:
                 tokens, at = self._buckets[source]
-                self._buckets[source] = (min(self.BURST, tokens + 1), at)
+                self._buckets[source] = (min(self.burst, tokens + 1), at)
 
 
 @dataclass(frozen=True)
@@ -169,6 +184,10 @@ class Registry:
 
     def __init__(self, state_dir: str | os.PathLike | None, database: str = ""):
         self.throttle = KeyThrottle()
+        # Right keys, per Archive: a registered Archive's own key made each request cost
+        # scrypt (61 ms of CPU) and a confirmation, without bound (issue 30's second
+        # adversarial pass). Charged only once its key was right, so no one else uses it up.
+        self.accepted = KeyThrottle(burst=ACCEPTED_BURST)
         self._kept = threading.local()  # per thread: an `_Included`
         self._store = open_registry(state_dir, database)
         if not database:
@@ -284,6 +303,15 @@ class Registry:
                 f"try again in {math.ceil(wait)} s",
                 wait,
             )
+        archive_key = ibimod.key(archive.serviceibi)
+        if wait := self.accepted.wait(archive_key):
+            if source is not None:
+                self.throttle.give_back(source)  # not a refused check of this source
+            raise Throttled(
+                f"too many inclusion and exclusion requests for {archive.serviceibi}: "
+                f"try again in {math.ceil(wait)} s",
+                wait,
+            )
         if not self.check_key(archive.serviceibi, values["registrationkey"]):
             # Logged without the key; the same answer whether the Archive is unknown or the
             # key is wrong.
@@ -299,6 +327,7 @@ class Registry:
             )
         if source is not None:
             self.throttle.give_back(source)
+        self.accepted.take(archive_key)
         if subject == EXCLUSION:
             with self._db() as run:
                 run(

@@ -1,0 +1,75 @@
+"""No included Archive holds the resolver's acknowledgment senders or queue from the others
+(issue 30's second adversarial pass): one that answered its acknowledgments just inside the
+timeout held every sender with 2 a second, and half of a good Archive's acknowledgments were
+not sent within 25 s, the rest 6 s late, until the queue was full and dropped them.
+
+Real loopback servers and the resolver's own client and queue; the slow Archive holds each
+acknowledgment until the test ends."""
+
+from __future__ import annotations
+
+import threading
+from urllib.parse import parse_qsl
+
+import pytest
+from werkzeug.serving import make_server
+
+from archive_service.resolver.acknowledgments import Acknowledgments
+from archive_service.resolver.archives import ArchiveClient
+from archive_service.resolver.resolve import ArchiveRef
+from serve_process import wait_until
+
+NOTICE = b"notice {acknowledgment received}"
+
+
+class Archive:
+    """An Archive answering acknowledgments on a loopback port; `hold`: each waits until
+    `release` is set."""
+
+    def __init__(self, n: int, hold: bool):
+        self.received: list[str] = []
+        self.release = threading.Event()
+        self.hold = hold
+        self.server = make_server("127.0.0.1", 0, self.answer, threaded=True)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        port = self.server.server_port
+        self.ref = ArchiveRef(f"127.0.0.1:{port}", f"sid.inpe.br/a{n}/2020/01.01.01.0{n}")
+
+    def answer(self, environ, start_response):
+        self.received.append(dict(parse_qsl(environ.get("QUERY_STRING", ""))).get("url", ""))
+        if self.hold:
+            self.release.wait(60)
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "32")])
+        return [NOTICE]
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def archives():
+    slow, good = Archive(0, hold=True), Archive(1, hold=False)
+    yield slow, good
+    slow.close()
+    good.close()
+
+
+def ack(url: str) -> dict[str, str]:
+    return {"servicesubject": "acknowledgment", "url": url}
+
+
+def test_a_slow_archive_leaves_senders_and_room_to_the_others(archives):
+    slow, good = archives
+    acks = Acknowledgments(ArchiveClient(30.0), size=40)
+    for n in range(2 * Acknowledgments.SENDERS):
+        assert acks.put(slow.ref, ack(f"slow{n}"))
+    assert wait_until(lambda: len(slow.received) > 0, 10)
+    assert acks.put(good.ref, ack("good"))
+    assert wait_until(lambda: good.received == ["good"], 5), acks.counts()
+    # The slow one's share of the queue is half of it: the rest stays the others'.
+    while acks.put(slow.ref, ack("more")):
+        pass
+    assert acks.put(good.ref, ack("room"))
+    assert wait_until(lambda: good.received == ["good", "room"], 5), acks.counts()
