@@ -8,6 +8,8 @@ memory's bound and across a restart (issue 30)."""
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
 import sqlite3
 import threading
 
@@ -25,10 +27,13 @@ NOW = 1.8e9
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def where(request, tmp_path):
-    """What `open_shared` is given: (state_dir, database)."""
+    """What `open_shared` is given: (state_dir, database); `database` wins when set."""
     if request.param == "sqlite":
-        return tmp_path, ""
-    return None, request.getfixturevalue("database_url")
+        yield tmp_path, ""
+        assert (tmp_path / ANSWERED_FILE).exists()
+    else:
+        yield tmp_path, request.getfixturevalue("database_url")
+        assert not (tmp_path / ANSWERED_FILE).exists()
 
 
 def rows(store) -> int:
@@ -71,6 +76,29 @@ def test_what_one_worker_remembered_another_recalls_while_both_write(where):
         thread.join()
     for store in (one, other):
         assert all(store.recall(ibi, 0) == (NOW, frozenset({A}), A) for ibi in ibis)
+
+
+def test_forked_workers_write_and_read_the_file_their_parent_used(tmp_path):
+    """gunicorn forks the workers after the app is built: a connection is never used across a
+    fork (SQLite forbids it); each process opens its own on the same file."""
+    store = open_shared(tmp_path)
+    store.remember(IBI, NOW, frozenset({A}), A)  # the parent's connection is open
+    parents = store._local.conn
+
+    def worker(i: int) -> None:
+        store.remember(f"w{i}.example/w/2020/01.01.00.00", NOW, frozenset({B}), None)
+        if store._local.conn is parents:  # it would work here, until a lock is lost to a close
+            os._exit(2)
+        os._exit(0 if store.recall(IBI, 0) == (NOW, frozenset({A}), A) else 1)
+
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=worker, args=(i,)) for i in range(3)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(10)
+    assert [p.exitcode for p in workers] == [0] * 3
+    assert all(store.recall(f"w{i}.example/w/2020/01.01.00.00", 0) for i in range(3))
 
 
 def test_expired_entries_are_swept(where):
