@@ -156,10 +156,11 @@ def include(app, address, service, key):
 def resolver(tmp_path, bed):
     """A fresh resolver (nothing remembered) on a copy of the registry; its settings."""
 
-    def make(**settings):
-        state = tmp_path / f"resolver-{len(list(tmp_path.iterdir()))}"
-        state.mkdir()
-        shutil.copy(bed["registry"], state / Path(bed["registry"]).name)
+    def make(state: Path | None = None, **settings):
+        if state is None:  # else a resolver restarted over the state of an earlier one
+            state = tmp_path / f"resolver-{len(list(tmp_path.iterdir()))}"
+            state.mkdir()
+            shutil.copy(bed["registry"], state / Path(bed["registry"]).name)
         for name in "ABC":
             bed[name].take()
             bed[name].hidden = set()
@@ -190,6 +191,20 @@ def test_the_archive_that_answered_is_asked_alone_next_time(resolver, bed):
     assert [bed[n].take() for n in "ABC"] == [[LL8_IBIP] * 3, [], []]
     counts = app.get("/health").json["answered"]
     assert (counts["misses"], counts["hits"], counts["fallbacks"]) == (1, 3, 0)
+
+
+def test_a_restarted_resolver_asks_the_archive_that_answered_first(resolver, bed, tmp_path):
+    """What was learned is kept in state_dir (resolver/stores/answered/sqlite.py): a restart
+    forgot it, and a new claimant of an Original could displace the one that answered first
+    (issue 30)."""
+    app = resolver()
+    first = app.get("/" + LL8_IBIP)
+    assert [bed[n].take() for n in "ABC"] == [[LL8_IBIP]] * 3
+    (state,) = tmp_path.iterdir()
+    restarted = resolver(state=state)
+    assert restarted.get("/" + LL8_IBIP).location == first.location
+    assert [bed[n].take() for n in "ABC"] == [[LL8_IBIP], [], []]
+    assert restarted.get("/health").json["answered"]["hits"] == 1
 
 
 def test_an_item_that_moved_is_found_elsewhere(resolver, bed):

@@ -10,16 +10,21 @@ asked only once the entry expires: the trade-off `answered_ttl` sets.
 
 With them, the Archive whose claim of the IBI's Original stood (`owner`, resolve.py
 `settle_claims`): a new claimant does not displace it while the entry lasts, unless it is the
-IBI's naming authority. In PostgreSQL its key is the one marked `!` in `holders`.
+IBI's naming authority. In a store its key is the one marked `!` in `holders`.
 
-In memory per worker (bounded, least recently used dropped first); with the resolver's
-`database`, also in PostgreSQL (`resolver_answered`), so what one instance learned another
-uses: a worker looks there on a miss in its memory and writes there after a round to all.
+In memory per worker (bounded, least recently used dropped first), and behind it in a store
+(resolver/stores/answered/): by default a SQLite file in `state_dir`, which the workers share
+and which outlives a restart and the memory's bound (a claimant pushed out of the memory by
+other IBIs, or forgotten by a restart, could be displaced by a new one: issue 30); with the
+resolver's `database`, PostgreSQL (`resolver_answered`), so what one instance learned another
+uses. A worker looks there on a miss in its memory and writes there after a round to all;
+a hit in its memory (the hot path) does not touch the store.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -40,6 +45,7 @@ class Answered:
         self,
         ttl: float,
         database: str = "",
+        state_dir: str | os.PathLike | None = None,
         clock: Callable[[], float] = time.time,
         max_entries: int = MAX_ENTRIES,
     ):
@@ -50,8 +56,9 @@ class Answered:
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, Entry] = OrderedDict()
         self._counts = dict.fromkeys(("hits", "misses", "fallbacks", "full"), 0)
-        # What other instances learned too: None without `database` (this worker's memory only).
-        self._shared = open_shared(database, clock)
+        # What other workers, instances and earlier runs learned: None when never remembered
+        # (ttl 0) or with neither `database` nor `state_dir` (this worker's memory only).
+        self._shared = open_shared(state_dir, database, clock) if ttl else None
 
     def count(self, what: str) -> None:
         with self._lock:
@@ -81,7 +88,7 @@ class Answered:
 
     def owner(self, ibi: str) -> str | None:
         """The service IBI key of the Archive whose claim of the Original stood, as this
-        worker holds it (`recall` first brings it from PostgreSQL)."""
+        worker holds it (`recall` first brings it from the store)."""
         with self._lock:
             found = self._entries.get(ibimod.key(ibi))
         return found[2] if found and found[0] > self.clock() else None

@@ -54,7 +54,7 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
         config.timeout, pool_size=max(32, 4 * config.threads), connections=config.threads
     )
     acknowledgments = Acknowledgments(client, config.ack_queue)
-    answered = Answered(config.answered_ttl, config.database)
+    answered = Answered(config.answered_ttl, config.database, config.state_dir)
     conflicts = Conflicts()
     app.extensions["resolver"] = {
         "conflicts": conflicts,

@@ -11,6 +11,7 @@ from ..settings import Setting
 ENV_PREFIX = "ARCHIVE_SERVICE_RESOLVER_"
 DEFAULT_IBI = "J8LNKB5R7W/3FUQHC5"  # urlib.net's own service IBI (SPEC §1)
 REGISTRY_FILE = "resolver-registry.sqlite3"
+ANSWERED_FILE = "resolver-answered.sqlite3"  # resolver/stores/answered/sqlite.py
 
 
 def _positive_float(value: str) -> float:
@@ -36,7 +37,8 @@ RESOLVER_SETTINGS: tuple[Setting, ...] = (
     Setting(
         "state_dir",
         None,
-        f"writable directory holding the registry ({REGISTRY_FILE}); "
+        f"writable directory holding the registry ({REGISTRY_FILE}) and, without "
+        f"database, the Archives that answered for each IBI ({ANSWERED_FILE}); "
         "default $STATE_DIRECTORY under systemd, else ~/.local/share/archive-service",
         settings.file_path,
         path=True,
@@ -45,7 +47,8 @@ RESOLVER_SETTINGS: tuple[Setting, ...] = (
     Setting(
         "database",
         "",
-        "where the registry lives: empty for the SQLite file in state_dir, or a "
+        "where the registry and the Archives that answered for each IBI live: empty for "
+        "the SQLite files in state_dir, or a "
         "postgresql://user@host/db URL shared by several resolver instances; the password "
         "goes in a pgpass file (PGPASSFILE), never in the URL",
         settings.database_url,
