@@ -40,12 +40,14 @@ def test_a_sound_archive_is_healthy(settings, path):
 
 def test_the_inclusion_the_announcer_recorded_is_reported(settings):
     client = Client(create_app(settings), "/archive")
-    inclusion.record(settings["state_dir"], "unconfirmed", "http://resolver.example", "no answer")
-    body = client.get("/health", status=200).json
+    detail = "the database connection to postgresql://user@db.internal:5432/stats broke"
+    inclusion.record(settings["state_dir"], "unconfirmed", "http://resolver.example", detail)
+    got = client.get("/health", status=200)
+    body = got.json
     assert body["inclusion"]["state"] == "unconfirmed"
     assert body["inclusion"]["resolver"] == "http://resolver.example"
-    assert body["inclusion"]["detail"] == "no answer"
     assert body["inclusion"]["time"].endswith("+00:00")
+    assert "detail" not in body["inclusion"] and "db.internal" not in got.text  # the log's
 
 
 def test_a_read_only_state_directory_is_a_503(settings, read_only):

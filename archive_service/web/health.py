@@ -16,7 +16,6 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -103,7 +102,7 @@ def check(
             "indexer": indexer_state(store),
         },
         "state_dir": {"writable": writable},
-        "inclusion": {**asdict(included), "time": iso(included.time)} if included else None,
+        "inclusion": public_inclusion(included),
     }
     return (503 if problems else 200), body
 
@@ -128,3 +127,11 @@ def blueprint(site: Site) -> Blueprint:
     routes.add_url_rule("/health", "health", health_check)
     routes.add_url_rule(site.service_path + "/health", "service_health", health_check)
     return routes
+
+
+def public_inclusion(included: inclusion.Inclusion | None) -> dict | None:
+    """The announcer's last word without its `detail`: that text is for the log and `check`
+    (it names the socket it waits for, or the database user and host that broke)."""
+    if included is None:
+        return None
+    return {"state": included.state, "resolver": included.resolver, "time": iso(included.time)}
