@@ -2,7 +2,7 @@
 under the same gunicorn), which a shared machine's load moves far less than throughput.
 
     python bench/urlrequest_cpu.py [--items 2000] [--rounds 3] [--pairs 4] [--duration 3]
-                                   [--code DIR ...] [--cache DIR]
+                                   [--code DIR ...] [--cache DIR] [--stubs MODE ...]
 
 For each checkout in `--code` (default: this one; e.g. `git archive main | tar -x -C DIR`
 for main's), `archive-service serve` over the generated collection (bench/gen.py) and the
@@ -13,13 +13,14 @@ the rotated items bench/run.py uses (`GetLastEdition GetTranslation GetMetadata(
 and reads the user and system CPU time of each server's workers (/proc/<pid>/stat, every
 thread) before and after: µs a request, and per round the median of floor ÷ serve over its
 bursts (the throughput that CPU allows against the floor's). Prints the load average of
-each round: the machine is shared.
+each round: the machine is shared. `--stubs constant urlkey catalog` adds serves of the first
+checkout whose answer is cut down to a piece (bench/serve_stub.py): what the rest costs in the
+server is serve's CPU a request less theirs.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import random
 import signal
@@ -69,8 +70,9 @@ def answering(proc: subprocess.Popen, port: int, path: str, logfile: Path) -> No
         time.sleep(0.05)
 
 
-def servers(code: Path, root: Path, tmp: Path, path: str) -> dict:
-    """{"floor": (process, port), "serve": (process, port)} for one checkout, answering."""
+def servers(code: Path, root: Path, tmp: Path, path: str, stubs: tuple[str, ...] = ()) -> dict:
+    """{"floor": (process, port), "serve": (process, port), stub: …} for one checkout,
+    answering; each of `stubs` a serve whose answer is cut down (bench/serve_stub.py)."""
     tag = code.name
     up = {}
     port = run.free_port()
@@ -78,14 +80,20 @@ def servers(code: Path, root: Path, tmp: Path, path: str) -> dict:
     cmd += ["--workers", str(run.WORKERS), "--app", "wsgi"]
     up["floor"] = (start(cmd, code, tmp / f"floor-{tag}.log"), port)
     port = run.free_port()
-    cmd = [sys.executable, "-m", "archive_service.cli", "serve", "--collection", str(root)]
-    cmd += ["--state-dir", str(tmp / f"state-{tag}"), "--no-announce", "--resolver", "none"]
-    cmd += ["--workers", str(run.WORKERS), "--bind", f"127.0.0.1:{port}", "--archiveaddress"]
-    cmd += [f"localhost:{port}", "--archiveserviceibi", run.SERVICE_IBI]
-    up["serve"] = (start(cmd, code, tmp / f"serve-{tag}.log"), port)
+    for what in ("serve", *stubs):
+        port = run.free_port()
+        cmd = [sys.executable, "-m", "archive_service.cli", "serve"]
+        if what != "serve":
+            cmd = [sys.executable, str(BENCH / "serve_stub.py"), what]
+        cmd += ["--collection", str(root), "--state-dir", str(tmp / f"state-{tag}-{what}")]
+        cmd += ["--no-announce", "--resolver", "none", "--workers", str(run.WORKERS)]
+        cmd += ["--bind", f"127.0.0.1:{port}", "--archiveaddress", f"localhost:{port}"]
+        cmd += ["--archiveserviceibi", run.SERVICE_IBI]
+        up[what] = (start(cmd, code, tmp / f"{what}-{tag}.log"), port)
     for what, (proc, port) in up.items():
         answering(proc, port, path, tmp / f"{what}-{tag}.log")
-    watching(tmp / f"serve-{tag}.log")
+    for what in ("serve", *stubs):
+        watching(tmp / f"{what}-{tag}.log")
     return up
 
 
@@ -124,7 +132,16 @@ def burst(proc: subprocess.Popen, port: int, paths: list[str], duration: float, 
     return got["rate"], user, system
 
 
-SIDES = ("floor", "serve")
+def report_stub(round_: int, load: str, stub: str, stubs: list, serves: list) -> None:
+    """One round of a stub against serve: the CPU a request the rest of the answer costs."""
+    med = statistics.median
+    extra = [(s[1] + s[2]) - (b[1] + b[2]) for b, s in zip(stubs, serves, strict=True)]
+    cpu = med(b[1] + b[2] for b in stubs)
+    print(
+        f"round {round_ + 1} (load {load}) stub {stub}: CPU a request {cpu:.0f} µs; serve "
+        f"costs {med(extra):+.0f} µs more (median of the pairs)",
+        flush=True,
+    )
 
 
 def report(round_: int, load: str, code: Path, floors: list, serves: list) -> None:
@@ -153,6 +170,13 @@ def main() -> int:
     parser.add_argument("--code", type=Path, nargs="*", default=[run.ROOT])
     parser.add_argument("--cache", type=Path, default=None)
     parser.add_argument("--loadgen", choices=("auto", "wrk", "python"), default="auto")
+    parser.add_argument(
+        "--stubs",
+        nargs="*",
+        default=[],
+        choices=("constant", "urlkey", "catalog"),
+        help="serves of the first checkout whose answer is cut down (bench/serve_stub.py)",
+    )
     args = parser.parse_args()
     root, manifest = gen.ensure(args.items, args.cache, log=run.log)
     paths = [run.url_request(ibi, run.FULL_VERBS) for ibi in manifest["full"]]
@@ -160,25 +184,31 @@ def main() -> int:
     codes = [code.resolve() for code in args.code]
     with tempfile.TemporaryDirectory(prefix="bench-urlcpu-") as name:
         tmp = Path(name)
-        up = {code: servers(code, root, tmp, paths[0]) for code in codes}
+        stubs = tuple(args.stubs)
+        up = {
+            code: servers(code, root, tmp, paths[0], stubs if code == codes[0] else ())
+            for code in codes
+        }
+        sides = [(code, what) for code in codes for what in up[code]]
         try:
-            for sides in up.values():
-                for _proc, port in sides.values():
+            for servers_of in up.values():
+                for _proc, port in servers_of.values():
                     loadgen.peak(port, paths, 2, tool=args.loadgen)  # warm-up: a first lap
             for round_ in range(args.rounds):
                 load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-                got = {key: [] for key in itertools.product(codes, SIDES)}
+                got = {key: [] for key in sides}
                 for pair in range(args.pairs):
-                    order = list(itertools.product(codes, SIDES))
-                    for code, what in order if pair % 2 == 0 else order[::-1]:
+                    for code, what in sides if pair % 2 == 0 else sides[::-1]:
                         got[code, what].append(
                             burst(*up[code][what], paths, args.duration, args.loadgen)
                         )
                 for code in codes:
                     report(round_, load, code, got[code, "floor"], got[code, "serve"])
+                for stub in stubs:
+                    report_stub(round_, load, stub, got[codes[0], stub], got[codes[0], "serve"])
         finally:
-            for sides in up.values():
-                for proc, _ in sides.values():
+            for servers_of in up.values():
+                for proc, _ in servers_of.values():
                     proc.send_signal(signal.SIGTERM)
                     proc.wait(60)
     return 0
