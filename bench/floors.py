@@ -76,6 +76,7 @@ APPS = {"flask": constant_app, "wsgi": constant_wsgi}
 
 def serve(bind: str, workers: int, app: str = "flask") -> int:
     from archive_service import settings
+    from archive_service.common.worker import unblock_stop_signals
     from archive_service.serve.runner import ArchiveServer
 
     class FloorServer(ArchiveServer):
@@ -100,6 +101,9 @@ def serve(bind: str, workers: int, app: str = "flask") -> int:
         },
         environ={},
     )
+    # As serve's run(): the stop signals _before_fork blocks come back in the master after
+    # each fork, else it never stops on SIGTERM.
+    os.register_at_fork(after_in_parent=unblock_stop_signals)
     FloorServer(config).run()
     return 0
 
