@@ -8,7 +8,11 @@ processes on loopback ports, B holding the 2012 next edition), then times sequen
   1 round   /8JMKD3MGP8W/35MMLL8              (2 urlRequests in parallel + 1 acknowledgment)
   2 rounds  /8JMKD3MGP8W/35MMLL8!:(oai_dc)    (4 urlRequests, 2 rounds + 1 acknowledgment)
 
-and with 16 client threads (requests per second). Then includes three parties that accept
+Each latency twice: with the last resolution's acknowledgment answered before the next sample
+(the resolver's /health counts; the floor's samples followed by the same /health requests), and
+back to back, where resolution i's acknowledgment shares the Archive and the CPUs with
+resolution i+1; beside the latter, the CPU each process (client, resolver, Archives) spent per
+request. Then with 16 client threads (requests per second). Then includes three parties that accept
 connections and never answer, and reports a resolution's time against --timeout: the
 Archives are asked at once, so silent Archives cost one timeout together, not one each.
 
