@@ -33,7 +33,10 @@ class Acknowledgments:
     def __init__(self, client: ArchiveClient, size: int):
         self.client = client
         self.size = size
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the senders wait on it for work
+        self._settled = threading.Condition(lock)  # `drain` waits on it for an end
+        self._sending = 0
         self._waiting: list[tuple[float, int, int, ArchiveRef, dict, str]] = []  # a heap
         self._seq = 0
         self._pid = 0
@@ -82,28 +85,54 @@ class Acknowledgments:
                     self._cond.wait(wait)
                 _, _, attempt, archive, params, via = heapq.heappop(self._waiting)
                 metrics.waiting(-1)
+                self._sending += 1
             try:
-                done = "sent" if self.client.acknowledge(archive, params, via) else "unexpected"
-            except ArchiveError as exc:
+                self._send_one(attempt, archive, params, via)
+            finally:
                 with self._cond:
-                    if attempt < self.RETRIES:
-                        self._counts["retried"] += 1
-                        metrics.acknowledgment("retried")
-                        due = time.monotonic() + self.BACKOFF * 2**attempt
-                        self._push(due, attempt + 1, archive, params, via)
-                    else:
-                        self._counts["dropped"] += 1
-                        metrics.acknowledgment("dropped")
-                        log.warning(
-                            "acknowledgment dropped for %s after %d attempts: %s",
-                            archive,
-                            attempt + 1,
-                            exc,
-                        )
-                continue
-            except Exception:  # a sender must outlive any one acknowledgment
-                log.exception("acknowledgment to %s failed", archive)
-                done = "dropped"
+                    self._sending -= 1
+                    self._settled.notify_all()
+
+    def drain(self, within: float) -> int:
+        """Wait up to `within` seconds for this process's acknowledgments to be sent (a
+        worker's graceful stop: its sender threads die with it); the number left unsent."""
+        end = time.monotonic() + within
+        with self._cond:
+            if self._pid != os.getpid():
+                return 0  # none was queued in this process
+            while self._waiting or self._sending:
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                self._settled.wait(left)
+            unsent = len(self._waiting) + self._sending
+        if unsent:
+            log.warning("%d acknowledgment(s) not sent: the worker stopped", unsent)
+        return unsent
+
+    def _send_one(self, attempt: int, archive: ArchiveRef, params: dict, via: str) -> None:
+        try:
+            done = "sent" if self.client.acknowledge(archive, params, via) else "unexpected"
+        except ArchiveError as exc:
             with self._cond:
-                self._counts[done] += 1
-                metrics.acknowledgment(done)
+                if attempt < self.RETRIES:
+                    self._counts["retried"] += 1
+                    metrics.acknowledgment("retried")
+                    due = time.monotonic() + self.BACKOFF * 2**attempt
+                    self._push(due, attempt + 1, archive, params, via)
+                else:
+                    self._counts["dropped"] += 1
+                    metrics.acknowledgment("dropped")
+                    log.warning(
+                        "acknowledgment dropped for %s after %d attempts: %s",
+                        archive,
+                        attempt + 1,
+                        exc,
+                    )
+            return
+        except Exception:  # a sender must outlive any one acknowledgment
+            log.exception("acknowledgment to %s failed", archive)
+            done = "dropped"
+        with self._cond:
+            self._counts[done] += 1
+            metrics.acknowledgment(done)
