@@ -136,7 +136,8 @@ def test_an_error_whose_body_stalls_or_is_cut_is_a_resolver_error(scripted, answ
 
 def test_the_status_lines_reason_reaches_the_log_printable_and_short(scripted):
     """The reason phrase is the resolver's own text, up to http.client's 64 KiB line: it went
-    whole and raw into each retry's log line and inclusion.json's detail, terminal escapes and all."""
+    whole and raw into each retry's log line and inclusion.json's detail, terminal escapes
+    and all."""
     reason = b"\x1b]0;owned\x07\x1b[2J" + b"busy " * 10_000
 
     def script(conn: socket.socket, head: bytes) -> None:

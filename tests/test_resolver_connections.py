@@ -15,6 +15,7 @@ import time
 import pytest
 import webtest
 
+from archive_service.resolver.acknowledgments import Acknowledgments
 from archive_service.resolver.app import create_resolver_app
 from archive_service.resolver.archives import ArchiveClient
 from archive_service.resolver.registry import Registry
@@ -28,7 +29,7 @@ from resolver_support import (
     archive_app,
     build_collections,
 )
-from serve_process import free_port, serve_collection, wait_until
+from serve_process import Process, free_port, http_get, serve_collection, wait_until
 
 PURL = "/8JMKD3MGP8W/35MMLL8"
 
@@ -259,3 +260,41 @@ def test_an_archive_trickling_its_answer_costs_a_bounded_time(tmp_path, register
         stop.set()
         thread.join()
         listener.close()
+
+
+@pytest.mark.process
+def test_acknowledgments_queued_at_a_graceful_stop_are_sent(tmp_path, registered, archive):
+    """SIGTERM while the senders are busy and one more acknowledgment waits in the queue:
+    the worker sends it before it exits (daemon sender threads died with it, the queue lost)."""
+    state = tmp_path / "resolver"
+    state.mkdir()
+    (state / registered.path.name).write_bytes(registered.path.read_bytes())
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    resolver = Process(
+        ["resolver", "serve", "--state-dir", str(state), "--bind", f"127.0.0.1:{port}"],
+        tmp_path / "resolver.log",
+    )
+    resolver.start()
+    try:
+        resolver.wait_answering(url + "/")
+        status, _, body = http_get(
+            f"{url}/{RESOLVER_IBI}?servicesubject=inclusionRequest&archiveaddress={archive.address}"
+            f"&archiveserviceibi={SERVICE_A}&archiveip=127.0.0.1&archiveprotocol=HTTP"
+            f"&archiveplatformversion=x&archiveadmemailaddress=a@b.example&registrationkey={KEY_A}"
+        )
+        assert body.endswith(b"status.confirmation successful"), body
+        archive.seen.clear()
+        archive.ack_delay, archive.ack_failures = 0.5, 0
+        resolutions = Acknowledgments.SENDERS + 1  # each sender holds one, one waits
+        for _ in range(resolutions):
+            assert http_get(url + PURL)[0] == 302
+        wait_until(
+            lambda: len(archive.of("acknowledgment")) >= Acknowledgments.SENDERS,
+            what="every sender busy",
+        )
+        assert resolver.stop() == 0
+        assert len(archive.of("acknowledgment")) == resolutions
+    finally:
+        resolver.kill()
+        archive.ack_delay = 0.0

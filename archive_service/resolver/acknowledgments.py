@@ -25,7 +25,8 @@ class Acknowledgments:
     first use, so after gunicorn's fork); one that gets no answer is sent again after
     BACKOFF, 2 x BACKOFF, … up to RETRIES times. When the queue is full or the retries are
     spent it is dropped: counted (`counts()`, shown on /health) and logged, never waited on.
-    An acknowledgment only feeds the Archive's statistics; the user has their URL.
+    An acknowledgment only feeds the Archive's statistics; the user has their URL. A
+    stopping worker sends what is still queued (`drain`, from gunicorn's worker_exit).
 
     No Archive has more than half of either: PER_ARCHIVE senders at once (the others wait,
     parked, for one of its own to end) and half the queue. An included Archive that answered
@@ -42,7 +43,9 @@ class Acknowledgments:
         self.client = client
         self.size = size
         self.share = max(1, size // 2)  # of the queue, for any one Archive
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the senders wait on it for work
+        self._settled = threading.Condition(lock)  # `drain` waits on it for an end
         self._waiting: list[tuple[float, int, int, ArchiveRef, dict, str]] = []  # a heap
         self._parked: dict[str, deque] = {}  # by address: due, but its senders are busy
         self._busy: Counter[str] = Counter()  # by address: being sent now
@@ -111,12 +114,30 @@ class Acknowledgments:
     def _done(self, address: str) -> None:
         """A sender of `address` is free (under the lock): its next parked one is due again."""
         self._busy[address] -= 1
+        self._settled.notify_all()
         parked = self._parked.get(address)
         if parked:
             heapq.heappush(self._waiting, parked.popleft())
             if not parked:
                 del self._parked[address]
             self._cond.notify()
+
+    def drain(self, within: float) -> int:
+        """Wait up to `within` seconds for this process's acknowledgments to be sent (a
+        worker's graceful stop: its sender threads die with it); the number left unsent."""
+        end = time.monotonic() + within
+        with self._cond:
+            if self._pid != os.getpid():
+                return 0  # none was queued in this process
+            while self._held.total() or self._busy.total():
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                self._settled.wait(left)
+            unsent = self._held.total() + self._busy.total()
+        if unsent:
+            log.warning("%d acknowledgment(s) not sent: the worker stopped", unsent)
+        return unsent
 
     def _send(self) -> None:
         while True:

@@ -9,6 +9,7 @@ kept by the resolver alone (privacy rule of §6.2); the other query pairs belong
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import parse_qsl, unquote
 
 from ..protocol import ibi as ibimod
@@ -95,6 +96,14 @@ def _query(query_string: str) -> tuple[dict[str, str], str]:
             raise PurlError(f"query pair {name} is given more than once")
         decoded[name] = value
     return decoded, "&".join(theirs)
+
+
+@lru_cache(maxsize=512)
+def parsed(path: str, query_string: str = "") -> PersistentUrl:
+    """`parse` of the standard's verbs, remembered for the persistent URLs resolved last (a
+    few are asked again and again: a tenth of a redirect's CPU went to parsing them). A
+    PersistentUrl is frozen; one that is no persistent URL raises each time (not kept)."""
+    return parse(path, query_string)
 
 
 def parse(path: str, query_string: str = "", table: Table = VERBS) -> PersistentUrl:

@@ -88,7 +88,7 @@ class Resolutions:
         if query:
             persistent_url += "?" + query
         try:
-            purl = purlmod.parse(raw, query)
+            purl = purlmod.parsed(raw, query)
         except purlmod.PurlError as exc:
             return Resolved(persistent_url, 400, str(exc))
         ips = client_ips(environ, self.trusted)

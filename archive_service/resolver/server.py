@@ -13,6 +13,10 @@ from ..common.worker import ClientTimeoutWorker, Logger
 
 log = logging.getLogger(__name__)
 
+# Seconds a stopping worker gives its queued acknowledgments (under gunicorn's graceful_timeout
+# of 30, which also covers the requests still being answered).
+DRAIN = 10.0
+
 # gunicorn's default, then where a resolution sent the user and the Archive that said so
 # (resolver/app.py puts its service IBI in the request environ as archive_service.archive).
 # ResolverLogger writes these lines itself (common/access.py); the format says what they are.
@@ -50,7 +54,7 @@ class ResolverServer(BaseApplication):
         # Its access log hides registration keys (in inclusion and exclusion URLs).
         self.cfg.set("logger_class", ResolverLogger)
         self.cfg.set("control_socket_disable", True)
-        self.cfg.set("worker_exit", metrics.worker_exit)  # a stopping worker's last counts written
+        self.cfg.set("worker_exit", self.worker_exit)
         self.cfg.set("child_exit", metrics.child_exit)  # a dead worker's live gauges forgotten
         # A resolution may take `rounds` x `timeout` seconds; the worker must outlive it.
         self.cfg.set("timeout", max(30, int(self.config.rounds * (self.config.timeout + 1)) + 5))
@@ -61,11 +65,18 @@ class ResolverServer(BaseApplication):
         # the resolver's pages and redirects are small.
         return max(self.config.timeout, 1.0)
 
+    def worker_exit(self, server, worker) -> None:
+        """A stopping worker sends what acknowledgments it has queued (its sender threads die
+        with it), then writes its last counts."""
+        self.acknowledgments.drain(DRAIN)
+        metrics.worker_exit(server, worker)
+
     def load(self):
         from ..common import postgres
         from .app import create_resolver_app
 
         app = create_resolver_app(self.config)
+        self.acknowledgments = app.extensions["resolver"]["acknowledgments"]
         # The master opened the registry's database to check it; a libpq connection must not
         # cross the fork (a worker ending would close it under the master): each worker
         # opens its own pool on first use.
