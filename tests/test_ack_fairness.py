@@ -73,3 +73,23 @@ def test_a_slow_archive_leaves_senders_and_room_to_the_others(archives):
         pass
     assert acks.put(good.ref, ack("room"))
     assert wait_until(lambda: good.received == ["good", "room"], 5), acks.counts()
+
+
+def test_an_archive_that_moves_its_address_holds_no_more(archives):
+    # An included Archive announces itself again under another address (its key allows a
+    # burst of 20): the acknowledgments queued under each address are still its own, and
+    # together they get no more than half of the senders and of the queue.
+    slow, good = archives
+    port = slow.server.server_port
+    moved = [
+        ArchiveRef(f"{host}:{port}", slow.ref.serviceibi) for host in ("127.0.0.1", "localhost")
+    ]
+    acks = Acknowledgments(ArchiveClient(30.0), size=40)
+    for n in range(Acknowledgments.SENDERS):
+        assert acks.put(moved[n % 2], ack(f"slow{n}"))
+    assert wait_until(lambda: len(slow.received) > 0, 10)
+    assert acks.put(good.ref, ack("good"))
+    assert wait_until(lambda: good.received == ["good"], 5), acks.counts()
+    while acks.put(moved[0], ack("more")) or acks.put(moved[1], ack("more")):
+        pass
+    assert acks.put(good.ref, ack("room")), acks.counts()

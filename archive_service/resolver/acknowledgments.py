@@ -32,7 +32,9 @@ class Acknowledgments:
     parked, for one of its own to end) and half the queue. An included Archive that answered
     its acknowledgments just inside the timeout held every sender with 2 a second, and the
     other Archives' waited behind them: half never sent within 25 s, the rest 6 s late and
-    later, until the queue was full and dropped them (issue 30's second adversarial pass)."""
+    later, until the queue was full and dropped them (issue 30's second adversarial pass).
+    An Archive is counted by its service IBI (`ArchiveRef.key`), not its address: one that
+    announced itself again under a second address held every sender (the last pass)."""
 
     SENDERS = 8
     PER_ARCHIVE = SENDERS // 2
@@ -47,9 +49,9 @@ class Acknowledgments:
         self._cond = threading.Condition(lock)  # the senders wait on it for work
         self._settled = threading.Condition(lock)  # `drain` waits on it for an end
         self._waiting: list[tuple[float, int, int, ArchiveRef, dict, str]] = []  # a heap
-        self._parked: dict[str, deque] = {}  # by address: due, but its senders are busy
-        self._busy: Counter[str] = Counter()  # by address: being sent now
-        self._held: Counter[str] = Counter()  # by address: waiting, in the heap or parked
+        self._parked: dict[str, deque] = {}  # by Archive: due, but its senders are busy
+        self._busy: Counter[str] = Counter()  # by Archive: being sent now
+        self._held: Counter[str] = Counter()  # by Archive: waiting, in the heap or parked
         self._seq = 0
         self._pid = 0
         self._counts = dict.fromkeys(("queued", "sent", "unexpected", "retried", "dropped"), 0)
@@ -76,7 +78,7 @@ class Acknowledgments:
             return self._push(0.0, 0, archive, dict(params), via)
 
     def _push(self, due: float, attempt: int, archive, params, via) -> bool:
-        waiting, own = self._held.total(), self._held[archive.address]
+        waiting, own = self._held.total(), self._held[archive.key]
         if waiting >= self.size or own >= self.share:
             self._counts["dropped"] += 1
             metrics.acknowledgment("dropped")
@@ -89,7 +91,7 @@ class Acknowledgments:
             )
             return False
         self._seq += 1
-        self._held[archive.address] += 1
+        self._held[archive.key] += 1
         heapq.heappush(self._waiting, (due, self._seq, attempt, archive, params, via))
         metrics.waiting(1)
         self._cond.notify()
@@ -101,25 +103,26 @@ class Acknowledgments:
         now = time.monotonic()
         while self._waiting and self._waiting[0][0] <= now:
             entry = heapq.heappop(self._waiting)
-            address = entry[3].address
-            if self._busy[address] >= self.PER_ARCHIVE:
-                self._parked.setdefault(address, deque()).append(entry)
+            whose = entry[3].key
+            if self._busy[whose] >= self.PER_ARCHIVE:
+                self._parked.setdefault(whose, deque()).append(entry)
                 continue
-            self._busy[address] += 1
-            self._held[address] -= 1
+            self._busy[whose] += 1
+            self._held[whose] -= 1
             metrics.waiting(-1)
             return entry
         return None
 
-    def _done(self, address: str) -> None:
-        """A sender of `address` is free (under the lock): its next parked one is due again."""
-        self._busy[address] -= 1
+    def _done(self, whose: str) -> None:
+        """A sender of the Archive `whose` (its key) is free (under the lock): its next parked
+        one is due again."""
+        self._busy[whose] -= 1
         self._settled.notify_all()
-        parked = self._parked.get(address)
+        parked = self._parked.get(whose)
         if parked:
             heapq.heappush(self._waiting, parked.popleft())
             if not parked:
-                del self._parked[address]
+                del self._parked[whose]
             self._cond.notify()
 
     def drain(self, within: float) -> int:
@@ -150,7 +153,7 @@ class Acknowledgments:
                 done = self._send_one(attempt, archive, params, via)
             finally:
                 with self._cond:
-                    self._done(archive.address)
+                    self._done(archive.key)
             if done is not None:
                 with self._cond:
                     self._counts[done] += 1

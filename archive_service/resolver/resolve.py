@@ -71,6 +71,12 @@ class ArchiveRef:
     def __str__(self) -> str:
         return f"{self.address} (service {self.serviceibi})"
 
+    @property
+    def key(self) -> str:
+        """Who the Archive is, whatever address it gives: its service IBI's key (the
+        registry's, an Archive announces itself again under another address at will)."""
+        return ibimod.key(self.serviceibi)
+
 
 @dataclass(frozen=True)
 class Answer:
