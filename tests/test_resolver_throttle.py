@@ -5,6 +5,7 @@ and an Archive's own right keys are bounded too (a burst per Archive, then 429).
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -143,3 +144,28 @@ def test_past_max_sources_a_source_is_still_throttled_and_idle_ones_are_forgotte
     now[0] += KeyThrottle.BURST / KeyThrottle.RATE
     throttle.take("2001:db8:2::1")
     assert len(throttle._buckets) <= 2
+
+
+def test_an_archives_own_keys_sent_at_once_get_no_more_than_its_burst(tmp_path, monkeypatch):
+    # Each request looked at the Archive's bucket before scrypt and was charged after it (61
+    # ms later): whatever came in that while passed. Sent together, 8 right keys made 8
+    # registry writes and 8 confirmations (each holding a thread up to the timeout), and
+    # again each time the bucket refilled (the last adversarial pass).
+    monkeypatch.setattr(registry_module, "ACCEPTED_BURST", 1)
+    registry = Registry(tmp_path / "state")
+    registry.register(SERVICE_A, KEY_A)
+    confirmed, start = [], threading.Barrier(8)
+
+    def include() -> None:
+        start.wait()
+        try:
+            registry.handle(request("inclusionRequest", KEY_A), confirmed.append, source=OTHER)
+        except registry_module.Throttled:
+            pass
+
+    threads = [threading.Thread(target=include) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(confirmed) == 1
