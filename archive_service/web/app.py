@@ -31,6 +31,7 @@ from . import (
     headers,
     health,
     landing,
+    limits,
     metrics,
     page_limit,
     pages,
@@ -120,6 +121,7 @@ def create_app(config: settings.Config | Mapping[str, Any], *, refresh: bool = T
     # Log through the root logger (gunicorn's or the CLI's), not into wsgi.errors.
     app.logger.removeHandler(default_handler)
     app.config["ARCHIVE_SERVICE"] = config
+    app.config["MAX_CONTENT_LENGTH"] = limits.MAX_BODY
 
     # The persistent index: re-read what changed since it was last brought up to date.
     # Following later changes starts after forking (serve's workers, create_app_from_env),

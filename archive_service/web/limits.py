@@ -14,6 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 MAX_QUERY_STRING = 4096  # bytes of QUERY_STRING; app: 400 `error {query string ...}`
+# Bytes of a request's body: the one route taking one is OAI-PMH's POST, whose arguments are
+# a GET's query string sent there; Werkzeug read it whole, however long (200 MB: 800 MB of
+# RSS, 3.9 s). Beyond it, 413 (create_app's MAX_CONTENT_LENGTH; chunked bodies included).
+MAX_BODY = MAX_QUERY_STRING
 MAX_REQUEST_LINE = 8190  # gunicorn limit_request_line (its maximum): 414 beyond
 MAX_HEADER_FIELD = 8190  # gunicorn limit_request_field_size: 431 beyond; app: 400
 MAX_HEADER_FIELDS = 100  # gunicorn limit_request_fields: 431 beyond; app: 400
