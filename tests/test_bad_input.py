@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from archive_service.common import limits
 from archive_service.protocol import pairs
-from archive_service.web import create_app, limits
+from archive_service.web import create_app
 from support import ADDRESS, SERVICE, Client
 
 ITEM = "iconet.com.br/banon/2009/09.09.22.01"  # LK47B6W/362SFKH: reference.bib, @relatorio.pdf

@@ -19,8 +19,8 @@ from urllib.parse import urlencode
 
 import pytest
 
+from archive_service.common import limits
 from archive_service.protocol import pairs
-from archive_service.web import limits
 from serve_process import Serve
 from support import ROOT, SAMPLE, SERVICE
 

@@ -13,11 +13,10 @@ from collections.abc import Callable
 from gunicorn.app.base import BaseApplication
 
 from .. import settings
-from ..common import metrics
+from ..common import limits, metrics
 from ..common.net import is_loopback_host
 from ..common.worker import STOP_SIGNALS, ClientTimeoutWorker, Logger, unblock_stop_signals
 from ..indexer import startup
-from ..web import limits
 from . import announce, announcer, identity, lifecycle
 
 log = logging.getLogger(__name__)

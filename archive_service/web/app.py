@@ -20,6 +20,7 @@ from flask import Flask
 from flask.logging import default_handler
 
 from .. import settings
+from ..common import limits
 from ..common import pages as common_pages
 from ..common.net import persistent_url  # noqa: F401  (the CLI's, from here)
 from ..http_errors import TEXT, answer_unexpected_errors
@@ -31,7 +32,6 @@ from . import (
     headers,
     health,
     landing,
-    limits,
     metrics,
     page_limit,
     pages,

@@ -11,6 +11,7 @@ import logging
 from functools import cached_property
 from http import HTTPStatus
 
+from ..common import limits
 from ..common.logs import shown
 from ..common.net import HostNetworks, client_address
 from ..protocol import answers, pairs
@@ -19,7 +20,7 @@ from ..protocol.errors import error_body
 from ..protocol.pairs import TEXT
 from ..stores import stats
 from ..stores.stats import counter
-from . import limits, metrics
+from . import metrics
 from .acknowledgers import acknowledgers
 from .core import Core
 

@@ -13,12 +13,13 @@ from pathlib import Path
 from flask import Response, abort, request
 
 from ..collection import items
+from ..common import limits
 from ..common.net import client_address, persistent_url
 from ..http_errors import error_response
 from ..protocol import answers
 from ..stores import stats
 from ..stores.stats import counter
-from . import limits, signposting
+from . import signposting
 from .core import Core
 
 HTML = "text/html; charset=utf-8"

@@ -1,4 +1,5 @@
-"""Size limits on requests, applied twice: by gunicorn (serve/runner.py) and by the app itself.
+"""Size limits on requests, applied twice: by gunicorn (serve/runner.py) and by the app itself
+(the Archive's every request).
 
 gunicorn refuses oversized requests before the app sees them (414 for the request line,
 431 for header fields, with its own small HTML page). Under mod_wsgi, CGI or another WSGI
@@ -28,6 +29,13 @@ def problem(environ: Mapping[str, Any]) -> str | None:
     query = environ.get("QUERY_STRING", "")
     if len(query) > MAX_QUERY_STRING:
         return f"query string longer than {MAX_QUERY_STRING} bytes"
+    return header_problem(environ)
+
+
+def header_problem(environ: Mapping[str, Any]) -> str | None:
+    """Why a WSGI request's header fields break the limits, or None. gunicorn joins the fields
+    of one name with commas (100 of 8190 bytes: one value of 800 KB), so a value is held to
+    one field's limit here too."""
     # One pass, no list: this runs on every request.
     fields, long_field = 0, False
     for name, value in environ.items():
