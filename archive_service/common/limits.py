@@ -1,5 +1,5 @@
 """Size limits on requests, applied twice: by gunicorn (serve/runner.py) and by the app itself
-(the Archive's every request).
+(the Archive's every request; the resolver's header fields, `RefusingOversized`).
 
 gunicorn refuses oversized requests before the app sees them (414 for the request line,
 431 for header fields, with its own small HTML page). Under mod_wsgi, CGI or another WSGI
@@ -48,3 +48,22 @@ def header_problem(environ: Mapping[str, Any]) -> str | None:
     if long_field:
         return f"header field longer than {MAX_HEADER_FIELD} bytes"
     return None
+
+
+class RefusingOversized:
+    """WSGI middleware: a request whose header fields break the limits is answered 400 with
+    one line saying which, before `app` reads any of them."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        problem = header_problem(environ)
+        if problem is None:
+            return self.app(environ, start_response)
+        body = (problem + "\n").encode()
+        start_response(
+            "400 Bad Request",
+            [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))],
+        )
+        return [body]

@@ -18,7 +18,7 @@ from flask import Flask
 from flask.logging import default_handler
 
 from .. import settings
-from ..common import pages
+from ..common import limits, pages
 from ..http_errors import answer_unexpected_errors
 from . import config as rconfig
 from . import metrics, routes
@@ -89,6 +89,8 @@ def create_resolver_app(config: settings.Config | Mapping[str, Any]) -> Flask:
     app.wsgi_app = RedirectEndpoint(
         app.wsgi_app, resolutions, ("/", "/health", parts.service_path), client.pseudonym
     )
+    # Before anything reads a header: gunicorn joins 100 fields of one name into one value.
+    app.wsgi_app = limits.RefusingOversized(app.wsgi_app)
     app.wsgi_app = metrics.metered(app.wsgi_app, config, parts.service_path, registry)
     return app
 
