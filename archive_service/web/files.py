@@ -84,7 +84,14 @@ def _send(path: Path) -> Response:
             # A suffix longer than the file selects all of it (RFC 9110 14.1.2); Werkzeug
             # answered 416, so `bytes=-1000000` (a reader's "the last MB") got nothing.
             environ = {**environ, "HTTP_RANGE": "bytes=0-"}
-        return response.make_conditional(environ, accept_ranges=True, complete_length=st.st_size)
+        response.make_conditional(environ, accept_ranges=True, complete_length=st.st_size)
+        if response.status_code == 412:
+            # Werkzeug keeps the body of a 412: the whole file went out under a status
+            # counted as no use (docs/counter.md).
+            stream.close()
+            response.direct_passthrough = False
+            response.set_data(b"")
+        return response
     except BaseException:
         stream.close()
         raise
