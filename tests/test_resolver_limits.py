@@ -47,3 +47,16 @@ def test_ordinary_headers_and_long_persistent_url_queries_still_pass(resolver):
     short = resolver.get("/LK47B6W/362SFKH?x=a", status="*").status_int
     assert short != 400
     assert resolver.get("/LK47B6W/362SFKH?" + query, status="*").status_int == short
+
+
+def test_long_header_values_choose_a_locale_but_are_not_remembered(resolver):
+    # One field each, within the limits: a client rotating 8 KB values kept 16 KB a request
+    # in the locale cache (1,024 entries) of every worker, the Archive's too.
+    cached = i18n._headers_locale.cache_info().currsize
+    for i in range(3):
+        long_language = f"x{i}," + "a;q=0.1," * 900 + "pt-BR"
+        page = resolver.get("/", headers={"Accept-Language": long_language})
+        assert page.headers["Content-Language"] == "pt-BR"
+        cookie = f"x{i}=1; lang=pt-BR; " + "c=d; " * 1500
+        assert resolver.get("/", headers={"Cookie": cookie}).headers["Content-Language"] == "pt-BR"
+    assert i18n._headers_locale.cache_info().currsize == cached
