@@ -26,11 +26,16 @@ class UrlRequest:
 
 
 @lru_cache(maxsize=4096)  # a resolver sends the addresses of its users over and over
+def _client_ip(word: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    return ipaddress.ip_address(word)
+
+
 def _client_ips(text: str) -> tuple:
     """`IP *(SP IP)`: the user first, then the proxies (Table 6.10)."""
-    words = text.split(" ")
+    # Each address kept, not the text: a text of 4 KB is 1,365 addresses (`:: :: …`), and
+    # 4,096 such texts kept 370 MB in each worker (issue 30, fourth adversarial pass).
     try:
-        return tuple(ipaddress.ip_address(w) for w in words)
+        return tuple(_client_ip(w) for w in text.split(" "))
     except ValueError:
         raise RequestError(
             "clientinformation.ipaddress must be IP addresses separated by spaces"
