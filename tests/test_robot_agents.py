@@ -5,9 +5,11 @@ matching each and 33 MB of cache a worker."""
 from __future__ import annotations
 
 import gc
+import sqlite3
 import tracemalloc
 
 from archive_service.stores import stats
+from archive_service.stores.stats import counter
 
 
 def test_only_the_agents_first_characters_are_matched():
@@ -27,3 +29,30 @@ def test_many_long_agents_keep_little():
     finally:
         tracemalloc.stop()
     assert kept < 200_000, f"{kept} bytes kept"  # before: 100 agents of 8 KB, 820 KB
+
+
+def test_uses_waiting_for_the_store_keep_short_agents(tmp_path):
+    # Buffered while another writer holds the database: before, each use kept its whole
+    # agent, so BUFFER_MAX uses of 8 KB agents were 820 MB a worker.
+    store = stats.Store(tmp_path)
+    store.record_use(stats.Seen("a/b", counter.REQUEST, "192.0.2.1", "x"))
+    store.flush()  # the database made
+    other = sqlite3.connect(store.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            for i in range(200):
+                store.record_use(
+                    stats.Seen("a/b", counter.REQUEST, "192.0.2.1", f"{i} " + "a " * 4000)
+                )
+            kept = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+        store.close()
+    assert kept < 400_000, f"{kept} bytes kept"  # before: 200 agents of 8 KB, 1.6 MB

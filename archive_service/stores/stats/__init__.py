@@ -46,7 +46,7 @@ import weakref
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -91,7 +91,8 @@ def _robots() -> re.Pattern:
 ROBOTS = _robots()  # the COUNTER robots list: a User-Agent it matches is a robot's
 
 
-# Characters of a User-Agent matched against the list: browsers' and robots' are shorter.
+# Characters of a User-Agent matched against the list and kept for a use's user (`record_use`):
+# browsers' and robots' are shorter.
 # The list's 360 alternatives cost ~8 us a character: a client's 8 KB agents, each new,
 # cost the use writer 18-65 ms each (a /col/ file 1 ms) and kept 33 MB in the cache of
 # 4,096 (issue 30, fourth adversarial pass); 512 characters cost at most ~4 ms.
@@ -430,6 +431,10 @@ class Statistics:
         append, not a write. Never blocks, never raises: a full buffer (the store down or
         not keeping up) drops the use and counts it (`uses_dropped`)."""
         now = self._clock()
+        if seen.agent and len(seen.agent) > ROBOT_AGENT:
+            # What is_robot reads, and the user's hash with it: BUFFER_MAX uses of 8 KB
+            # agents, buffered while the store is down, were 820 MB a worker.
+            seen = replace(seen, agent=seen.agent[:ROBOT_AGENT])
         with _buffers_lock:
             if self._buffer_pid != os.getpid():  # the first use of this process
                 self._buffer_pid = os.getpid()
