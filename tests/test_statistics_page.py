@@ -167,3 +167,38 @@ def test_with_a_counter_api_key_the_usage_is_shown_to_key_holders_only(settings)
     # Without a key set, the page is public, as the API is.
     public = Client(create_app(settings), "/archive").get(PAGE, params={"month": "2026-01"})
     assert table(public, "All items, 2026-01")["Total_Item_Requests"] == ["5"]
+
+
+def test_a_past_month_is_kept_as_its_figures_not_its_whole_report(tmp_path):
+    # Issue 30, fifth adversarial pass: each process kept every past month's whole Item
+    # Report (~1.8 KB an item used), and a page asks 12 months: with 20,000 items used a
+    # month, one view of a page kept 437 MB a worker. What the page shows is kept instead.
+    import tracemalloc
+    from datetime import UTC, date, datetime
+
+    from archive_service.stores import stats
+    from archive_service.stores.stats import counter
+    from archive_service.web import usage
+
+    now = [datetime(2025, 11, 10, 12, 0, tzinfo=UTC).timestamp()]
+    store = stats.Store(tmp_path, clock=lambda: now[0])
+    for n in range(600):
+        store.record_use(
+            stats.Seen(f"{ITEM_A}{n}", counter.REQUEST, "192.0.2.9", "Mozilla/5.0 (X11)")
+        )
+    store.flush()
+    now[0] = datetime(2026, 2, 1, tzinfo=UTC).timestamp()
+    figures = usage.Usage(store, SERVICE, clock=lambda: now[0])
+    november = date(2025, 11, 1)
+    figures.page(november)  # the store's own caches warmed
+    figures = usage.Usage(store, SERVICE, clock=lambda: now[0])
+    tracemalloc.start()
+    try:
+        figures.page(november)
+        kept = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    again = figures.page(november)
+    assert again["items"] == 600 and len(again["top"]) == usage.TOP
+    assert again["totals"]["Total_Item_Requests"] == 600
+    assert kept < 150_000, kept  # 600 items' whole report: ~1.1 MB
