@@ -178,7 +178,7 @@ def _statistics(pages: Blueprint, site: Site) -> None:
         shown = report = problem = None
         if sushi.allowed(key, config.counter_api_key):
             try:
-                report = store.report(since=since, top=20)
+                report = figures.acknowledged(since, top=20)
                 problem = store.problem
             except stats.StatsError as exc:
                 report = stats.build_report([], [], since, None)

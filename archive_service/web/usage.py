@@ -137,6 +137,15 @@ class Usage:
             ),
         )
 
+    def acknowledged(self, since: date, top: int) -> dict[str, Any]:
+        """The acknowledgments counted from `since` on (`Statistics.report`), read again at
+        most every FRESH seconds: it reads every (day, item) counted since, 1.3-1.7 s of CPU
+        a view at 10,000 items acknowledged a day, where a page takes milliseconds."""
+        now = self.clock()
+        return self._remember(
+            ("acknowledged", since), now + FRESH, lambda: self.store.report(since=since, top=top)
+        )
+
     def page(self, first: date) -> dict[str, Any]:
         """What the statistics page shows for the month starting on `first`: its totals and
         top items, and the series of the two charts (30 days up to the month's last day or
