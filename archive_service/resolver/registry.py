@@ -100,9 +100,13 @@ class KeyThrottle:
         """The seconds until `address` may take a token (0: now), none taken."""
         source, now = self._source(address), self._clock()
         with self._lock:
-            tokens, at = self._buckets.get(source, (self.burst, now))
-        tokens = min(self.burst, tokens + (now - at) * self.RATE)
+            tokens = self._tokens(source, now)
         return 0.0 if tokens >= 1 else (1 - tokens) / self.RATE
+
+    def _tokens(self, source: str, now: float) -> float:
+        """The tokens `source` has now, refilled since it last took one (under the lock)."""
+        tokens, at = self._buckets.get(source, (self.burst, now))
+        return min(self.burst, tokens + (now - at) * self.RATE)
 
     @staticmethod
     def _source(address: str) -> str:
@@ -120,8 +124,7 @@ class KeyThrottle:
         """0 when a check may run (a token is taken), else the seconds until one may."""
         source, now = self._source(address), self._clock()
         with self._lock:
-            tokens, at = self._buckets.get(source, (self.burst, now))
-            tokens = min(self.burst, tokens + (now - at) * self.RATE)
+            tokens = self._tokens(source, now)
             if tokens < 1:
                 self._buckets[source] = (tokens, now)
                 return (1 - tokens) / self.RATE

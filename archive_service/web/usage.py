@@ -143,7 +143,9 @@ class Usage:
         a view at 10,000 items acknowledged a day, where a page takes milliseconds."""
         now = self.clock()
         return self._remember(
-            ("acknowledged", since), now + FRESH, lambda: self.store.report(since=since, top=top)
+            ("acknowledged", since, top),
+            now + FRESH,
+            lambda: self.store.report(since=since, top=top),
         )
 
     def page(self, first: date) -> dict[str, Any]:
