@@ -252,6 +252,20 @@ def test_any_request_gets_a_valid_response(client, args) -> None:
     valid(response.body)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        # Each had a second error found first, which echoed the ill-formed argument.
+        [("verb", "ListRecords"), ("metadataPrefix", "x"), ("from", "ListRecords")],
+        [("verb", "GetRecord"), ("identifier", "nope"), ("metadataPrefix", "a b")],
+        [("verb", "ListIdentifiers"), ("metadataPrefix", "x"), ("set", "a b")],
+    ],
+)
+def test_an_ill_formed_argument_is_a_bad_argument_whatever_else_is_wrong(client, args) -> None:
+    response = client.get(PATH + "?" + urlencode(args), status=200)
+    assert error(valid(response.body)) == "badArgument"
+
+
 def test_pages_carry_set_and_dates_and_count(client, monkeypatch) -> None:
     monkeypatch.setitem(providermod.PAGE, "ListIdentifiers", 2)
     everything, _ = harvest(client)

@@ -115,6 +115,21 @@ def set_selection(spec: str) -> tuple[str, str] | None:
     return None
 
 
+def check_forms(given: dict[str, str]) -> None:
+    """badArgument for an argument not of its form (a date, a setSpec, a metadataPrefix),
+    before any other error: an answer's request element echoes the arguments, so they must
+    be of the schema's types whatever other error the request has (§3.6)."""
+    if "metadataPrefix" in given and not _SPEC_PART.match(given["metadataPrefix"]):
+        raise OaiError("badArgument", f"{given['metadataPrefix']!r} is not a metadataPrefix")
+    grains = {
+        parse_date(given[key], end=key == "until")[1] for key in ("from", "until") if key in given
+    }
+    if len(grains) > 1:
+        raise OaiError("badArgument", "from and until must have the same granularity")
+    if "set" in given and not all(_SPEC_PART.match(part) for part in given["set"].split(":")):
+        raise OaiError("badArgument", f"{given['set']!r} is not a setSpec")
+
+
 def check_arguments(args: list[tuple[str, str]]) -> tuple[str, dict[str, str]]:
     """The verb and its arguments, by the rules of §3.1.1 and §4: badVerb, badArgument."""
     verbs = [v for k, v in args if k == "verb"]
@@ -169,6 +184,7 @@ class Provider:
         except OaiError as exc:
             return _document(now, base_url, {}, _error(exc))
         try:
+            check_forms(given)
             body = getattr(self, "_" + verb)(given, site, base_url)
         except OaiError as exc:
             body = _error(exc)
@@ -289,19 +305,13 @@ class Provider:
                 raise OaiError("badResumptionToken", f"the resumptionToken is not of {verb}")
             return state
         _check_prefix(given["metadataPrefix"])
-        since, until, grains = 0, rows.FOREVER, set()
+        since, until = 0, rows.FOREVER
         if "from" in given:
-            since, grain = parse_date(given["from"], end=False)
-            grains.add(grain)
+            since = parse_date(given["from"], end=False)[0]
         if "until" in given:
-            until, grain = parse_date(given["until"], end=True)
-            grains.add(grain)
-        if len(grains) > 1:
-            raise OaiError("badArgument", "from and until must have the same granularity")
+            until = parse_date(given["until"], end=True)[0]
         column = value = None
         if "set" in given:
-            if not all(_SPEC_PART.match(part) for part in given["set"].split(":")):
-                raise OaiError("badArgument", f"{given['set']!r} is not a setSpec")
             chosen = set_selection(given["set"])
             if chosen is None:
                 raise OaiError("noRecordsMatch", f"there is no set {given['set']!r}")
@@ -369,8 +379,7 @@ class Provider:
 
 
 def _check_prefix(prefix: str) -> None:
-    if not _SPEC_PART.match(prefix):
-        raise OaiError("badArgument", f"{prefix!r} is not a metadataPrefix")
+    # Its form was checked first, by check_forms.
     if prefix != PREFIX:
         raise OaiError("cannotDisseminateFormat", f"the one metadataPrefix is {PREFIX}")
 
