@@ -93,3 +93,22 @@ def test_an_archive_that_moves_its_address_holds_no_more(archives):
     while acks.put(moved[0], ack("more")) or acks.put(moved[1], ack("more")):
         pass
     assert acks.put(good.ref, ack("room")), acks.counts()
+
+
+def test_an_archive_answering_huge_urlkeys_holds_no_more_memory(archives):
+    # A hostile included Archive's answer may carry a urlkey of up to the answer's 64 KiB: each
+    # resolution of its items queued that much, 5,000 of them 294 MB in a worker while its
+    # acknowledgments were held (the seventh adversarial pass). Its half of the queue is
+    # counted in characters too (SIZE_EACH a place): the others keep their room.
+    slow, good = archives
+    size = 40
+    acks = Acknowledgments(ArchiveClient(30.0), size=size)
+    huge = {**ack("slow"), "urlkey": "7" * 10_000}
+    queued = 0
+    while queued < size and acks.put(slow.ref, huge):
+        queued += 1
+    assert wait_until(lambda: len(slow.received) > 0, 10)
+    waiting = acks.counts()["waiting"]
+    assert waiting * 10_000 <= size * Acknowledgments.SIZE_EACH // 2, (queued, waiting)
+    assert acks.put(good.ref, ack("good"))
+    assert wait_until(lambda: good.received == ["good"], 5), acks.counts()

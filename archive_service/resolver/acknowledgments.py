@@ -34,17 +34,26 @@ class Acknowledgments:
     other Archives' waited behind them: half never sent within 25 s, the rest 6 s late and
     later, until the queue was full and dropped them (issue 30's second adversarial pass).
     An Archive is counted by its service IBI (`ArchiveRef.key`), not its address: one that
-    announced itself again under a second address held every sender (the last pass)."""
+    announced itself again under a second address held every sender (the last pass).
+
+    Both halves are counted in acknowledgments and in characters (SIZE_EACH per place in the
+    queue): a hostile included Archive's answer carries a `urlkey` (or `state`, …) of up to
+    its 64 KiB cap, and each resolution of its items queued that much; while its senders
+    were held, 5,000 of them kept 294 MB in a worker (the seventh adversarial pass)."""
 
     SENDERS = 8
     PER_ARCHIVE = SENDERS // 2
     RETRIES = 3
     BACKOFF = 0.25  # seconds before the first retry; doubled for each next one
+    # Characters of the queue per acknowledgment it holds (`size`): one is ~0.3-1.5 KB (two
+    # URLs, a urlkey of 21 digits per URL answered, the Via it continues).
+    SIZE_EACH = 2048
 
     def __init__(self, client: ArchiveClient, size: int):
         self.client = client
         self.size = size
         self.share = max(1, size // 2)  # of the queue, for any one Archive
+        self.room = size * self.SIZE_EACH  # characters of the acknowledgments waiting
         lock = threading.Lock()
         self._cond = threading.Condition(lock)  # the senders wait on it for work
         self._settled = threading.Condition(lock)  # `drain` waits on it for an end
@@ -52,6 +61,7 @@ class Acknowledgments:
         self._parked: dict[str, deque] = {}  # by Archive: due, but its senders are busy
         self._busy: Counter[str] = Counter()  # by Archive: being sent now
         self._held: Counter[str] = Counter()  # by Archive: waiting, in the heap or parked
+        self._chars: Counter[str] = Counter()  # by Archive: the characters of those waiting
         self._seq = 0
         self._pid = 0
         self._counts = dict.fromkeys(("queued", "sent", "unexpected", "retried", "dropped"), 0)
@@ -68,6 +78,7 @@ class Acknowledgments:
                 self._parked.clear()
                 self._busy.clear()
                 self._held.clear()
+                self._chars.clear()
                 self._pid = os.getpid()
                 for i in range(self.SENDERS):
                     threading.Thread(
@@ -79,7 +90,13 @@ class Acknowledgments:
 
     def _push(self, due: float, attempt: int, archive, params, via) -> bool:
         waiting, own = self._held.total(), self._held[archive.key]
-        if waiting >= self.size or own >= self.share:
+        chars = _chars(params, via)
+        if (
+            waiting >= self.size
+            or own >= self.share
+            or self._chars.total() + chars > self.room
+            or self._chars[archive.key] + chars > self.room // 2
+        ):
             self._counts["dropped"] += 1
             metrics.acknowledgment("dropped")
             log.warning(
@@ -92,6 +109,7 @@ class Acknowledgments:
             return False
         self._seq += 1
         self._held[archive.key] += 1
+        self._chars[archive.key] += chars
         heapq.heappush(self._waiting, (due, self._seq, attempt, archive, params, via))
         metrics.waiting(1)
         self._cond.notify()
@@ -109,6 +127,7 @@ class Acknowledgments:
                 continue
             self._busy[whose] += 1
             self._held[whose] -= 1
+            self._chars[whose] -= _chars(entry[4], entry[5])
             metrics.waiting(-1)
             return entry
         return None
@@ -178,3 +197,8 @@ class Acknowledgments:
         except Exception:  # a sender must outlive any one acknowledgment
             log.exception("acknowledgment to %s failed", archive)
             return "dropped"
+
+
+def _chars(params: Mapping[str, str], via: str) -> int:
+    """What an acknowledgment waiting holds, in characters (its Python objects' overhead aside)."""
+    return len(via) + sum(len(name) + len(value) for name, value in params.items())
