@@ -207,3 +207,22 @@ def _drain(fd: int) -> bytes:
     while chunk := os.read(fd, 1 << 16):
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def test_a_log_nobody_reads_holds_a_bounded_queue_of_long_lines_too():
+    # A line is up to ~48 KB (an 8 KB request line, Referer and User-Agent of quotes, each
+    # escaped): 50,000 of them were ~2.4 GB, and 3,000 kept 110 MB in a resolver worker whose
+    # log was not read (the seventh adversarial pass). Bounded in characters as well.
+    read, write = os.pipe()
+    lines = access.Lines(write, every=0.01)
+    long = "x" * 40_000 + "\n"
+    try:
+        for _ in range(600):  # 24 MB
+            lines.write(long)
+        held = sum(len(line) for line in list(lines.waiting))
+        assert held <= (16 << 20) + len(long), held  # one line past the bound at most
+        assert lines.dropped
+    finally:
+        os.close(read)  # the writing thread's write fails (EPIPE), the rest is let go
+        lines.flush()
+        os.close(write)
