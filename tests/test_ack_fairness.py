@@ -112,3 +112,12 @@ def test_an_archive_answering_huge_urlkeys_holds_no_more_memory(archives):
     assert waiting * 10_000 <= size * Acknowledgments.SIZE_EACH // 2, (queued, waiting)
     assert acks.put(good.ref, ack("good"))
     assert wait_until(lambda: good.received == ["good"], 5), acks.counts()
+
+
+def test_a_dropped_acknowledgment_is_logged_in_a_short_line(caplog):
+    # Past its Archive's half, each resolution of its items drops one: a WARNING line each,
+    # which held the whole URL (up to 8 KB) before it was cut.
+    acks = Acknowledgments(ArchiveClient(1.0), size=1)
+    archive = ArchiveRef("127.0.0.1:9", "a.example/w/2020/01.01.00.00")
+    assert not acks.put(archive, ack("http://a.example/" + "x" * 8000))
+    assert caplog.records and all(len(r.getMessage()) < 400 for r in caplog.records)

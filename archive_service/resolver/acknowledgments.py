@@ -100,7 +100,9 @@ class Acknowledgments:
             self._counts["dropped"] += 1
             metrics.acknowledgment("dropped")
             log.warning(
-                "acknowledgment dropped for %s (%s): %d waiting already, %d of them for it",
+                # The URL cut as the answer's dropped URLs are (resolve.py): a line per
+                # resolution of a hostile Archive's items, each URL up to 8 KB otherwise.
+                "acknowledgment dropped for %s (%.200s): %d waiting already, %d of them for it",
                 archive,
                 params.get("url", ""),
                 waiting,
