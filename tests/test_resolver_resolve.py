@@ -324,3 +324,19 @@ def test_questions_carry_only_table_6_9_pairs():
         "parsedibiurl.filepath": "/a.pdf",
         "parsedibiurl.verblist": "GetTranslation GetMetadata GetFileList",
     }
+
+
+def test_an_ibi_too_long_to_ask_about_is_not_followed():
+    # A hostile Archive's next edition of 30,000 digits went in every included Archive's
+    # urlRequest of the next round, and into the answered store, for each of `rounds` rounds:
+    # 600 KB written per resolution (the seventh adversarial pass).
+    parsed = purl.parse("LK47B6W/362SFKH!")
+    long = "evil.example/w" + "7" * 30_000 + "/2020/01.01.00.00"
+    asked = []
+
+    def ask(question, **_):
+        asked.append(question.ibi)
+        return [Answer(A, {"state": "Original", "ibi.nextedition": long}, 0)]
+
+    outcome = resolve.resolve(parsed, ask)
+    assert asked == ["LK47B6W/362SFKH"] and outcome.url is None

@@ -48,6 +48,12 @@ FOUND, FOLLOW, DELETED, LACKING = 3, 2, 1, 0  # what one answer offers, best fir
 # The longest URL of an Archive the user is sent to: a longer Location header is refused by
 # proxies (nginx takes 4-8 KiB of headers from its upstream) and browsers alike.
 MAX_URL = 8192
+# The longest IBI an Archive's answer can have the resolver ask about next (a next edition, a
+# translation, …): a repository name's host is at most 253 characters, and the IBI goes in
+# every included Archive's urlRequest of the next round and in the answered store. A hostile
+# Archive's 30,000-digit words made each resolution send 30 KB to every Archive in each of its
+# `rounds` rounds and write 600 KB to the store (the seventh adversarial pass).
+MAX_FOLLOWED_IBI = 512
 # The user's language ranges weighed (a browser sends a handful): an 8 KB Accept-Language
 # of 2,600 ranges against a hostile Archive's 1 MiB of translations cost 4 s of CPU per look
 # at a round's answers.
@@ -203,7 +209,7 @@ def first_form(value: str) -> str | None:
     words = pairsmod.unbrace(value)
     candidates = words[1::2] if len(words) > 1 else words
     for candidate in candidates:
-        if ibimod.is_valid(candidate):
+        if len(candidate) <= MAX_FOLLOWED_IBI and ibimod.is_valid(candidate):
             return candidate
     return None
 
