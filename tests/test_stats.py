@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from archive_service import cli
+from archive_service import cli, deposit
 from archive_service.protocol import pairs
 from archive_service.stores import stats
 from archive_service.web import create_app
@@ -122,6 +122,17 @@ def test_counts_go_to_the_item_the_url_names_not_the_one_claimed(app_client, set
     assert [i["ibi"] for i in report(settings["state_dir"])["items"]] == [
         "sid.inpe.br/mtc-m19/2013/09.04.12.27.57"
     ]
+
+
+def test_an_item_deleted_since_its_url_was_acknowledged_counts_no_more(app_client, settings):
+    """What a URL names is kept per worker while the index stays (issue 35); the index's
+    change (a tombstone) is seen by the next acknowledgment of the same URL."""
+    first, second = answer(app_client, RELATORIO), answer(app_client, RELATORIO)
+    acknowledge(app_client, ack_params(first))
+    deposit.delete(settings, RELATORIO)
+    acknowledge(app_client, ack_params(second))
+    got = report(settings["state_dir"])
+    assert (got["total"], got["rejected_by_reason"]) == (1, {"unknown": 1})
 
 
 def test_the_seeds_raw_url_in_the_query_counts(app_client, settings, collection):

@@ -128,6 +128,8 @@ class Rendered(NamedTuple):
 
 
 _BY_CLIENT = "by client"  # in the answer cache: this answer depends on the client's address
+_ITEM_OF_URL = object()  # in the answer cache: a key's first element, never a request's
+_UNKNOWN = object()
 
 
 class Archive:
@@ -320,6 +322,19 @@ class Archive:
         same item. The statistics count by this, never by what an acknowledgment claims:
         a URL elsewhere (an item's `location`) names the `claimed` item, or one of its
         translations, editions or metadata, only if that item's location is this URL."""
+        cache = self.catalog.answer_cache()
+        if cache is None:
+            return self._item_of_url(url, links, claimed)
+        # Kept with the answers while the index stays: a resolver acknowledges the same few
+        # URLs over and over, and reading one was a quarter of an acknowledgment (issue 35).
+        key = (_ITEM_OF_URL, url, claimed, links.about, links.files, links.service)
+        found = cache.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = self._item_of_url(url, links, claimed)
+            self._keep(self.catalog.answer_cache(), key, found)
+        return found
+
+    def _item_of_url(self, url: str, links: Links, claimed: str | None) -> tuple[Item, str] | None:
         canon = canonical_url(url)
         located = self._located(canon, claimed) if claimed else None
         if located is not None:
@@ -506,14 +521,19 @@ class Archive:
             request = parse_url_request(query)
             found, by_client = self._render(request, links)
             cache = self.catalog.answer_cache()  # building may have moved to a newer index
-            with self._keeping:
-                while len(cache) >= self.ANSWERS:
-                    del cache[next(iter(cache))]  # the oldest: dicts keep insertion order
-                if by_client:
-                    cache[key] = _BY_CLIENT
-                    key += (str(request.client_ips[0]),)
-                cache[key] = [found, now]
+            if by_client:
+                self._keep(cache, key, _BY_CLIENT)
+                key += (str(request.client_ips[0]),)
+            self._keep(cache, key, [found, now])
         return found.body(self.urlkeys or process_urlkeys())
+
+    def _keep(self, cache: dict, key: tuple, value) -> None:
+        """`value` kept under `key` in `cache` (answer_cache), the oldest entries out past
+        ANSWERS."""
+        with self._keeping:
+            while len(cache) >= self.ANSWERS:
+                del cache[next(iter(cache))]  # the oldest: dicts keep insertion order
+            cache[key] = value
 
     def _render(self, request: UrlRequest, links: Links) -> tuple[Rendered, bool]:
         trace = self._trace

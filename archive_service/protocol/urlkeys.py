@@ -146,9 +146,6 @@ class UrlKeys:
         node sharing the secret derives the same key."""
         return hmac.digest(self._secret, b"archive-service/derive\0" + purpose.encode(), "sha256")
 
-    def _digits(self, message: bytes) -> str:
-        return _decimal(hmac.digest(self._secret, message, "sha256"))
-
     def issue(self, urls: Iterable[str]) -> str:
         """A new key vouching for each of `urls` (the url pairs of one answer)."""
         return self.issue_canonical({canonical_url(u) for u in urls})
@@ -176,7 +173,14 @@ class UrlKeys:
         return _decimal(outer.digest())
 
     def _seal(self, head: str, tags: str) -> str:
-        return self._digits(_SEAL_DOMAIN + head.encode() + b"\0" + tags.encode())
+        seal = self._seal_inner.copy()  # as issue_canonical seals: from the absorbed domain
+        seal.update(head.encode() + b"\0" + tags.encode())
+        return self._finish(seal)
+
+    def _tag(self, head: str, canon: bytes) -> str:
+        mac = self._tag_inner.copy()
+        mac.update(head.encode() + b"\0" + canon)
+        return self._finish(mac)
 
     def verify(self, key: str, url: str) -> Verdict:
         match = _KEY_RE.fullmatch(key)
@@ -191,7 +195,7 @@ class UrlKeys:
         head, tags, seal = match.group(1) + match.group(2), match.group(3), match.group(4)
         if not hmac.compare_digest(seal, self._seal(head, tags)):
             return Verdict(False, "forged", issued)
-        mine = self._digits(_TAG_DOMAIN + head.encode() + b"\0" + canonical_url(url))
+        mine = self._tag(head, canonical_url(url))
         found = False
         for i in range(0, len(tags), TAG_DIGITS):  # every tag compared: no early exit to time
             found |= hmac.compare_digest(tags[i : i + TAG_DIGITS], mine)
