@@ -2,11 +2,14 @@
 
     python bench/floors.py walk DIR        a bare os.scandir walk of the whole tree
     python bench/floors.py read DIR        the same walk, reading every item.yaml's bytes
-    python bench/floors.py serve --bind HOST:PORT --workers N [--app flask|wsgi]
+    python bench/floors.py serve --bind HOST:PORT --workers N [--app flask|wsgi|sized]
+                                 [--body-bytes N] [--header-names NAME,...]
                                            a constant text/plain endpoint under the same
                                            gunicorn settings as `archive-service serve`:
                                            a Flask app (flask), or a bare WSGI callable
-                                           (wsgi: what the server alone costs)
+                                           (wsgi: what the server alone costs, a 40-byte
+                                           body; sized: a body of --body-bytes and the
+                                           header fields named, those of serve's answer)
 
 The floor server is `archive_service.serve.runner.ArchiveServer` itself with only `load()`
 swapped for the constant app, so whatever gunicorn settings serve uses (workers, threads,
@@ -71,17 +74,32 @@ def constant_wsgi():
     return constant
 
 
-APPS = {"flask": constant_app, "wsgi": constant_wsgi}
+def sized_wsgi(length: int, names: list[str]):
+    """The raw WSGI floor answering like serve: a constant body of `length` bytes and the
+    response header fields `names` (serve's answer's), so that what is left of serve's cost is
+    the app's own work, not the bytes it sends or the fields gunicorn writes."""
+    body = (CONSTANT + b"\r\n" + b"x" * length)[:length]
+    values = {"content-type": "text/plain; charset=us-ascii", "content-length": str(length)}
+    headers = [(name, values.get(name.lower(), "x")) for name in names]
+
+    def constant(environ, start_response):
+        start_response("200 OK", headers)
+        return [body]
+
+    return constant
 
 
-def serve(bind: str, workers: int, app: str = "flask") -> int:
+APPS = {"flask": constant_app, "wsgi": constant_wsgi, "sized": sized_wsgi}
+
+
+def serve(bind: str, workers: int, app: str = "flask", shape: tuple = ()) -> int:
     from archive_service import settings
     from archive_service.common.worker import unblock_stop_signals
     from archive_service.serve.runner import ArchiveServer
 
     class FloorServer(ArchiveServer):
         def load(self):
-            return APPS[app]()
+            return APPS[app](*shape)
 
     logging.basicConfig(
         level=logging.INFO,
@@ -117,9 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     srv.add_argument("--bind", required=True)
     srv.add_argument("--workers", type=int, default=2)
     srv.add_argument("--app", choices=sorted(APPS), default="flask")
+    srv.add_argument("--body-bytes", type=int, default=len(CONSTANT), help="sized: its body")
+    srv.add_argument("--header-names", default="Content-Type,Content-Length", help="sized")
     args = parser.parse_args(argv)
     if args.command == "serve":
-        return serve(args.bind, args.workers, args.app)
+        shape = (args.body_bytes, args.header_names.split(",")) if args.app == "sized" else ()
+        return serve(args.bind, args.workers, args.app, shape)
     dirs, sidecars = walk(args.root, read=args.command == "read")
     print(f"{dirs} directories, {sidecars} sidecars read")
     return 0

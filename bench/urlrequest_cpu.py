@@ -4,23 +4,27 @@ under the same gunicorn), which a shared machine's load moves far less than thro
     python bench/urlrequest_cpu.py [--items 2000] [--rounds 3] [--pairs 4] [--duration 3]
                                    [--code DIR ...] [--cache DIR] [--stubs MODE ...]
 
-For each checkout in `--code` (default: this one; e.g. `git archive main | tar -x -C DIR`
-for main's), `archive-service serve` over the generated collection (bench/gen.py) and the
-raw WSGI floor (`floors.py serve --app wsgi`: the same ArchiveServer, a constant callable),
-all up at once. Each round runs `--pairs` bursts of wrk (else the Python load generator)
-against every server in turn, the order reversed every other time, on the full urlRequest of
-the rotated items bench/run.py uses (`GetLastEdition GetTranslation GetMetadata(oai_dc)`),
-and reads the user and system CPU time of each server's workers (/proc/<pid>/stat, every
-thread) before and after: µs a request, and per round the median of floor ÷ serve over its
-bursts (the throughput that CPU allows against the floor's). Prints the load average of
-each round: the machine is shared. `--stubs constant urlkey catalog` adds serves of the first
-checkout whose answer is cut down to a piece (bench/serve_stub.py): what the rest costs in the
-server is serve's CPU a request less theirs.
+For each checkout in `--code` (default: this one; e.g. `git archive main | tar -x -C DIR` for
+main's), `archive-service serve` over the generated collection (bench/gen.py) and the raw WSGI
+floor (`floors.py serve --app wsgi`: the same ArchiveServer, a constant callable), all up at
+once; then a second floor, `--app sized`, the same constant callable answering with a body of
+serve's median answer length and serve's header fields (what is left between it and serve is
+the app's own work, not the bytes sent: issue 35's target is read against it, the 40-byte
+floor's figure printed beside it). Each round runs `--pairs` bursts of wrk (else the Python
+load generator) against every server in turn, the order reversed every other time, on the full
+urlRequest of the rotated items bench/run.py uses (`GetLastEdition GetTranslation
+GetMetadata(oai_dc)`), and reads the user and system CPU time of each server's workers
+(/proc/<pid>/stat, every thread) before and after: µs a request, and per round the median of
+floor ÷ serve over its bursts (the throughput that CPU allows against the floor's). Prints the
+load average of each round: the machine is shared. `--stubs constant urlkey catalog` adds
+serves of the first checkout whose answer is cut down to a piece (bench/serve_stub.py): what
+the rest costs in the server is serve's CPU a request less theirs.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import random
 import signal
@@ -70,9 +74,11 @@ def answering(proc: subprocess.Popen, port: int, path: str, logfile: Path) -> No
         time.sleep(0.05)
 
 
-def servers(code: Path, root: Path, tmp: Path, path: str, stubs: tuple[str, ...] = ()) -> dict:
-    """{"floor": (process, port), "serve": (process, port), stub: …} for one checkout,
-    answering; each of `stubs` a serve whose answer is cut down (bench/serve_stub.py)."""
+def servers(code: Path, root: Path, tmp: Path, paths: list[str], stubs: tuple[str, ...] = ()):
+    """{"floor": (process, port), "serve": …, "floor-sized": …, stub: …} for one checkout,
+    answering; "floor-sized" the floor answering with serve's body length and header fields;
+    each of `stubs` a serve whose answer is cut down (bench/serve_stub.py)."""
+    path = paths[0]
     tag = code.name
     up = {}
     port = run.free_port()
@@ -94,7 +100,35 @@ def servers(code: Path, root: Path, tmp: Path, path: str, stubs: tuple[str, ...]
         answering(proc, port, path, tmp / f"{what}-{tag}.log")
     for what in ("serve", *stubs):
         watching(tmp / f"{what}-{tag}.log")
+    length, names = answer_shape(up["serve"][1], paths)
+    port = run.free_port()
+    cmd = [sys.executable, str(BENCH / "floors.py"), "serve", "--bind", f"127.0.0.1:{port}"]
+    cmd += ["--workers", str(run.WORKERS), "--app", "sized", "--body-bytes", str(length)]
+    cmd += ["--header-names", ",".join(names)]
+    up["floor-sized"] = (start(cmd, code, tmp / f"floor-sized-{tag}.log"), port)
+    answering(*up["floor-sized"], path, tmp / f"floor-sized-{tag}.log")
+    print(f"{tag}: serve's answers {length} bytes (median), header fields {names}", flush=True)
     return up
+
+
+# What gunicorn adds to every response, the floor's as serve's.
+SERVER_FIELDS = frozenset(("server", "date", "connection", "keep-alive"))
+
+
+def answer_shape(port: int, paths: list[str]) -> tuple[int, list[str]]:
+    """The median body length of serve's answers to `paths` and the header fields its app
+    sends (not gunicorn's own): what the sized floor answers with."""
+    lengths, names = [], []
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        for path in paths:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            lengths.append(len(response.read()))
+            names = [n for n, _ in response.getheaders() if n.lower() not in SERVER_FIELDS]
+    finally:
+        conn.close()
+    return int(statistics.median(lengths)), names
 
 
 def watching(logfile: Path, timeout: float = 60) -> None:
@@ -144,8 +178,9 @@ def report_stub(round_: int, load: str, stub: str, stubs: list, serves: list) ->
     )
 
 
-def report(round_: int, load: str, code: Path, floors: list, serves: list) -> None:
-    """One round of one checkout: medians of its bursts, and of the pairs' ratios."""
+def report(round_: int, load: str, code: Path, floors: list, serves: list, kind: str = "") -> None:
+    """One round of one checkout: medians of its bursts, and of the pairs' ratios; `kind`
+    "sized " for the floor answering with serve's body length and header fields."""
     med = statistics.median
     cpu = [(f[1] + f[2]) / (s[1] + s[2]) for f, s in zip(floors, serves, strict=True)]
     rate = [s[0] / f[0] for f, s in zip(floors, serves, strict=True)]
@@ -155,8 +190,9 @@ def report(round_: int, load: str, code: Path, floors: list, serves: list) -> No
         system, rate_ = med(b[2] for b in bursts), med(b[0] for b in bursts)
         side[name] = f"{total:.0f} µs ({user:.0f} user + {system:.0f} sys), {rate_:.0f} req/s"
     print(
-        f"round {round_ + 1} (load {load}) {code.name}: CPU a request floor {side['floor']}; "
-        f"serve {side['serve']}; floor/serve CPU {med(cpu):.3f}x, req/s {med(rate):.3f}x",
+        f"round {round_ + 1} (load {load}) {code.name}: CPU a request {kind}floor "
+        f"{side['floor']}; serve {side['serve']}; {kind}floor/serve CPU {med(cpu):.3f}x, "
+        f"req/s {med(rate):.3f}x",
         flush=True,
     )
 
@@ -186,7 +222,7 @@ def main() -> int:
         tmp = Path(name)
         stubs = tuple(args.stubs)
         up = {
-            code: servers(code, root, tmp, paths[0], stubs if code == codes[0] else ())
+            code: servers(code, root, tmp, paths, stubs if code == codes[0] else ())
             for code in codes
         }
         sides = [(code, what) for code in codes for what in up[code]]
@@ -204,6 +240,8 @@ def main() -> int:
                         )
                 for code in codes:
                     report(round_, load, code, got[code, "floor"], got[code, "serve"])
+                    sized = got[code, "floor-sized"]
+                    report(round_, load, code, sized, got[code, "serve"], "sized ")
                 for stub in stubs:
                     report_stub(round_, load, stub, got[codes[0], stub], got[codes[0], "serve"])
         finally:

@@ -12,6 +12,7 @@ query string gets the pairs error. The longest legitimate request is an acknowle
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import methodcaller
 from typing import Any
 
 MAX_QUERY_STRING = 4096  # bytes of QUERY_STRING; app: 400 `error {query string ...}`
@@ -36,18 +37,20 @@ def header_problem(environ: Mapping[str, Any]) -> str | None:
     """Why a WSGI request's header fields break the limits, or None. gunicorn joins the fields
     of one name with commas (100 of 8190 bytes: one value of 800 KB), so a value is held to
     one field's limit here too."""
-    # One pass, no list: this runs on every request.
-    fields, long_field = 0, False
-    for name, value in environ.items():
-        if name.startswith("HTTP_"):
-            fields += 1
-            if isinstance(value, str) and len(name) - 5 + len(value) + 2 > MAX_HEADER_FIELD:
-                long_field = True
-    if fields > MAX_HEADER_FIELDS:
+    # The HTTP_ names picked out by C (filter, methodcaller), not a Python loop over every key
+    # of the environ: this runs on every request, and a urlRequest's environ has ~20 keys and
+    # one or two header fields (a loop over them all was 16 % of its bytecodes).
+    names = list(filter(_IS_FIELD, environ))
+    if len(names) > MAX_HEADER_FIELDS:
         return f"more than {MAX_HEADER_FIELDS} header fields"
-    if long_field:
-        return f"header field longer than {MAX_HEADER_FIELD} bytes"
+    for name in names:
+        value = environ[name]
+        if isinstance(value, str) and len(name) - 5 + len(value) + 2 > MAX_HEADER_FIELD:
+            return f"header field longer than {MAX_HEADER_FIELD} bytes"
     return None
+
+
+_IS_FIELD = methodcaller("startswith", "HTTP_")
 
 
 class RefusingOversized:

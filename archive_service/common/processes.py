@@ -1,6 +1,7 @@
 """Starting a Python process of ours: which interpreter, and this package importable in it.
 Used for the indexer (indexer/follower.py), the announcer (serve/announcer.py) and the
-index's reading processes (index/readers.py)."""
+index's reading processes (index/readers.py). Also which process this is (`own_pid`), kept
+across forks without asking the kernel."""
 
 from __future__ import annotations
 
@@ -10,6 +11,22 @@ import sys
 from pathlib import Path
 
 from . import logs
+
+_pid = os.getpid()
+
+
+def own_pid() -> int:
+    """This process's id, without a system call (os.getpid is one each time, and a worker
+    asked it three times a urlRequest to tell its own connections from a parent's)."""
+    return _pid
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def python_executable() -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ..collection.items import Item, Problem, claim_problems
+from ..common.processes import own_pid
 from ..protocol import ibi as ibimod
 from ..protocol.catalog import claimant, is_served
 from ..protocol.ibi import Ibi
@@ -83,7 +84,7 @@ class _Reader:
     READ_EVERY = 1.0
 
     def __init__(self, store: Store):
-        self.pid = os.getpid()
+        self.pid = own_pid()
         self.store = store
         self.inode = store.inode()  # a rebuilt index is another file at the same path
         self.conn = store.connect(readonly=True)
@@ -211,7 +212,7 @@ class StoreCatalog:
 
     def _reader(self, check: bool = True) -> _Reader:
         reader = getattr(self._local, "reader", None)
-        if reader is None or reader.pid != os.getpid():
+        if reader is None or reader.pid != own_pid():
             if reader is not None:
                 # A connection must not cross fork(): this process opens its own and leaves
                 # the parent's alone (not even closed, which would act on the parent's files).
@@ -225,7 +226,7 @@ class StoreCatalog:
 
     def _in_request(self) -> bool:
         reader = getattr(self._local, "reader", None)
-        return reader is not None and reader.pid == os.getpid() and reader.in_request
+        return reader is not None and reader.pid == own_pid() and reader.in_request
 
     def _cache(self, reader: _Reader) -> _Generation:
         """The cache of the state `reader` reads: the process's, unless the state is older
@@ -260,7 +261,7 @@ class StoreCatalog:
     @_reading()
     def end(self) -> None:
         reader = getattr(self._local, "reader", None)
-        if reader is not None and reader.pid == os.getpid() and reader.in_request:
+        if reader is not None and reader.pid == own_pid() and reader.in_request:
             reader.in_request = False
             reader.gen = None  # an idle thread keeps no state of the index alive
             if reader.snapshot:
@@ -289,7 +290,7 @@ class StoreCatalog:
                 exc,
             )
         self.store.report_damage(inode, str(exc))
-        if reader is not None and reader.pid == os.getpid():
+        if reader is not None and reader.pid == own_pid():
             try:
                 reader.conn.close()
             except sqlite3.Error:
@@ -299,7 +300,7 @@ class StoreCatalog:
     def close(self) -> None:
         """Close this thread's connection (before a fork, or when done)."""
         reader = getattr(self._local, "reader", None)
-        if reader is not None and reader.pid == os.getpid():
+        if reader is not None and reader.pid == own_pid():
             reader.conn.close()
         self._local.reader = None
 

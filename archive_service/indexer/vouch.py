@@ -81,11 +81,14 @@ class Vouched:
 
     def __call__(self) -> bool:
         now = time.monotonic()
-        if not self._fresh(now) and now - self._looked >= REOPEN_EVERY:
+        if self._fresh(now):
+            return True
+        if now - self._looked >= REOPEN_EVERY:
             # No file yet, or another one: an index rebuilt beside, a state directory cleaned.
             self._looked = now
             self._map = self._open()
-        return self._fresh(now)
+            return self._fresh(now)
+        return False
 
     def _fresh(self, now: float) -> bool:
         return self._map is not None and 0 <= now - _MOMENT.unpack_from(self._map)[0] < TRUST_FOR

@@ -56,8 +56,9 @@ import hmac
 import os
 import re
 import secrets
+import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
@@ -212,20 +213,24 @@ def _decimal(mac: bytes) -> str:
 class _Nonces:
     """Unpredictable nonces from the system's CSPRNG, read 4 KB at a time (one system call
     per 512 answers instead of one per answer); a forked process starts its own pool, or
-    two workers would hand out the same keys."""
+    two workers would hand out the same keys. Each pool's 512 nonces are made at once and
+    handed out by a list iterator: one `next` an answer, not a slice and an offset moved."""
 
     def __init__(self) -> None:
-        self.pool, self.used = b"", 0
+        self.pool: Iterator[int] = iter(())
 
     def __call__(self) -> int:
-        if self.used + 8 > len(self.pool):
-            self.pool, self.used = os.urandom(4096), 0
-        chunk = self.pool[self.used : self.used + 8]
-        self.used += 8
-        return int.from_bytes(chunk, "big") % 10**NONCE_DIGITS  # bias < 1e-7
+        nonce = next(self.pool, None)
+        if nonce is None:
+            self.pool = iter(
+                # bias < 1e-7
+                [n % 10**NONCE_DIGITS for (n,) in struct.iter_unpack(">Q", os.urandom(4096))]
+            )
+            nonce = next(self.pool)
+        return nonce
 
     def forget(self) -> None:
-        self.pool, self.used = b"", 0
+        self.pool = iter(())
 
 
 _nonce = _Nonces()

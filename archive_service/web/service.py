@@ -46,12 +46,14 @@ class ArchiveRoot:
         self.mounts = mounts
 
     def __call__(self, environ, start_response):
-        script = environ.get("SCRIPT_NAME", "").rstrip("/")
-        for mount in self.mounts:
-            if script.endswith(mount):
-                environ["SCRIPT_NAME"] = script[: -len(mount)]
-                environ["PATH_INFO"] = mount + environ.get("PATH_INFO", "")
-                break
+        script = environ.get("SCRIPT_NAME")
+        if script:  # mounted at the root (serve, a plain gunicorn) there is nothing to move
+            script = script.rstrip("/")
+            for mount in self.mounts:
+                if script.endswith(mount):
+                    environ["SCRIPT_NAME"] = script[: -len(mount)]
+                    environ["PATH_INFO"] = mount + environ.get("PATH_INFO", "")
+                    break
         return self.app(environ, start_response)
 
 
