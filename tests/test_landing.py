@@ -183,3 +183,20 @@ def test_negotiation_defaults_to_html_and_refuses_what_it_cannot_give(site):
     negotiated(site, BOTH[0], "application/xml", status=406)
     site.get(landing(ITEM) + "?format=nothing", status=406)
     assert json.loads(site.get(landing(ITEM) + "?format=csl").text)[0]["type"] == "document"
+
+
+def test_metadata_cannot_open_an_html_comment_in_the_json_ld_script(settings, collection):
+    """A title `<!--<script>` put the JSON-LD script in HTML's double-escaped state: its own
+    `</script>` no longer closed it, and a browser took the page down to the copy button's
+    script as script text (the title, files and citation gone). No `<` is left in it."""
+    name = "example.org/archive/2026/11.27.10.22"
+    (collection / name / "doc").mkdir(parents=True)
+    (collection / name / "doc" / "a.txt").write_text("a")
+    (collection / name / "item.yaml").write_text(
+        "dc:\n  title: '<!--<script>'\n  creator: ['A <!-- <script> --> B']\n"
+    )
+    site = Client(create_app(settings), "")
+    head = site.get(landing(name)).html.head
+    script = head.find("script", type="application/ld+json").string
+    assert "<" not in script
+    assert json.loads(script)["name"] == "<!--<script>"

@@ -226,7 +226,9 @@ def page_facts(site: Context, item: Item, work: Work, links: Links, described: l
         "formats": described,
         "reference": apa.apa(work),
         "highwire": highwire.highwire(work),
-        "jsonld": json.dumps(jsonld.jsonld(work)).replace("</", "<\\/"),
+        # No `<` in a script's text: `</` closed it, `<!--<script` made its own `</script>`
+        # leave it open (HTML's double-escaped state) and the page after it script text.
+        "jsonld": json.dumps(jsonld.jsonld(work)).replace("<", "\\u003c"),
         "dc": item.dc or {},
     }
 
