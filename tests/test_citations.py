@@ -117,3 +117,25 @@ def test_without_creators_or_date_the_apa_reference_still_reads_right():
     assert apa.apa(work(creators=(), date=None)) == (
         "Sistema de resolução. (n.d.). http://urlib.net/example.org/archive/2026/11.27.10.21"
     )
+
+
+@given(title=st.text(min_size=1).filter(str.strip), name=st.text(min_size=1).filter(str.strip))
+def test_a_ris_export_is_one_record_whatever_line_breaks_the_metadata_holds(title, name):
+    """A title or a creator holding `\\nER  - \\nTY  - JOUR` (a sidecar's, or a harvested
+    record's) began a record of its own in the reference manager that imported it."""
+    import rispy
+
+    from archive_service.citations import ris
+
+    made = work(title=title, creators=(creator_of(name),))
+    (entry,) = rispy.loads(ris.ris(made))
+    assert entry["title"] == " ".join(title.split())
+
+
+def test_a_title_cannot_add_a_ris_record():
+    import rispy
+
+    from archive_service.citations import ris
+
+    made = work(title="Real\nER  - \n\nTY  - JOUR\nTI  - Injected\nUR  - http://evil.example/")
+    assert len(rispy.loads(ris.ris(made))) == 1

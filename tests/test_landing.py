@@ -183,3 +183,40 @@ def test_negotiation_defaults_to_html_and_refuses_what_it_cannot_give(site):
     negotiated(site, BOTH[0], "application/xml", status=406)
     site.get(landing(ITEM) + "?format=nothing", status=406)
     assert json.loads(site.get(landing(ITEM) + "?format=csl").text)[0]["type"] == "document"
+
+
+def test_metadata_cannot_open_an_html_comment_in_the_json_ld_script(settings, collection):
+    """A title `<!--<script>` put the JSON-LD script in HTML's double-escaped state: its own
+    `</script>` no longer closed it, and a browser took the page down to the copy button's
+    script as script text (the title, files and citation gone). No `<` is left in it."""
+    name = "example.org/archive/2026/11.27.10.22"
+    (collection / name / "doc").mkdir(parents=True)
+    (collection / name / "doc" / "a.txt").write_text("a")
+    (collection / name / "item.yaml").write_text(
+        "dc:\n  title: '<!--<script>'\n  creator: ['A <!-- <script> --> B']\n"
+    )
+    site = Client(create_app(settings), "")
+    head = site.get(landing(name)).html.head
+    script = head.find("script", type="application/ld+json").string
+    assert "<" not in script
+    assert json.loads(script)["name"] == "<!--<script>"
+
+
+def test_past_100_files_the_page_links_the_file_list(settings, collection):
+    """Every file was a row of the page and of its JSON-LD: an item of 20,000 files made a
+    view 2.3-2.8 s and 9 MB (issue 30, seventh pass). The file list has them all."""
+    name = "example.org/archive/2026/11.27.10.23"
+    (collection / name / "doc").mkdir(parents=True)
+    for n in range(150):
+        (collection / name / "doc" / f"tile-{n:03d}.tif").write_text("t")
+    (collection / name / "item.yaml").write_text("dc:\n  title: Tiles\n")
+    site = Client(create_app(settings), "")
+    page = site.get(landing(name)).html
+    assert len(page.select("a.download")) == 100
+    (more,) = [a["href"] for a in page.find_all("a") if a.text == "All the files of this item"]
+    assert more.endswith(f"/filelist/{name}")
+    record = json.loads(page.find("script", type="application/ld+json").string)
+    assert len(record["encoding"]) == 100
+    assert site.get_url(more).text.count("tile-") >= 150
+    few = site.get(landing(ITEM)).html
+    assert not [a for a in few.find_all("a") if a.text == "All the files of this item"]

@@ -106,6 +106,31 @@ def test_past_20_files_the_header_keeps_cite_as_type_and_linkset(site):
     assert len(head) < 2000
 
 
+@pytest.mark.parametrize(
+    ("files", "authors"), [(16, 0), (20, 0), (3, 40)], ids=["16-files", "20-files", "40-orcids"]
+)
+def test_a_landing_pages_headers_fit_nginxs_default_buffer(settings, collection, files, authors):
+    """contrib's nginx holds the status line and headers of an answer in proxy_buffer_size,
+    4 KB by default: past it, 502 "upstream sent too big header". 16 files of ordinary names,
+    or 40 creators with an ORCID iD, made a 4.2 KB Link header (issue 30, seventh pass: the
+    landing pages of such items were 502 through contrib's nginx, 200 from serve)."""
+    name = "sid.inpe.br/mtc-m21c/2020/01.02.03.04"
+    (collection / name / "doc").mkdir(parents=True)
+    for n in range(files):
+        (collection / name / "doc" / f"relatorio-final-capitulo-{n:02d}.pdf").write_text("x")
+    creators = "".join(
+        f"\n  - 'Autor{n}, Nome <https://orcid.org/0000-0002-1825-{n:04d}>'" for n in range(authors)
+    )
+    (collection / name / "item.yaml").write_text(
+        f"dc:\n  title: R\n  creator:{creators or ' []'}\n"
+    )
+    page = Client(create_app({**settings, "resolver": RESOLVER}), "").get(f"/{SERVICE}/item/{name}")
+    sent = len("HTTP/1.1 200 OK\r\n\r\n") + sum(len(k) + len(v) + 4 for k, v in page.headerlist)
+    assert sent < 4096 - 512, f"{sent} bytes of status line and headers"
+    found = signposts(page)
+    assert found.citeAs and len(found.linksets) == 2
+
+
 def test_robots_names_the_sitemap_index_of_served_landing_pages(site, monkeypatch):
     robots = site.get("/robots.txt").text
     assert f"Sitemap: {SITE}/{SERVICE}/sitemap.xml" in robots.splitlines()

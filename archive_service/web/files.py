@@ -98,6 +98,10 @@ def _send(path: Path) -> Response:
 
 
 OFFLOAD_LOCATION = "/.archive-service-files/"  # nginx's internal location for the collection
+# Past this, a file is sent by serve, not named to nginx: nginx holds an answer's headers in
+# its 4 KB proxy_buffer_size, and a deep path of accented names (each UTF-8 byte three
+# characters escaped) made a 4 KB X-Accel-Redirect: 502 (issue 30, seventh pass).
+OFFLOAD_HEADER = 2048
 
 
 def _offload(how: str, real: Path, root: Path, named: Path) -> Response | None:
@@ -131,9 +135,10 @@ def _offload(how: str, real: Path, root: Path, named: Path) -> Response | None:
         # and `If-None-Match: "0"` had 304 for any file. It keeps one the answer carries.
         response.set_etag(_etag(real, st))
     else:
-        response.headers["X-Accel-Redirect"] = OFFLOAD_LOCATION + quote(
-            os.fsencode(real.relative_to(root)), safe="/"
-        )
+        where = OFFLOAD_LOCATION + quote(os.fsencode(real.relative_to(root)), safe="/")
+        if len(where) > OFFLOAD_HEADER:
+            return None
+        response.headers["X-Accel-Redirect"] = where
     return response
 
 

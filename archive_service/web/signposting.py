@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from ..citations.work import Work, orcid_url
 
 HEADER_ITEMS = 20  # past this many files the header keeps cite-as, type and linkset only
+# Past this many bytes too: nginx holds an answer's status line and headers in
+# proxy_buffer_size (4 KB by default) and answers 502 past it; 16 files of ordinary names or
+# 40 creators with an ORCID iD made a 4.2 KB header (issue 30, seventh adversarial pass).
+HEADER_BYTES = 2048
 ABOUT_PAGE = "https://schema.org/AboutPage"
 LINKSET = "application/linkset"
 LINKSET_JSON = "application/linkset+json"
@@ -62,11 +66,14 @@ def member_header(cite_as: str, landing: str) -> str:
 
 
 def header(links: list[Link]) -> str:
-    """The Link header of a landing page: all its links, or, past HEADER_ITEMS files (a
-    header that long is cut by proxies), cite-as, type and linkset, which leads to the rest."""
-    if sum(1 for link in links if link.rel == "item") > HEADER_ITEMS:
-        links = [link for link in links if link.rel in ("cite-as", "type", "linkset")]
-    return ", ".join(link.serialized() for link in links)
+    """The Link header of a landing page: all its links, or, past HEADER_ITEMS files or
+    HEADER_BYTES (a header that long is cut or refused by proxies), cite-as, type and
+    linkset, which leads to the rest."""
+    whole = ", ".join(link.serialized() for link in links)
+    if len(whole) <= HEADER_BYTES and sum(link.rel == "item" for link in links) <= HEADER_ITEMS:
+        return whole
+    kept = [link for link in links if link.rel in ("cite-as", "type", "linkset")]
+    return ", ".join(link.serialized() for link in kept)
 
 
 def _contexts(work: Work, links: list[Link]) -> list[tuple[str, list[Link]]]:

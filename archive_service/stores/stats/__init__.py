@@ -171,12 +171,15 @@ atexit.register(flush_all)  # a graceful stop writes what is buffered (gunicorn:
 BOUNDS = "SELECT (SELECT min(t) FROM {table}), (SELECT max(t) FROM {table})"
 # ROLLED: the kept figures of the days still marked done only. A late batch (another node's,
 # another worker's) deletes a day's mark but not its figures, and the day is then computed
-# from its uses: adding the figures too counted it twice until it was rolled up again.
+# from its uses: adding the figures too counted it twice until it was rolled up again. The
+# marks are asked within the days too: SQLite walked every marked day's figures and then
+# dropped those outside, so each month asked read every figure ever kept (issue 30, seventh
+# pass: 43 such reads a statistics page, ~1 s at one month of 100,000 kept rows).
 ROLLED = """
 SELECT substr(day, 1, 7), ibi, access, sum(investigations), sum(unique_investigations),
     sum(requests), sum(unique_requests)
 FROM {table} WHERE day >= {param} AND day <= {param}
-    AND day IN (SELECT day FROM {table}_done)
+    AND day IN (SELECT day FROM {table}_done WHERE day >= {param} AND day <= {param})
 GROUP BY substr(day, 1, 7), ibi, access
 """
 DONE = "SELECT day FROM {table}_done WHERE day >= {param} AND day <= {param}"
@@ -192,7 +195,7 @@ def _days_from(conn, days: list[str], sql: dict[str, str], kept: bool, summed: b
     `kept` False: the store has no table of kept days yet."""
     first_last = (days[0], days[-1])
     done = {d for (d,) in conn.execute(sql["done"], first_last)} if kept else set()
-    rolled = conn.execute(sql["rolled"], first_last).fetchall() if kept and summed else []
+    rolled = conn.execute(sql["rolled"], first_last * 2).fetchall() if kept and summed else []
     # No use outside the days of the first and last one kept: those days are not asked one
     # by one (an Item Report from 1970-01 was 20,000 queries, 1.5 s of PostgreSQL, a GET).
     first, last = conn.execute(sql["bounds"]).fetchone()
