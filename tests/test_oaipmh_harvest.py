@@ -376,3 +376,17 @@ def test_records_held_for_a_relation_are_bounded_in_characters_too():
     assert order.held_characters == oaipmh._characters(again)
     assert [r.source_id for r in order.put(Record("oai:h:b"))] == ["oai:h:b", "oai:h:a"]
     assert order.held_characters == 0 and not order.waits
+
+
+def test_a_record_whose_identifier_is_longer_than_any_uri_is_skipped(oai_provider) -> None:
+    """An identifier went whole into the record's `where`, each skipped line (1,000 kept,
+    counted in lines), the held records and the mapping: a provider's 1 MB identifiers stayed
+    in the import, 1 GB for 1,000 skipped records (issue 30, eighth adversarial pass)."""
+    fill(oai_provider, 2)
+    long = "oai:repo.example:" + "x" * oaipmh.MAX_IDENTIFIER
+    oai_provider.add(dataclasses.replace(fixture_record(3), identifier=long))
+    oai_provider.add(dataclasses.replace(fixture_record(4), identifier=long + "d", deleted=True))
+    run, records = harvest(oai_provider)
+    assert [r.source_id for r in records] == ["oai:repo.example:1", "oai:repo.example:2"]
+    assert len(run.skipped) == 2 and all(len(line) < 300 for line in run.skipped)
+    assert run.skipped[0].startswith("oai record oai:repo.example:xxx")
