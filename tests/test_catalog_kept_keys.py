@@ -31,13 +31,13 @@ def test_requests_naming_long_unknown_ibis_leave_no_memory_behind(settings):
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        for n in range(20, 220):
+        for n in range(20, 120):
             ask(n)
         urllib.parse.clear_cache()  # urlsplit's 128 URLs, kept by WebTest's side
         gc.collect()
         kept = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert kept < 300_000, f"{kept:,} bytes kept by 200 pairs of requests"
+    assert kept < 200_000, f"{kept:,} bytes kept by 100 pairs of requests"
     # An item held is still answered, from the cache as before.
     site.get(f"/{SERVICE}/item/iconet.com.br/banon/2012/03.05.08.15", status=200)
