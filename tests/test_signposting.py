@@ -164,3 +164,25 @@ def test_a_directory_that_loses_its_claim_is_not_in_the_sitemap(settings, collec
     assert pages.count(f"{SITE}/{SERVICE}/item/{ITEM}") == 1
     assert f"{SITE}/{SERVICE}/item/{loser}" not in pages
     assert len(pages) == 14  # the sample's 15 items, the Deleted one left out
+
+
+def test_a_dc_url_is_one_link_target_in_uri_form(settings, collection):
+    """A creator's page or a licence (dc:rights) given as an IRI, or holding `>` and `"`:
+    its letters made the Link header not Latin-1, and serve answered the landing page 500
+    (gunicorn refused the header, a traceback each view); `>;rel="cite-as",<…` closed the
+    target and added a cite-as of the metadata's own (issue 30, eighth adversarial pass)."""
+    name = "sid.inpe.br/mtc-m21c/2020/01.02.03.05"
+    (collection / name / "doc").mkdir(parents=True)
+    (collection / name / "doc" / "a.pdf").write_text("x")
+    (collection / name / "item.yaml").write_text(
+        "dc:\n  title: R\n  creator: ['Natsume (https://ja.example/夏目漱石)']\n"
+        """  rights: ['https://evil.example/>;rel="cite-as",<https://evil.example/x']\n"""
+    )
+    page = Client(create_app({**settings, "resolver": RESOLVER}), "").get(f"/{SERVICE}/item/{name}")
+    page.headers["Link"].encode("ascii")
+    found = signposts(page)
+    assert str(found.citeAs.target) == f"http://urlib.net/{name}"
+    (author,) = found.authors
+    assert str(author.target) == "https://ja.example/%E5%A4%8F%E7%9B%AE%E6%BC%B1%E7%9F%B3"
+    (license,) = found.license if isinstance(found.license, list) else [found.license]
+    assert str(license.target).startswith("https://evil.example/%3E;rel=%22cite-as%22")

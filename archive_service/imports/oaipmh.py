@@ -84,6 +84,15 @@ RELATION_OF = {
 # import refuses a relation to a record it has not met yet); past this many, they go as
 # they are.
 MAX_HELD = 10_000
+# And this many characters of them (their Dublin Core, identifiers and where they came from):
+# a record may carry 32 KiB of Dublin Core, and a hostile provider's records each naming one
+# it never lists took the import from 87 to 337 MB at 9,000 (issue 30, eighth pass).
+MAX_HELD_CHARACTERS = 16_000_000
+# The longest record identifier taken (a URI; oai:<host>:<id> is some 60 characters): one
+# went whole into each line, held record and mapping row it appeared in: the 1,000 lines
+# kept of skipped records were counted in lines, so a provider's 1 MB identifiers stayed as
+# long as the import ran, 1 GB for 1,000 (issue 30, eighth adversarial pass).
+MAX_IDENTIFIER = 1024
 
 
 class HarvestError(Exception):
@@ -475,6 +484,11 @@ class Harvest:
             self.skip(f"{self.url}: a record with no header identifier")
             return None
         where = f"oai record {identifier}"
+        if len(identifier) > MAX_IDENTIFIER:
+            self.skip(
+                f"{where[:100]}...: its identifier is longer than {MAX_IDENTIFIER} characters"
+            )
+            return None
         if header.get("status") == "deleted":
             return Record(identifier, deleted=True, where=where)
         dc = element.find(f"{OAI}metadata/{OAI_DC}")
@@ -551,20 +565,24 @@ class _Order:
         self.remembered: deque[bytes] = deque()
         self.held: dict[str, dict[str, Record]] = {}  # the id waited for -> records by id
         self.waits: dict[str, str] = {}  # a held record's id -> the id it waits for
+        self.held_characters = 0  # of the records held (_characters)
 
     def put(self, record: Record) -> Iterator[Record]:
         """`record` (its relations' targets in lists, as `relations` gives them) now or later."""
-        earlier = self.waits.pop(record.source_id, None)
+        earlier = self.waits.get(record.source_id)
         if earlier is not None:  # listed again (changed meanwhile): this one is the record now
-            self.held[earlier].pop(record.source_id, None)
+            self._let_go(self.held[earlier].pop(record.source_id))
         waiting = [
             targets[0]
             for key, targets in record.relations.items()
             if key != TRANSLATION_OF and _digest(targets[0]) not in self.yielded
         ]
-        if waiting and len(self.waits) < MAX_HELD:
+        size = _characters(record)
+        room = self.held_characters + size <= MAX_HELD_CHARACTERS
+        if waiting and len(self.waits) < MAX_HELD and room:
             self.held.setdefault(waiting[0], {})[record.source_id] = record
             self.waits[record.source_id] = waiting[0]
+            self.held_characters += size
             return
         yield from self._out(record)
 
@@ -592,8 +610,12 @@ class _Order:
                 self.yielded.discard(self.remembered.popleft())
         yield dataclasses.replace(record, relations=mine)
         for waiting in self.held.pop(record.source_id, {}).values():
-            del self.waits[waiting.source_id]
+            self._let_go(waiting)
             yield from self.put(waiting)
+
+    def _let_go(self, record: Record) -> None:
+        del self.waits[record.source_id]
+        self.held_characters -= _characters(record)
 
     def rest(self) -> Iterator[Record]:
         while self.held:
@@ -601,8 +623,15 @@ class _Order:
             target = next((t for t in self.held if t not in self.waits), next(iter(self.held)))
             records = self.held.pop(target)
             for record in records.values():
-                del self.waits[record.source_id]
+                self._let_go(record)
                 yield from self._out(record)
+
+
+def _characters(record: Record) -> int:
+    """What holding `record` costs, in characters: its text, whose length a provider chooses."""
+    dc = sum(len(value) for values in record.dc.values() for value in values)
+    targets = sum(len(t) for ts in record.relations.values() for t in ts)
+    return dc + targets + len(record.source_id) + len(record.where)
 
 
 def _yaml_size(values: Mapping[str, list[str]]) -> int:

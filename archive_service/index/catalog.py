@@ -63,12 +63,24 @@ class _Generation:
         self.found: dict[str, str | None] = {}
         self.summary: tuple[set[str], bool] | None = None
         self.count: int | None = None
+        self.problem_count: int | None = None
 
     def oversized(self, limit: int) -> bool:
         return max(len(self.items), len(self.rows), len(self.served), len(self.found)) > limit
 
+    @staticmethod
+    def keep(table: dict, key: str, value: T) -> T:
+        """`value` kept under `key` (the one already kept, if a thread was first), unless the
+        key is longer than any item's: a requester chooses the IBI or path it names, up to
+        the request line's 8 KB, and the bound above counts entries: 4,000 such requests took
+        a worker from 39 to 72 MB, ~300 MB at the bound (issue 30, eighth adversarial pass)."""
+        return table.setdefault(key, value) if len(key) <= KEPT_KEY else value
+
 
 _UNKNOWN = object()
+# The longest IBI key or item directory the cache keeps (a repository name is some 40
+# characters); a longer one is read from the index each time it is asked.
+KEPT_KEY = 256
 
 
 class _Reader:
@@ -314,15 +326,19 @@ class StoreCatalog:
         reader = self._reader()
         key = reader.gen.found.get(k, _UNKNOWN)
         if key is _UNKNOWN:
-            key = reader.gen.found[k] = next(
-                (
-                    claimant(c)
-                    for (c,) in reader.conn.execute(
-                        "SELECT claim FROM keys WHERE key = ? ORDER BY claim", (k,)
-                    )
-                    if self._served(reader, claimant(c))
+            key = reader.gen.keep(
+                reader.gen.found,
+                k,
+                next(
+                    (
+                        claimant(c)
+                        for (c,) in reader.conn.execute(
+                            "SELECT claim FROM keys WHERE key = ? ORDER BY claim", (k,)
+                        )
+                        if self._served(reader, claimant(c))
+                    ),
+                    None,
                 ),
-                None,
             )
         return self._item(reader, key) if key is not None else None
 
@@ -371,6 +387,16 @@ class StoreCatalog:
         ):
             found += claim_problems(k, map(claimant, claimants.split(" ")), self.lookup(k))
         return found
+
+    @_reading(lambda self, exc: 1, snapshot=True)
+    def problem_count(self) -> int:
+        """How many problems `problems` lists, read once per state of the index: the Archive's
+        page shows the number, and making the list at each view cost 17-20x the page with
+        5,000 items of one problem each, growing with them (issue 30, eighth pass)."""
+        reader = self._reader()
+        if reader.gen.problem_count is None:
+            reader.gen.problem_count = len(self.problems)
+        return reader.gen.problem_count
 
     @_reading(lambda self, exc: 0, snapshot=True)
     def count(self) -> int:
@@ -522,9 +548,10 @@ class StoreCatalog:
         # _served and _item both need an item's row: read it once per state of the index.
         row = reader.gen.rows.get(key, _UNKNOWN)
         if row is _UNKNOWN:
-            row = reader.gen.rows[key] = reader.conn.execute(
+            row = reader.conn.execute(
                 "SELECT record, keys FROM items WHERE sortkey = ? AND record IS NOT NULL", (key,)
             ).fetchone()
+            row = reader.gen.keep(reader.gen.rows, key, row)
         return row
 
     def _served(self, reader: _Reader, key: str) -> bool:
@@ -554,8 +581,7 @@ class StoreCatalog:
             )
         finally:
             reader.visiting.discard(key)
-        reader.gen.served[key] = served
-        return served
+        return reader.gen.keep(reader.gen.served, key, served)
 
     def _item(self, reader: _Reader, key: str) -> Item | None:
         item = reader.gen.items.get(key, _UNKNOWN)
@@ -574,7 +600,7 @@ class StoreCatalog:
                     item.translations.setdefault(language, _ibi(json.loads(source[0])["name"]))
         # Two threads that missed together both decoded it: the first one kept is everyone's
         # (setdefault is one step under the GIL), so the worker holds one object per item.
-        return reader.gen.items.setdefault(key, item)
+        return reader.gen.keep(reader.gen.items, key, item)
 
     @_reading(snapshot=True)
     def relating(self) -> list[Item]:

@@ -87,7 +87,7 @@ def _overview(pages: Blueprint, site: Site) -> None:
             refreshed=health.iso(refreshed),
             # A public page: no process ids, paths or the announcer's detail (issue 32).
             indexer=health.indexer_state(state),
-            problem_count=len(catalog.problems),  # which and why name paths: for `check`
+            problem_count=catalog.problem_count(),  # which and why name paths: for `check`
             list_url=url_for("pages.items"),
             statistics_url=url_for("pages.statistics"),
             health_url=url_for(HEALTH[1]),  # under the service path: every front forwards it

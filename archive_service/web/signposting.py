@@ -7,6 +7,7 @@ No Flask: the web layer hands each function the URLs (protocol/answers.py `Links
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from ..citations.work import Work, orcid_url
 
@@ -18,6 +19,10 @@ HEADER_BYTES = 2048
 ABOUT_PAGE = "https://schema.org/AboutPage"
 LINKSET = "application/linkset"
 LINKSET_JSON = "application/linkset+json"
+# What a target keeps as it is: RFC 3986's reserved characters and `%` (an escape already
+# made). A dc URL's IRI letters made the header not Latin-1 (serve answered 500), and its `>`
+# or `"` closed the target and began links of the metadata's own (issue 30, eighth pass).
+URI_CHARACTERS = "!#$%&'()*+,/:;=?@[]~"
 
 
 @dataclass(frozen=True)
@@ -28,8 +33,8 @@ class Link:
     anchor: str | None = None  # None: the resource the header is sent with
 
     def serialized(self, anchor: str | None = None) -> str:
-        # Targets are our own absolute URLs (percent-encoded by Links), quoted values plain.
-        text = f'<{self.href}>; rel="{self.rel}"'
+        # Targets in URI form (ours are already: Links percent-encodes), quoted values plain.
+        text = f'<{quote(self.href, safe=URI_CHARACTERS)}>; rel="{self.rel}"'
         if anchor:
             text += f'; anchor="{anchor}"'
         return text + (f'; type="{self.type}"' if self.type else "")
