@@ -56,6 +56,20 @@ def test_the_registry_in_postgresql(database_url, tmp_path):
     assert "postgresql://" in one.where and str(tmp_path) not in one.where
 
 
+def test_an_archiveip_announced_anew_reaches_every_instance(database_url, tmp_path):
+    """The included Archives an instance keeps are read again when the registry's `version`
+    changes; in PostgreSQL it summed their IBIs and addresses only, so a new `archiveip` at
+    the same address (the IBIps it names, resolve.py `covers`) never reached the others."""
+    one = Registry(tmp_path / "unused-a", database_url)
+    other = Registry(tmp_path / "unused-b", database_url)
+    one.register(SERVICE, KEY)
+    one.handle(_message("inclusionRequest"), confirm=lambda ref: True)
+    assert [r.ip for r in other.included()] == ["127.0.0.1"]
+    moved = {**_message("inclusionRequest"), "archiveip": "150.163.34.243"}
+    one.handle(moved, confirm=lambda ref: True)
+    assert [r.ip for r in other.included()] == ["150.163.34.243"]
+
+
 def test_a_registry_database_that_does_not_answer_is_one_line(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "archive_service.cli", "resolver", "list"]

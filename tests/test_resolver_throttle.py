@@ -101,6 +101,26 @@ def test_an_archives_own_key_past_its_burst_gets_429_without_scrypt(tmp_path, mo
         assert int(response.headers["Retry-After"]) >= 1
 
 
+def test_wrong_keys_from_many_ipv6_64s_get_429_past_a_burst_of_all_sources(tmp_path, monkeypatch):
+    """Each IPv6 /64 is a source: one host with a /48 is 65,536 of them, and 16 clients each
+    from a new /64 ran a scrypt per request, never refused (the eighth adversarial pass)."""
+    monkeypatch.setattr(registry_module, "ANY_BURST", 3, raising=False)  # 3 scrypts, not 20
+    Registry(tmp_path / "state").register(SERVICE_A, KEY_A)
+    resolver = webtest.TestApp(create_resolver_app({"state_dir": str(tmp_path / "state")}))
+
+    def net(i: int) -> dict[str, str]:
+        return {"REMOTE_ADDR": f"2001:db8:{i:x}::1"}
+
+    for i in range(3):
+        resolver.get(SERVICE, wrong(i), extra_environ=net(i), status=403)
+    started = time.perf_counter()
+    response = resolver.get(SERVICE, wrong(3), extra_environ=net(3), status=429)
+    assert time.perf_counter() - started < 0.030  # no scrypt (~50 ms)
+    assert response.text.startswith("error {too many refused inclusion and exclusion requests")
+    assert "from all sources" in response.text
+    assert int(response.headers["Retry-After"]) >= 1
+
+
 def test_behind_a_local_proxy_the_forwarded_client_is_the_source(resolver):
     proxied = {"REMOTE_ADDR": "127.0.0.1", "HTTP_X_FORWARDED_FOR": FLOODER}
     for i in range(KeyThrottle.BURST):

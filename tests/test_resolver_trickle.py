@@ -145,3 +145,50 @@ def test_an_authority_merely_slower_elsewhere_is_still_awaited(bed):
         assert {a.archive for a in answers if a.pairs} == {good, slow_ref}
     finally:
         slow.close()
+
+
+def never(answers) -> bool:
+    return False  # an IBI no Archive holds: every answer is needed
+
+
+def one_at_a_time(client: ArchiveClient, slow: ArchiveRef, good: ArchiveRef, asked) -> None:
+    """While a round waits on `slow` (slow lately), another round does not: it counts it as
+    not answering at once."""
+    probe = threading.Thread(
+        target=client.ask_all, args=([slow, good], ASK), kwargs={"enough": never}
+    )
+    probe.start()
+    try:
+        wait_until(lambda: asked() == 2, what="the first round asking it")
+        start = time.monotonic()
+        answers = client.ask_all([slow, good], ASK, enough=never)
+        took = time.monotonic() - start
+    finally:
+        probe.join()
+    assert took < client.timeout / 2, took  # it waited for the deadline, 1 s
+    (skipped,) = [a for a in answers if a.archive == slow]
+    assert "not asked: slow lately" in skipped.error
+    assert asked() == 2
+
+
+def test_a_silent_archive_holds_one_round_at_a_time(bed):
+    """A resolution of an IBI no Archive holds waits for each: with one included Archive
+    silent, 64 clients asking such IBIs held every thread of the resolver, and other users'
+    resolutions took 15-20 s (the eighth adversarial pass)."""
+    client, good, silent = bed
+    silent.every = 100  # accepts, never answers
+    client = client(0.5)
+    client.ask_all([silent.ref, good], ASK, enough=never)  # no answer by the deadline
+    one_at_a_time(client, silent.ref, good, lambda: silent.accepted)
+
+
+def test_an_archive_answering_slowly_holds_one_round_at_a_time(bed):
+    client, good, _ = bed
+    slow = Scripted(lambda n, i: (time.sleep(0.4), answer())[1:] + (False,))
+    try:
+        client = client(0.5)
+        slow_ref = ArchiveRef(slow.address, "sid.inpe.br/mtc-m18/2020/01.01.00.00")
+        client.ask_all([slow_ref, good], ASK, enough=never)  # answered in 0.4 s of 0.5
+        one_at_a_time(client, slow_ref, good, lambda: len(slow.requests))
+    finally:
+        slow.close()

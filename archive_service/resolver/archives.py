@@ -18,7 +18,7 @@ import re
 import socket
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -59,6 +59,13 @@ SETTLE = 0.02
 # Seconds an Archive that gave no answer (timeout, refused) is asked only after the others,
 # when theirs are not enough (`ArchiveClient.ask_all`).
 QUIET = 60.0
+# A round's requests at once, in a worker, to an Archive slow lately (an answer took over
+# SLOW_ANSWER s, or half the timeout if less, or none came); other rounds count it as not
+# answering. A resolution of an IBI no Archive holds waits for every one: with one silent
+# (a machine off, a hostile one), 64 clients asking such IBIs, 3 a second, held all 16
+# threads, others' resolutions 15-20 s instead of 7 ms (the eighth adversarial pass). An
+# answer is milliseconds (a few hundred across an ocean); a 2.5 s bound was held by 7 a second.
+SLOW_AT_ONCE, SLOW_ANSWER = 1, 1.0
 _NOT_ASKED, _GIVEN_UP = "not asked: the round was over", "no answer when the round was over"
 
 
@@ -290,6 +297,8 @@ class ArchiveClient:
         # gave no answer by a round's deadline; `_quiet` also has those merely slower than
         # another Archive, which a faster one could otherwise make lose its own IBIs)
         self._failing: dict[str, float] = {}
+        self._slow: dict[str, float] = {}  # address: until when it is asked SLOW_AT_ONCE at once
+        self._asking: Counter[str] = Counter()  # address: a round's requests under way
         self._pid = 0
 
     def _executor(self) -> ThreadPoolExecutor:
@@ -398,6 +407,39 @@ class ArchiveClient:
         except (UnicodeDecodeError, pairsmod.PairsError) as exc:
             self._set_aside(archive.address, True)  # asked first, it would cost each round
             raise ArchiveError(f"answer is not a list of pairs ({exc})") from None
+
+    def _asked(
+        self,
+        archive: ArchiveRef,
+        params: Mapping[str, str],
+        via: str,
+        deadline: float,
+        inflight: _InFlight | None = None,
+    ) -> list[tuple[str, str]]:
+        """A round's request to `archive` (`get`), unless it was slow lately and SLOW_AT_ONCE
+        of them are under way (ArchiveError: it did not answer). A request that takes more
+        than SLOW_ANSWER (half the timeout if less), answered or not, makes it slow for QUIET
+        seconds; an answer within it makes it no longer slow."""
+        address, start = archive.address, time.monotonic()
+        with self._lock:
+            if self._slow.get(address, 0) > start and self._asking[address] >= SLOW_AT_ONCE:
+                raise ArchiveError("not asked: slow lately, and already asked by another round")
+            self._asking[address] += 1
+        answered = False
+        try:
+            pairs = self.get(archive, params, via, deadline, inflight)
+            answered = True
+            return pairs
+        finally:
+            took = time.monotonic() - start
+            with self._lock:
+                self._asking[address] -= 1
+                if not self._asking[address]:
+                    del self._asking[address]
+                if took > min(SLOW_ANSWER, self.timeout / 2):
+                    self._slow[address] = time.monotonic() + QUIET
+                elif answered:
+                    self._slow.pop(address, None)
 
     def _set_aside(self, address: str, failing: bool) -> None:
         until = time.monotonic() + QUIET
@@ -551,7 +593,7 @@ class ArchiveClient:
             # a CPU on a loaded machine.
             archive = archives[0]
             try:
-                pairs = self.get(archive, params, via, deadline=start + self.timeout + 0.5)
+                pairs = self._asked(archive, params, via, start + self.timeout + 0.5)
                 return [Answer.of(archive, pairs)]
             except ArchiveError as exc:
                 log.warning("Archive %s: %s", archive, exc)
@@ -571,7 +613,7 @@ class ArchiveClient:
                 except IndexError:
                     return
                 try:
-                    arrived.put((i, self.get(archive, params, via, deadline, inflight)))
+                    arrived.put((i, self._asked(archive, params, via, deadline, inflight)))
                 except ArchiveError as exc:
                     arrived.put((i, exc))
                 except Exception as exc:  # one Archive's surprise must not end the round

@@ -71,6 +71,13 @@ class Throttled(Refused):
         self.retry_after = retry_after
 
 
+# Refused key checks from all sources together, per worker: two sources' bursts at once (one
+# alone cannot use it up), then one a second (6 % of a core in scrypt). A source is an
+# address, an IPv6 /64: one host given a /48 (a tunnel broker's, free) is 65,536 sources, and
+# 16 clients each from a new /64 ran a scrypt per request, never refused: other users'
+# resolutions p50 6.5 -> 310 ms (the eighth adversarial pass). Past it, every key check
+# waits, a right one too: an announcer tries again later.
+ANY_SOURCE, ANY_BURST, ANY_RATE = "any source", 20, 1.0
 # Requests with an Archive's right key, per Archive, at once; then one every 1/RATE seconds (an
 # announcer includes at start, on a reload and when a node takes over: a few an hour).
 ACCEPTED_BURST = 20
@@ -90,9 +97,11 @@ class KeyThrottle:
     RATE = 1 / 10  # refused checks per second once the burst is used: 6 a minute
     MAX_SOURCES = 10_000  # forget the fullest buckets first beyond this
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, burst: int = BURST):
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, burst: int = BURST, rate: float = RATE
+    ):
         self._clock = clock
-        self.burst = burst
+        self.burst, self.rate = burst, rate
         self._lock = threading.Lock()
         self._buckets: dict[str, tuple[float, float]] = {}  # source: (tokens, at)
 
@@ -101,12 +110,12 @@ class KeyThrottle:
         source, now = self._source(address), self._clock()
         with self._lock:
             tokens = self._tokens(source, now)
-        return 0.0 if tokens >= 1 else (1 - tokens) / self.RATE
+        return 0.0 if tokens >= 1 else (1 - tokens) / self.rate
 
     def _tokens(self, source: str, now: float) -> float:
         """The tokens `source` has now, refilled since it last took one (under the lock)."""
         tokens, at = self._buckets.get(source, (self.burst, now))
-        return min(self.burst, tokens + (now - at) * self.RATE)
+        return min(self.burst, tokens + (now - at) * self.rate)
 
     @staticmethod
     def _source(address: str) -> str:
@@ -127,7 +136,7 @@ class KeyThrottle:
             tokens = self._tokens(source, now)
             if tokens < 1:
                 self._buckets[source] = (tokens, now)
-                return (1 - tokens) / self.RATE
+                return (1 - tokens) / self.rate
             self._buckets[source] = (tokens - 1, now)
             if len(self._buckets) > self.MAX_SOURCES:
                 # Refilled as of now, and never the source just charged: comparing the stored
@@ -136,7 +145,7 @@ class KeyThrottle:
                 for full in [
                     k
                     for k, (t, at) in self._buckets.items()
-                    if k != source and t + (now - at) * self.RATE >= self.burst - 1
+                    if k != source and t + (now - at) * self.rate >= self.burst - 1
                 ]:
                     del self._buckets[full]
             return 0.0
@@ -197,6 +206,7 @@ class Registry:
 
     def __init__(self, state_dir: str | os.PathLike | None, database: str = ""):
         self.throttle = KeyThrottle()
+        self.everyone = KeyThrottle(burst=ANY_BURST, rate=ANY_RATE)  # `throttle`'s sum
         # Right keys, per Archive: a registered Archive's own key made each request cost
         # scrypt (61 ms of CPU) and a confirmation, without bound (issue 30's second
         # adversarial pass). Charged only once its key was right, so no one else uses it up.
@@ -278,6 +288,26 @@ class Registry:
 
     # -- §5.2 messages ------------------------------------------------------------------
 
+    def _take(self, source: str) -> None:
+        """A token for a key check from `source` and from all sources, or Throttled."""
+        if wait := self.throttle.take(source):
+            raise Throttled(
+                f"too many refused inclusion and exclusion requests from {source}: "
+                f"try again in {math.ceil(wait)} s",
+                wait,
+            )
+        if wait := self.everyone.take(ANY_SOURCE):
+            self.throttle.give_back(source)
+            raise Throttled(
+                "too many refused inclusion and exclusion requests from all sources: "
+                f"try again in {math.ceil(wait)} s",
+                wait,
+            )
+
+    def _give_back(self, source: str) -> None:
+        self.throttle.give_back(source)
+        self.everyone.give_back(ANY_SOURCE)
+
     def handle(
         self,
         query: Mapping[str, str],
@@ -310,16 +340,12 @@ class Registry:
                     raise RequestError("registrationkey breaks Table 5.1") from None
                 raise RequestError(f"{name} {exc}") from None
         archive = ArchiveRef(values["archiveaddress"], values["archiveserviceibi"])
-        if source is not None and (wait := self.throttle.take(source)):
-            raise Throttled(
-                f"too many refused inclusion and exclusion requests from {source}: "
-                f"try again in {math.ceil(wait)} s",
-                wait,
-            )
+        if source is not None:
+            self._take(source)
         archive_key = ibimod.key(archive.serviceibi)
         if wait := self.accepted.wait(archive_key):
             if source is not None:
-                self.throttle.give_back(source)  # not a refused check of this source
+                self._give_back(source)  # not a refused check of this source
             raise _too_many(archive.serviceibi, wait)
         if not self.check_key(archive.serviceibi, values["registrationkey"]):
             # Logged without the key; the same answer whether the Archive is unknown or the
@@ -335,7 +361,7 @@ class Registry:
                 "or the registration key is wrong"
             )
         if source is not None:
-            self.throttle.give_back(source)
+            self._give_back(source)
         # Taken now, or refused: every request sent together passed `wait` before any was
         # charged (scrypt is 61 ms), so 16 threads made 16 confirmations at each refill.
         if wait := self.accepted.take(archive_key):

@@ -25,13 +25,16 @@ class PostgresRegistry:
 
     def version(self) -> tuple:
         """What the included Archives are, in one round trip and a few numbers: their count
-        and a sum of hashes of their IBIs and addresses (reading every row for every
-        resolution was the registry's whole load)."""
+        and a sum of hashes of what an `ArchiveRef` holds, their IBIs, addresses and IPs
+        (reading every row for every resolution was the registry's whole load). Without the
+        IP, a new `archiveip` at the same address never reached the other instances: they
+        judged the IBIps it names (`covers`) by the old one."""
         with postgres.autocommit(self.url) as conn:
             return tuple(
                 conn.execute(
                     "SELECT count(*), coalesce(sum(hashtext(ibikey || ' ' || "
-                    "coalesce(address, ''))), 0) FROM resolver_archive WHERE included = 1"
+                    "coalesce(address, '') || ' ' || coalesce(ip, ''))), 0) "
+                    "FROM resolver_archive WHERE included = 1"
                 ).fetchone()
             )
 
