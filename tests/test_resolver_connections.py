@@ -15,6 +15,7 @@ import time
 import pytest
 import webtest
 
+from archive_service.resolver import archives
 from archive_service.resolver.acknowledgments import Acknowledgments
 from archive_service.resolver.app import create_resolver_app
 from archive_service.resolver.archives import ArchiveClient
@@ -298,3 +299,39 @@ def test_acknowledgments_queued_at_a_graceful_stop_are_sent(tmp_path, registered
     finally:
         resolver.kill()
         archive.ack_delay = 0.0
+
+
+def test_a_kept_connection_cut_short_near_a_deadline_waits_the_full_timeout_again(tmp_path):
+    """A connection's sends and receives wait on the kernel's timeouts, set once when it is
+    made (resolver/archives.py `_wait_at_most`) and cut short as a round's deadline nears:
+    its next request, on the same kept connection, waits the whole timeout again."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    connections: list[int] = []
+
+    def answer_slowly_the_second_time():
+        conn, peer = listener.accept()
+        connections.append(peer[1])
+        with conn:
+            for delay in (0.0, 0.3):
+                conn.recv(65536)
+                time.sleep(delay)  # the Archive's slowness itself, not a wait for the test
+                body = b"notice {acknowledgment received}"
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    thread = threading.Thread(target=answer_slowly_the_second_time, daemon=True)
+    thread.start()
+    client = ArchiveClient(2.0)
+    try:
+        archive = ArchiveRef(f"127.0.0.1:{listener.getsockname()[1]}", SERVICE_A)
+        assert client.acknowledge(archive, {"servicesubject": "acknowledgment"})
+        (kept,) = client._idle[archive.address]
+        archives._wait_at_most(kept.sock, 0.05)  # as `_on` does with 0.05 s left
+        kept.waits = 0.05
+        assert client.acknowledge(archive, {"servicesubject": "acknowledgment"})
+        assert len(connections) == 1  # the same connection, kept
+    finally:
+        client.close()
+        thread.join(5)
+        listener.close()

@@ -83,13 +83,23 @@ def tag() -> str:
     return TAGS.get(str(get_locale()), "en")
 
 
+# The words of a page depend on these two request headers: a cache must keep each apart.
+LANGUAGE_VARY = ("Accept-Language", "Cookie")
+
+
+def page_language(req=None) -> str:
+    """The Content-Language of an HTML response to `req` (a Werkzeug request read outside
+    Flask; default: Flask's)."""
+    return tag() if req is None else TAGS[chosen_locale(req)]
+
+
 def language_headers(response, req=None) -> None:
     """An HTML response's language and what it depends on (`req`: a Werkzeug request read
-    outside Flask; default: Flask's)."""
+    outside Flask; default: Flask's). The resolver's redirect writes the same fields without
+    a response object (resolver/redirects.py)."""
     if response.mimetype == "text/html":
-        # The words depend on these two request headers: a cache must keep each apart.
-        response.vary.update(("Accept-Language", "Cookie"))
-        response.content_language.add(tag() if req is None else TAGS[chosen_locale(req)])
+        response.vary.update(LANGUAGE_VARY)
+        response.content_language.add(page_language(req))
 
 
 def human_size(size: int) -> str:

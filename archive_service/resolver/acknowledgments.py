@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import heapq
 import logging
-import os
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Mapping
 
+from ..common.processes import own_pid
 from . import metrics
 from .archives import ArchiveClient, ArchiveError
 from .resolve import ArchiveRef
@@ -73,13 +73,13 @@ class Acknowledgments:
     def put(self, archive: ArchiveRef, params: Mapping[str, str], via: str = "") -> bool:
         """Queue one acknowledgment; False (counted, logged) when the queue is full."""
         with self._cond:
-            if self._pid != os.getpid():  # first use in this process (or a fork's copy)
+            if self._pid != own_pid():  # first use in this process (or a fork's copy)
                 self._waiting.clear()
                 self._parked.clear()
                 self._busy.clear()
                 self._held.clear()
                 self._chars.clear()
-                self._pid = os.getpid()
+                self._pid = own_pid()
                 for i in range(self.SENDERS):
                     threading.Thread(
                         target=self._send, name=f"acknowledgment-{i}", daemon=True
@@ -151,7 +151,7 @@ class Acknowledgments:
         worker's graceful stop: its sender threads die with it); the number left unsent."""
         end = time.monotonic() + within
         with self._cond:
-            if self._pid != os.getpid():
+            if self._pid != own_pid():
                 return 0  # none was queued in this process
             while self._held.total() or self._busy.total():
                 left = end - time.monotonic()

@@ -12,10 +12,10 @@ the resolver is recognised (resolver/loops.py).
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import re
 import socket
+import struct
 import threading
 import time
 from collections import Counter, OrderedDict, deque
@@ -30,6 +30,7 @@ import httptools
 from .. import __version__
 from ..common.idle import spoke_while_idle
 from ..common.net import host_port
+from ..common.processes import own_pid
 from ..protocol import pairs as pairsmod
 from . import lookups
 from .loops import new_pseudonym
@@ -150,8 +151,22 @@ def _connect(address: str, timeout: float, deadline: float) -> socket.socket:
         # A request goes in one write; without this, the kernel may hold an answer's ACK back.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         lookups.reached(host, port, str(where[0]))
+        sock.settimeout(None)
+        _wait_at_most(sock, timeout)
         return sock
     raise error
+
+
+def _wait_at_most(sock: socket.socket, seconds: float) -> None:
+    """Each `send` and `recv` on `sock` waits at most `seconds` (the kernel's timeouts; the
+    socket blocking for Python): Python's own timeout polls before every call, and setting
+    it is an ioctl each time, two of a kept exchange's six system calls more than it needs,
+    each letting go of the interpreter (issue 35). Past it a call fails with EAGAIN."""
+    whole = int(seconds)
+    # At least a microsecond: a zero timeout is none at all for the kernel.
+    when = struct.pack("ll", whole, max(0 if whole else 1, int((seconds - whole) * 1e6)))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, when)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, when)
 
 
 def _why(exc: BaseException) -> str:
@@ -168,12 +183,13 @@ def encode_query(params: Mapping[str, str]) -> str:
 
 
 class _Kept:
-    """One connection to an Archive, kept open between requests."""
+    """One connection to an Archive, kept open between requests; `waits`: how long each of
+    its sends and receives waits at most now (`_wait_at_most`)."""
 
-    __slots__ = ("sock",)
+    __slots__ = ("sock", "waits")
 
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
+    def __init__(self, sock: socket.socket, waits: float):
+        self.sock, self.waits = sock, waits
 
     def close(self) -> None:
         self.sock.close()
@@ -306,13 +322,13 @@ class ArchiveClient:
         return self._pool
 
     def _own(self) -> None:
-        if self._pid == os.getpid():  # asked on every request: the lock only after a fork
+        if self._pid == own_pid():  # asked on every request: the lock only after a fork
             return
         with self._lock:
-            if self._pid != os.getpid():
+            if self._pid != own_pid():
                 self._pool = ThreadPoolExecutor(self.pool_size, thread_name_prefix="archive")
                 self._idle = OrderedDict()  # a parent's connections are the parent's
-                self._pid = os.getpid()
+                self._pid = own_pid()
 
     def close(self) -> None:
         """Close the idle connections (a process's end closes them anyway)."""
@@ -464,7 +480,7 @@ class ArchiveClient:
             except _Stale:
                 if inflight is not None and inflight.over:  # woken, not closed by the Archive
                     raise LeftOut(_GIVEN_UP) from None
-        connection = _Kept(_connect(address, self.timeout, deadline))
+        connection = _Kept(_connect(address, self.timeout, deadline), self.timeout)
         try:
             return self._on(address, connection, request, deadline, inflight)
         except _Stale:
@@ -483,25 +499,31 @@ class ArchiveClient:
         try:
             if inflight is not None:
                 inflight.enter(sock)
-            sock.settimeout(self.timeout)
+            if connection.waits != self.timeout:  # cut short near a deadline last time
+                _wait_at_most(sock, self.timeout)
+                connection.waits = self.timeout
             try:
                 sock.sendall(request)
             except (BrokenPipeError, ConnectionResetError):
                 raise _Stale() from None
+            except BlockingIOError:  # the kernel's timeout (`_wait_at_most`)
+                raise TimeoutError("timed out") from None
             while not answer.complete:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise ArchiveError(f"answer not complete within {self.timeout:g} s")
-                if left < self.timeout:  # no piece is waited for past the deadline
-                    sock.settimeout(left)
+                cut = left < self.timeout
+                if cut:  # no piece is waited for past the deadline
+                    _wait_at_most(sock, left)
+                    connection.waits = left
                 try:
                     data = sock.recv(RECV)
-                except TimeoutError:
-                    if time.monotonic() >= deadline:
+                except (TimeoutError, BlockingIOError):
+                    if cut or time.monotonic() >= deadline:
                         raise ArchiveError(
                             f"answer not complete within {self.timeout:g} s"
                         ) from None
-                    raise
+                    raise TimeoutError("timed out") from None
                 except ConnectionResetError:
                     if heard:
                         raise

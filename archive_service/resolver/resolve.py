@@ -469,9 +469,10 @@ def ask_round(
     memory: Memory,
     prefs: Preferences,
     original_required: bool,
-) -> tuple[list[Answer], Claims]:
+) -> tuple[list[Answer], Claims, Reading | Outcome | None]:
     """One round's answers, asking first the Archives that answered for this IBI before,
-    and how its claims of the Original were settled (`settle_claims`).
+    how its claims of the Original were settled (`settle_claims`), and the selection among
+    them (`choose`): each read once, not again for `enough` and the round's end (issue 35).
 
     Their answers are taken when they satisfy the question (`satisfies`): the seed takes
     the first non-empty answer anyway. On a miss, an empty or unsatisfying answer (an item
@@ -486,9 +487,21 @@ def ask_round(
     if original_required:
         known = None
 
+    last: list = [None, None, None]  # the answers `selected` last, their claims and choice
+
+    def selected(answers: Sequence[Answer]) -> tuple[Claims, Reading | Outcome | None]:
+        seen = last[0]  # held here, so an answer's id is no other's
+        if (
+            seen is None
+            or len(seen) != len(answers)
+            or any(a is not b for a, b in zip(seen, answers))
+        ):
+            claims = settle_claims(answers, question.ibi, owner)
+            last[:] = (list(answers), claims, choose(answers, question, prefs, False, claims))
+        return last[1], last[2]
+
     def enough(answers: list[Answer]) -> bool:
-        claims = settle_claims(answers, question.ibi, owner)
-        return not original_required and satisfies(choose(answers, question, prefs, False, claims))
+        return not original_required and satisfies(selected(answers)[1])
 
     def awaited(archive: ArchiveRef) -> bool:
         return covers(question.ibi, archive)
@@ -507,13 +520,17 @@ def ask_round(
     else:
         memory.count("full" if original_required else "misses")
         answers = list(ask(question, enough=enough, awaited=awaited))
-    claims = settle_claims(answers, question.ibi, owner)
+    if original_required:  # every claim compared by `choose`
+        claims = settle_claims(answers, question.ibi, owner)
+        choice = choose(answers, question, prefs, True, claims)
+    else:
+        claims, choice = selected(answers)
     if full or claims.owner != owner:
         holders = {ibimod.key(a.archive.serviceibi) for a in answers if a.pairs}
         if claims.owner:  # a silent owner stays asked
             holders.add(claims.owner)
         memory.remember(question.ibi, holders, claims.owner)
-    return answers, claims
+    return answers, claims, choice
 
 
 def resolve(
@@ -553,13 +570,13 @@ def resolve(
         if memory is None:
             answers = list(ask(question))
             claims = settle_claims(answers, question.ibi)
+            choice = choose(answers, question, prefs, original_required, claims)
         else:
-            answers, claims = ask_round(question, ask, memory, prefs, original_required)
+            answers, claims, choice = ask_round(question, ask, memory, prefs, original_required)
         if conflicts is not None and not original_required:
             for conflict in claims.conflicts:
                 conflicts(conflict)
         silent = tuple(a.archive for a in answers if a.error)
-        choice = choose(answers, question, prefs, original_required, claims)
         via = f" (reached from {purl.ibi})" if len(asked) > 1 else ""
         if isinstance(choice, Outcome):
             return outcome(choice.status, choice.reason, suspects=choice.suspects, silent=silent)

@@ -8,7 +8,6 @@ last entries, a crash or a restart none."""
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -16,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ....common import db as dbmod
+from ....common.processes import own_pid
 from . import Entry, Sweeps, entry_of, holders_text
 
 # The name the log lines have always carried (the store was resolver/answered.py's).
@@ -47,18 +47,18 @@ class SQLiteAnswered:
 
     def _connection(self) -> sqlite3.Connection:
         local = self._local.__dict__
-        if local.get("pid") != os.getpid():  # none yet, or inherited through a fork
+        if local.get("pid") != own_pid():  # none yet, or inherited through a fork
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = dbmod.connect(self.path, timeout=BUSY_TIMEOUT)
             try:
                 dbmod.use_wal(conn)
-                if self._made != os.getpid():
+                if self._made != own_pid():
                     conn.executescript(_SCHEMA)
-                    self._made = os.getpid()
+                    self._made = own_pid()
             except BaseException:
                 conn.close()
                 raise
-            local.update(pid=os.getpid(), conn=conn)
+            local.update(pid=own_pid(), conn=conn)
         return local["conn"]
 
     def _failed(self, doing: str, exc: Exception) -> None:

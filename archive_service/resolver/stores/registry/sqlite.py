@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 from ....common import changes
 from ....common import db as dbmod
+from ....common.processes import own_pid
 from . import RegistryError
 
 log = logging.getLogger("archive_service.resolver.registry")
@@ -61,8 +61,8 @@ class SQLiteRegistry:
         of every resolution, and the interpreter given away to other threads for the PRAGMA
         each round (issue 35)."""
         local = self._local.__dict__
-        if local.get("pid") != os.getpid():
-            local.update(pid=os.getpid(), conn=dbmod.connect(self.path, timeout=10), asked=None)
+        if local.get("pid") != own_pid():
+            local.update(pid=own_pid(), conn=dbmod.connect(self.path, timeout=10), asked=None)
         counter, now, asked = local.get("counter"), time.monotonic(), local["asked"]
         seen = counter[:8] if counter is not None else None
         fresh = asked is not None and now - asked[1] < self.READ_EVERY
