@@ -1,4 +1,4 @@
-"""How the resolver reads an Archive's answer off the wire (resolver/archives.py: httptools'
+"""How the resolver reads an Archive's answer off the wire (resolver/http_answer.py: httptools'
 parser and the connections kept per Archive), against a scripted Archive on a real loopback
 socket that answers as other servers on the Internet do: closing a kept connection just as
 it is reused, framing by chunks or by closing, a 1xx first, too much, or not HTTP."""
@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from archive_service.resolver import archives
+from archive_service.resolver import archives, http_answer
 from archive_service.resolver.archives import ArchiveClient, ArchiveError
 from archive_service.resolver.resolve import ArchiveRef
 from resolver_support import SERVICE_A
@@ -172,7 +172,7 @@ def test_headers_without_end_are_refused_at_a_bound(scripted, clients):
 
 
 def test_an_answer_longer_than_the_bound_is_refused(scripted, clients):
-    big = b"x" * (archives.MAX_ANSWER + 10)
+    big = b"x" * (http_answer.MAX_ANSWER + 10)
     _, archive = scripted(lambda conn, n: (answer(big), True))
     with pytest.raises(ArchiveError, match="answer longer than"):
         clients().get(archive, ASK)

@@ -25,26 +25,21 @@ from dataclasses import replace
 from functools import lru_cache
 from urllib.parse import quote
 
-import httptools
-
 from .. import __version__
 from ..common.idle import spoke_while_idle
 from ..common.net import host_port
 from ..common.processes import own_pid
 from ..protocol import pairs as pairsmod
 from . import lookups
+from .http_answer import AnswerReader, ArchiveError
 from .loops import new_pseudonym
 from .resolve import Answer, ArchiveRef
 
 log = logging.getLogger(__name__)
 
-# The resolver asks urlRequest, confirmation and acknowledgment only. The sample
-# collection's fullest urlRequest answer is 376 bytes, and each translation adds about 1 KB:
-# these bounds leave room for some sixty, and keep what a hostile Archive's answer costs to
-# read and parse to milliseconds (1 MiB of valid tiny pairs took 0.47 s of CPU).
-MAX_ANSWER = 64 << 10
+# An answer's bytes and pairs are bounded (http_answer.MAX_ANSWER): a hostile Archive's
+# answer costs milliseconds to read and parse (1 MiB of valid tiny pairs took 0.47 s of CPU).
 MAX_PAIRS = 2048
-MAX_HEAD = 64 << 10  # an answer's status line and headers
 MAX_ARCHIVES = 4096  # Archives whose connections are kept; the least recently asked go first
 RECV = 64 << 10
 USER_AGENT = f"archive-service-resolver/{__version__}"
@@ -68,10 +63,6 @@ QUIET = 60.0
 # answer is milliseconds (a few hundred across an ocean); a 2.5 s bound was held by 7 a second.
 SLOW_AT_ONCE, SLOW_ANSWER = 1, 1.0
 _NOT_ASKED, _GIVEN_UP = "not asked: the round was over", "no answer when the round was over"
-
-
-class ArchiveError(Exception):
-    """An Archive gave no usable answer; the message says why, for logs and alert pages."""
 
 
 class _Stale(Exception):
@@ -201,85 +192,6 @@ class _Kept:
             return spoke_while_idle(self.sock)
         except (OSError, ValueError):
             return True
-
-
-class _Answer:
-    """What httptools' parser finds in one answer (its callbacks), bounded."""
-
-    __slots__ = (
-        "parser",
-        "head",
-        "fed",
-        "body",
-        "framed",
-        "headers_done",
-        "complete",
-        "extra",
-        "status",
-        "keep_alive",
-    )
-
-    def __init__(self):
-        self.parser = httptools.HttpResponseParser(self)
-        self.head, self.fed, self.body = 0, 0, bytearray()
-        self.framed = self.headers_done = self.complete = self.extra = False
-        self.status, self.keep_alive = 0, False
-
-    def on_message_begin(self) -> None:
-        self.extra = self.complete  # bytes after the answer: the connection is not reused
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if self.extra:
-            return
-        self.head += len(name) + len(value) + 4
-        if self.head > MAX_HEAD:
-            raise ArchiveError(f"answer's headers longer than {MAX_HEAD} bytes")
-        if name.lower() in (b"content-length", b"transfer-encoding"):
-            self.framed = True
-
-    def on_headers_complete(self) -> None:
-        self.headers_done = True
-
-    def on_body(self, data: bytes) -> None:
-        if self.extra:
-            return
-        self.body += data
-        if len(self.body) > MAX_ANSWER:
-            raise ArchiveError(f"answer longer than {MAX_ANSWER} bytes")
-
-    def on_message_complete(self) -> None:
-        if self.extra:
-            return
-        status = self.parser.get_status_code()
-        if status < 200:  # 1xx: the answer itself follows
-            self.head, self.framed, self.headers_done = 0, False, False
-            self.body.clear()
-            return
-        # Asked now: the parser forgets once it starts on what follows.
-        self.status, self.keep_alive = status, self.parser.should_keep_alive()
-        self.complete = True
-
-    def feed(self, data: bytes) -> None:
-        self.fed += len(data)
-        try:
-            self.parser.feed_data(data)
-        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
-            if self.complete:  # what follows the answer only ends the connection
-                self.extra = True
-            elif isinstance(exc.__context__, ArchiveError):  # a callback's
-                raise exc.__context__ from None
-            elif isinstance(exc, httptools.HttpParserUpgrade):  # not an HttpParserError
-                raise ArchiveError("answer switches protocols (101 Upgrade)") from None
-            else:
-                raise ArchiveError(f"answer is not HTTP ({exc})") from None
-        # httptools hands a header (or trailer) over only once it has all of it, gathered in
-        # one growing bytes object: the callbacks' counts never see an endless one. Nor a
-        # status line or a chunk's extension, which are not kept but cost CPU till the end.
-        if not self.complete:
-            if not self.headers_done and self.fed > MAX_HEAD:  # all of it is head so far
-                raise ArchiveError(f"answer's headers longer than {MAX_HEAD} bytes")
-            if self.fed > MAX_HEAD + 2 * MAX_ANSWER:
-                raise ArchiveError(f"answer longer than {MAX_HEAD + 2 * MAX_ANSWER} bytes")
 
 
 class ArchiveClient:
@@ -494,7 +406,7 @@ class ArchiveClient:
         deadline: float,
         inflight: _InFlight | None = None,
     ) -> tuple[int, bytes]:
-        sock, answer = connection.sock, _Answer()
+        sock, answer = connection.sock, AnswerReader()
         heard = False
         try:
             if inflight is not None:
