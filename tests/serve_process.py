@@ -15,6 +15,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from archive_service.serve.lifecycle import ANNOUNCER
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_collection"
 SERVICE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
@@ -256,7 +258,7 @@ class Serve:
             if (
                 int(parent) == self.process.pid
                 and state != "Z"  # an exited announcer
-                and b"archive_service.serve.announce import" not in cmdline
+                and ANNOUNCER.encode() not in cmdline  # the announcer, while it lives
             ):
                 found.append(int(entry))
         return sorted(found)
