@@ -163,9 +163,7 @@ class UrlKeys:
             mac.update(c)
             found.add(self._finish(mac))
         tags = "".join(sorted(found))
-        seal = self._seal_inner.copy()
-        seal.update(head_bytes + b"\0" + tags.encode())
-        return f"{head}-{tags}{self._finish(seal)}"
+        return f"{head}-{tags}{self._seal(head, tags)}"
 
     def _finish(self, inner) -> str:
         """The digits of the HMAC whose inner hash is `inner` (consumed)."""
@@ -174,7 +172,7 @@ class UrlKeys:
         return _decimal(outer.digest())
 
     def _seal(self, head: str, tags: str) -> str:
-        seal = self._seal_inner.copy()  # as issue_canonical seals: from the absorbed domain
+        seal = self._seal_inner.copy()  # from the absorbed domain
         seal.update(head.encode() + b"\0" + tags.encode())
         return self._finish(seal)
 
