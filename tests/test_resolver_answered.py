@@ -12,6 +12,7 @@ answers.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import threading
@@ -190,9 +191,8 @@ def asked(bed, want: list, names: str = "ABC") -> list:
     """What each Archive in `names` was asked, taken once it is `want` or 5 s have passed: a
     round settles on the first answer that is enough while the other Archives' questions may
     still be on their way (under load one reached B after the count was taken)."""
-    deadline = time.monotonic() + 5
-    while [bed[n].asked for n in names] != want and time.monotonic() < deadline:
-        time.sleep(0.02)
+    with contextlib.suppress(AssertionError):  # a mismatch is the caller's assert to show
+        wait_until(lambda: [bed[n].asked for n in names] == want, timeout=5, every=0.02)
     return [bed[n].take() for n in names]
 
 

@@ -5,6 +5,7 @@ thread to the deadline (bench/resolver_trickle.py measures what that cost)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -131,20 +132,26 @@ def test_a_naming_authority_is_awaited_until_it_fails_a_deadline(bed):
     assert took() < 0.5  # not any more: the good Archive's answer was enough
 
 
+@contextlib.contextmanager
+def slow_archive(seconds: float):
+    """A scripted Archive answering every request after `seconds`, and its reference."""
+    slow = Scripted(lambda n, i: (time.sleep(seconds), answer())[1:] + (False,))
+    try:
+        yield slow, ArchiveRef(slow.address, "sid.inpe.br/mtc-m18/2020/01.01.00.00")
+    finally:
+        slow.close()
+
+
 def test_an_authority_merely_slower_elsewhere_is_still_awaited(bed):
     client, good, _ = bed
-    slow = Scripted(lambda n, i: (time.sleep(0.2), answer())[1:] + (False,))
-    try:
+    with slow_archive(0.2) as (_, slow_ref):
         client = client(2)
-        slow_ref = ArchiveRef(slow.address, "sid.inpe.br/mtc-m18/2020/01.01.00.00")
         answers = client.ask_all([slow_ref, good], ASK, enough=found)
         assert [a.archive for a in answers] == [good]  # left out: set aside, not failing
         answers = client.ask_all(
             [slow_ref, good], ASK, enough=found, awaited=lambda a: a == slow_ref
         )
         assert {a.archive for a in answers if a.pairs} == {good, slow_ref}
-    finally:
-        slow.close()
 
 
 def never(answers) -> bool:
@@ -184,11 +191,7 @@ def test_a_silent_archive_holds_one_round_at_a_time(bed):
 
 def test_an_archive_answering_slowly_holds_one_round_at_a_time(bed):
     client, good, _ = bed
-    slow = Scripted(lambda n, i: (time.sleep(0.4), answer())[1:] + (False,))
-    try:
+    with slow_archive(0.4) as (slow, slow_ref):
         client = client(0.5)
-        slow_ref = ArchiveRef(slow.address, "sid.inpe.br/mtc-m18/2020/01.01.00.00")
         client.ask_all([slow_ref, good], ASK, enough=never)  # answered in 0.4 s of 0.5
         one_at_a_time(client, slow_ref, good, lambda: len(slow.requests))
-    finally:
-        slow.close()
