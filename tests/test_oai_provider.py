@@ -259,6 +259,8 @@ def test_any_request_gets_a_valid_response(client, args) -> None:
         [("verb", "ListRecords"), ("metadataPrefix", "x"), ("from", "ListRecords")],
         [("verb", "GetRecord"), ("identifier", "nope"), ("metadataPrefix", "a b")],
         [("verb", "ListIdentifiers"), ("metadataPrefix", "x"), ("set", "a b")],
+        # Of the form, but no date: year 0 (Python's datetime and the schema's both refuse it).
+        [("verb", "ListRecords"), ("metadataPrefix", "x"), ("until", "0000-01-01")],
     ],
 )
 def test_an_ill_formed_argument_is_a_bad_argument_whatever_else_is_wrong(client, args) -> None:
