@@ -5,6 +5,7 @@ free loopback port. Every test that starts one of our processes starts it throug
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -15,7 +16,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from archive_service.serve.lifecycle import ANNOUNCER
+# gunicorn's line for each worker it forks (arbiter.spawn_worker), in either log format.
+BOOTED = re.compile(r"Booting worker with pid: (\d+)")
+
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "sample_collection"
@@ -244,23 +247,20 @@ class Serve:
         return self.child.text()
 
     def workers(self) -> list[int]:
-        """Worker pids: children of the master other than the announcer."""
+        """Worker pids: the living children of the master that gunicorn said it booted. Not
+        every child is a worker: the announcer (serve/lifecycle.py) and the early walk
+        (indexer/startup.py `refresh_early`, a fork that keeps the master's command line and
+        ends when the walk does) are children too."""
+        booted = {int(pid) for pid in BOOTED.findall(self.log())}
         found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
+        for pid in booted:
             try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                stat = Path(f"/proc/{pid}/stat").read_text()
             except OSError:
                 continue
             state, parent = stat.rsplit(")", 1)[1].split()[:2]
-            if (
-                int(parent) == self.process.pid
-                and state != "Z"  # an exited announcer
-                and ANNOUNCER.encode() not in cmdline  # the announcer, while it lives
-            ):
-                found.append(int(entry))
+            if int(parent) == self.process.pid and state != "Z":
+                found.append(pid)
         return sorted(found)
 
     def signal(self, number: int) -> None:

@@ -56,8 +56,7 @@ def served(tmp_path_factory):
         last = f"/{SERVICE}/r51/status?api_key={SECRET}&last=1"
         http_get(f"http://{serve.address}{last}")
         for pid in workers:
-            # A child of the master that ended since it was listed (not every child is a
-            # worker for its whole life) has nothing left to write.
+            # A worker that ended since it was listed has nothing left to write.
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGQUIT)
         wait_until(lambda: len(set(serve.workers()) - set(workers)) >= 2, what="new workers")
