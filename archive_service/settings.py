@@ -118,6 +118,16 @@ class Setting:
         return "--" + self.name.replace("_", "-")
 
 
+# The one meaning of metrics_allow, declared by the Archive's table and the resolver's alike.
+METRICS_ALLOW = (
+    ("127.0.0.0/8", "::1/128"),
+    "addresses or networks that may read GET /metrics (Prometheus; the client as "
+    "trusted_proxies decides it; 404 to anyone else; docs/metrics.md); none: no metrics "
+    "kept or served",
+    networks,
+)
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("collection", None, "directory holding the items (required)", file_path, path=True),
     Setting(
@@ -246,14 +256,7 @@ SETTINGS: tuple[Setting, ...] = (
         "is none or on loopback; none counts none",
         networks,
     ),
-    Setting(
-        "metrics_allow",
-        ("127.0.0.0/8", "::1/128"),
-        "addresses or networks that may read GET /metrics (Prometheus; the client as "
-        "trusted_proxies decides it; 404 to anyone else; docs/metrics.md); none: no metrics "
-        "kept or served",
-        networks,
-    ),
+    Setting("metrics_allow", *METRICS_ALLOW),
     Setting("workers", 2, "number of gunicorn worker processes for serve", positive_int),
     Setting(
         "threads",

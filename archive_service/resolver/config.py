@@ -121,15 +121,7 @@ RESOLVER_SETTINGS: tuple[Setting, ...] = (
         settings.log_format,
         env_prefix=_P,
     ),
-    Setting(
-        "metrics_allow",
-        ("127.0.0.0/8", "::1/128"),
-        "addresses or networks that may read GET /metrics (Prometheus; the client as "
-        "trusted_proxies decides it; 404 to anyone else; docs/metrics.md); none: no metrics "
-        "kept or served",
-        settings.networks,
-        env_prefix=_P,
-    ),
+    Setting("metrics_allow", *settings.METRICS_ALLOW, env_prefix=_P),
     Setting("workers", 1, "gunicorn worker processes", settings.positive_int, env_prefix=_P),
     Setting(
         "threads",
