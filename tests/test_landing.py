@@ -237,6 +237,24 @@ def test_past_100_files_the_page_links_the_file_list(settings, collection):
     assert not [a for a in few.find_all("a") if a.text == "All the files of this item"]
 
 
+def test_a_page_cut_at_100_files_says_how_many_it_shows_of_how_many(settings, collection):
+    """The list ended with a link to all the files and said nowhere above it that it was cut:
+    a reader took the 100 shown for the item's files. Said in the page's language, with
+    its plural forms; a list that is not cut says no count, as before."""
+    name = "example.org/archive/2026/11.27.10.24"
+    (collection / name / "doc").mkdir(parents=True)
+    for n in range(131):
+        (collection / name / "doc" / f"tile-{n:04d}.tif").write_text("t")
+    (collection / name / "item.yaml").write_text("dc:\n  title: Tiles\n")
+    site = Client(create_app(settings), "")
+    english = site.get(landing(name)).html.find(id="files-shown")
+    assert english.get_text() == "100 of 131 files"
+    assert english.find_next("ul")["aria-describedby"] == "files-shown"
+    portuguese = site.get(landing(name), headers={"Accept-Language": "pt-BR"}).html
+    assert portuguese.find(id="files-shown").get_text() == "100 de 131 arquivos"
+    assert site.get(landing(ITEM)).html.find(id="files-shown") is None
+
+
 @pytest.mark.parametrize("wanted", ["bibtex", "ris", "csl", "bibliography", "oai_dc"])
 def test_an_export_naming_no_file_reads_no_directory(settings, wanted):
     """BibTeX, RIS, CSL-JSON, a formatted reference and oai_dc name no file of the item, yet
