@@ -84,6 +84,21 @@ def test_the_landing_page_shows_the_item_and_how_to_cite_it(site):
     site.test.get(site.path(landing(ITEM)) + exports["BibTeX"], status=200)
 
 
+def test_the_portuguese_page_cites_in_portuguese_and_exports_as_before(site):
+    """The pt-BR page's APA reference kept "(2012, March 5)" in English: it is said with
+    citeproc-py's pt-BR CSL locale's words now; the English page and the machine formats
+    (a formatted reference, CSL-JSON) are unchanged."""
+    pt = {"Accept-Language": "pt-BR"}
+    cite = site.get(landing(ITEM), headers=pt).html.main.find("blockquote").get_text()
+    assert cite.startswith("Banon, G. J. F., & Banon, L. C. (2012, março 5). Apresentação")
+    english = site.get(landing(ITEM)).html.main.find("blockquote").get_text()
+    assert "(2012, March 5)" in english
+    exported = site.get(landing(ITEM), headers={**pt, "Accept": "text/x-bibliography"}).text
+    assert "(2012, March 5)" in exported
+    records = site.get(landing(ITEM) + "?format=csl", headers=pt).json
+    assert records == site.get(landing(ITEM) + "?format=csl").json
+
+
 def test_the_page_links_the_editions_and_both_ibi_forms(site):
     rep, ibip = BOTH
     moved = site.get(landing(ibip), status=301)

@@ -15,7 +15,7 @@ from flask import Blueprint, Response, abort, redirect, render_template, request
 from ..citations import apa, bibtex, csl, highwire, jsonld, ris, styles
 from ..citations.work import File, Work, work_of
 from ..collection import items as collection
-from ..common.i18n import human_size, when
+from ..common.i18n import human_size, tag, when
 from ..common.net import persistent_url
 from ..http_errors import error_response
 from ..oai.records import oai_dc_xml
@@ -245,7 +245,7 @@ def page_facts(site: Context, item: Item, work: Work, links: Links, described: l
         "next": landing_of(item.nextedition),
         "last": landing_of(last.name) if last is not item else None,
         "formats": described,
-        "reference": apa.apa(work),
+        "reference": apa.apa(work, tag()),  # in the page's language; the exports are not
         "highwire": highwire.highwire(work),
         # No `<` in a script's text: `</` closed it, `<!--<script` made its own `</script>`
         # leave it open (HTML's double-escaped state) and the page after it script text.
