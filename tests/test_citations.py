@@ -107,15 +107,20 @@ MANY = tuple(creator_of(f"Autor{n}, Nome{n} Meio") for n in range(23))
         {"creators": (creator_of("Instituto Nacional de Pesquisas Espaciais"),)},
     ],
 )
-def test_the_pages_apa_reference_is_citeproc_pys(facts):
-    """The landing page's fast APA writer and citeproc-py's APA style agree."""
+@pytest.mark.parametrize(("language", "locale"), [("en", None), ("pt-BR", "pt-BR")])
+def test_the_pages_apa_reference_is_citeproc_pys(facts, language, locale):
+    """The landing page's fast APA writer and citeproc-py's APA style agree, in English
+    and with citeproc-py's pt-BR CSL locale."""
     one = work(**facts)
-    assert apa.apa(one) == styles.reference(one, "apa")
+    assert apa.apa(one, language) == styles.reference(one, "apa", locale)
 
 
 def test_without_creators_or_date_the_apa_reference_still_reads_right():
     assert apa.apa(work(creators=(), date=None)) == (
         "Sistema de resolução. (n.d.). http://urlib.net/example.org/archive/2026/11.27.10.21"
+    )
+    assert apa.apa(work(creators=(), date=None), "pt-BR") == (
+        "Sistema de resolução. (s.d.). http://urlib.net/example.org/archive/2026/11.27.10.21"
     )
 
 

@@ -133,6 +133,18 @@ def test_sizes_and_dates_for_the_locale(archive, collection):
     assert re.search(r"\d{1,2} de [a-z]{3}\. de 2009", items), items
 
 
+def test_bytes_are_said_in_the_plural_of_the_language(archive, collection):
+    """CLDR's short English unit is "byte" for any number: "10 byte" stood on the pages."""
+    doc = collection / OPEN / "doc"
+    (doc / "ten.bin").write_bytes(b"0123456789")
+    (doc / "one.bin").write_bytes(b"1")
+    client = Client(create_app(archive.app.config["ARCHIVE_SERVICE"]), "")
+    for headers, ten, one in (({}, "10 bytes", "1 byte"), (PT, "10 bytes", "1 byte")):
+        page = client.get(f"/{SERVICE}/filelist/{OPEN}", headers=headers).html
+        sizes = {d["value"]: d.get_text() for d in page.find_all("data")}
+        assert (sizes["10"], sizes["1"]) == (ten, one), headers
+
+
 def test_error_pages_are_translated(archive):
     page = archive.get("/no/such/page", headers=PT, status=404)
     assert '<html lang="pt-BR">' in page.text and "Não encontrado" in page.text

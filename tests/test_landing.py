@@ -84,6 +84,21 @@ def test_the_landing_page_shows_the_item_and_how_to_cite_it(site):
     site.test.get(site.path(landing(ITEM)) + exports["BibTeX"], status=200)
 
 
+def test_the_portuguese_page_cites_in_portuguese_and_exports_as_before(site):
+    """The pt-BR page's APA reference kept "(2012, March 5)" in English: it is said with
+    citeproc-py's pt-BR CSL locale's words now; the English page and the machine formats
+    (a formatted reference, CSL-JSON) are unchanged."""
+    pt = {"Accept-Language": "pt-BR"}
+    cite = site.get(landing(ITEM), headers=pt).html.main.find("blockquote").get_text()
+    assert cite.startswith("Banon, G. J. F., & Banon, L. C. (2012, março 5). Apresentação")
+    english = site.get(landing(ITEM)).html.main.find("blockquote").get_text()
+    assert "(2012, March 5)" in english
+    exported = site.get(landing(ITEM), headers={**pt, "Accept": "text/x-bibliography"}).text
+    assert "(2012, March 5)" in exported
+    records = site.get(landing(ITEM) + "?format=csl", headers=pt).json
+    assert records == site.get(landing(ITEM) + "?format=csl").json
+
+
 def test_the_page_links_the_editions_and_both_ibi_forms(site):
     rep, ibip = BOTH
     moved = site.get(landing(ibip), status=301)
@@ -235,6 +250,24 @@ def test_past_100_files_the_page_links_the_file_list(settings, collection):
     assert site.get_url(more).text.count("tile-") >= 150
     few = site.get(landing(ITEM)).html
     assert not [a for a in few.find_all("a") if a.text == "All the files of this item"]
+
+
+def test_a_page_cut_at_100_files_says_how_many_it_shows_of_how_many(settings, collection):
+    """The list ended with a link to all the files and said nowhere above it that it was cut:
+    a reader took the 100 shown for the item's files. Said in the page's language, with
+    its plural forms; a list that is not cut says no count, as before."""
+    name = "example.org/archive/2026/11.27.10.24"
+    (collection / name / "doc").mkdir(parents=True)
+    for n in range(131):
+        (collection / name / "doc" / f"tile-{n:04d}.tif").write_text("t")
+    (collection / name / "item.yaml").write_text("dc:\n  title: Tiles\n")
+    site = Client(create_app(settings), "")
+    english = site.get(landing(name)).html.find(id="files-shown")
+    assert english.get_text() == "100 of 131 files"
+    assert english.find_next("ul")["aria-describedby"] == "files-shown"
+    portuguese = site.get(landing(name), headers={"Accept-Language": "pt-BR"}).html
+    assert portuguese.find(id="files-shown").get_text() == "100 de 131 arquivos"
+    assert site.get(landing(ITEM)).html.find(id="files-shown") is None
 
 
 @pytest.mark.parametrize("wanted", ["bibtex", "ris", "csl", "bibliography", "oai_dc"])

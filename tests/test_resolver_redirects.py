@@ -1,6 +1,8 @@
 """Issue 35: persistent URLs resolved before Flask (resolver/redirects.py) are answered as
 Flask answers them: the same status, headers and body, for redirects, alerts, queries, HEAD,
-loops and the resolver's other routes; and a redirect is written without Flask. (A conflict's
+loops and the resolver's other routes; and a redirect is written without Flask. Flask's route
+returns the same writer's redirect (`redirect_app`): the byte-for-byte comparison guards that
+Flask's hooks add nothing the hot path leaves out. (A conflict's
 alert is left out: which Archive it names first depends on which answered first.) The
 registry is read again only when it changed."""
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 import flask
 import pytest
 import webtest
+from werkzeug.wrappers import Response
 
 from archive_service.resolver.redirects import RedirectEndpoint
 from archive_service.resolver.registry import Registry
@@ -82,6 +85,18 @@ def test_a_redirect_is_written_without_flask(resolver, archives, monkeypatch) ->
     assert response.status_int == 302 and f"/col/{LL8}/doc/" in response.location
     with pytest.raises(AssertionError, match="Flask was called"):
         resolver.get("/8JMKD3MGP8W/35MMLL8!!", expect_errors=True)
+
+
+def test_flasks_route_returns_the_hot_paths_redirect(resolver, archives) -> None:
+    """One writer of the redirect: Flask's route returns `written_redirect` as a WSGI
+    application, not a Werkzeug response of its own that had to be kept alike."""
+    include_both(resolver, archives)
+    flask_app, path = resolver.app, "/8JMKD3MGP8W/35MMLL8"
+    with flask_app.test_request_context(path, environ_base={"REMOTE_ADDR": PROXY}):
+        answer = flask_app.view_functions["pages.persistent"](_rest=path[1:])
+    assert not isinstance(answer, Response)
+    written = webtest.TestApp(answer).get(path, status=302)
+    assert seen(written) == seen(resolver.get(path))
 
 
 def test_the_registry_is_asked_again_only_when_its_changes_counter_moves(tmp_path) -> None:

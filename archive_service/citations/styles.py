@@ -25,7 +25,8 @@ class UnknownStyle(ValueError):
 
 
 @lru_cache(maxsize=8)  # a style is parsed once per process (APA: tens of milliseconds)
-def _style(name: str):
+def _style(name: str, locale: str | None = None):
+    """The CSL style `name`, its terms in the CSL `locale` ("pt-BR"; None: the style's own)."""
     from citeproc import CitationStylesStyle
 
     if not _NAME.match(name):
@@ -35,11 +36,12 @@ def _style(name: str):
         path = _repository_style(name)
     with warnings.catch_warnings():  # citeproc-py warns of CSL features it does not draw
         warnings.simplefilter("ignore")
-        return CitationStylesStyle(path, validate=False)
+        return CitationStylesStyle(path, locale=locale, validate=False)
 
 
-def reference(work: Work, style: str = DEFAULT_STYLE) -> str:
-    """The reference to `work` in the CSL style `style`, as plain text (UnknownStyle)."""
+def reference(work: Work, style: str = DEFAULT_STYLE, locale: str | None = None) -> str:
+    """The reference to `work` in the CSL style `style`, as plain text (UnknownStyle); in
+    the CSL `locale` (citeproc-py's, e.g. "pt-BR"; None: the style's default)."""
     from citeproc import Citation, CitationItem, CitationStylesBibliography, formatter
     from citeproc.source.json import CiteProcJSON
 
@@ -47,7 +49,7 @@ def reference(work: Work, style: str = DEFAULT_STYLE) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         bibliography = CitationStylesBibliography(
-            _style(style), CiteProcJSON([record]), formatter.plain
+            _style(style, locale), CiteProcJSON([record]), formatter.plain
         )
         bibliography.register(Citation([CitationItem(record["id"])]))
         return " ".join(str(bibliography.bibliography()[0]).split())

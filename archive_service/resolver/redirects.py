@@ -4,10 +4,11 @@
 A resolution that ends in a redirect is most of a resolver's work. Flask's request context,
 routing, hooks and response handling cost it about as much as the resolver's own path, so
 GET and HEAD of a persistent URL with no query are resolved before Flask and their redirect
-written as Flask writes it (Werkzeug's `redirect`, the headers of the pages' after-request hook
-included), with no response object (`written_redirect`). Anything else (an alert, a query, a
-loop, another route, another method) goes on to Flask, which answers from the resolution
-already made (`RESOLVED` in the WSGI environ)."""
+written with no response object (`written_redirect`: Werkzeug's `redirect` page, the headers
+of the pages' after-request hook included). Anything else (an alert, a query, a loop, another
+route, another method) goes on to Flask, which answers from the resolution already made
+(`RESOLVED` in the WSGI environ); a redirect there is the same `written_redirect`, as a WSGI
+application (`redirect_app`), so that the redirect is written in one place."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from urllib.parse import quote
 
 from markupsafe import escape
 from werkzeug.urls import iri_to_uri
-from werkzeug.utils import redirect
 from werkzeug.wrappers import Request
 
 from ..common import i18n
@@ -155,17 +155,6 @@ class Resolutions:
             acknowledge=lambda: acknowledgments.put(chosen, thanks, via),
         )
 
-    def redirect_response(self, resolved: Resolved, request: Request):
-        """The redirect to `resolved.target`, acknowledged once written (a link checker's
-        HEAD is no access to thank for); Flask's (outside it: `written_redirect`)."""
-        response = redirect(resolved.target, 302)
-        response.vary.add("Accept")  # a BibTeX request goes elsewhere than a browser
-        if request.method != "HEAD":
-            # Queued once the redirect has been written: a sender woken earlier would hold
-            # the interpreter while this thread still answers the user.
-            response.call_on_close(resolved.acknowledge)
-        return response
-
 
 class RedirectEndpoint:
     """WSGI middleware: GET and HEAD of a persistent URL with no query, resolved before Flask;
@@ -199,11 +188,23 @@ class RedirectEndpoint:
         return written_redirect(resolved, request, start_response)
 
 
+def redirect_app(resolved: Resolved):
+    """`written_redirect` as a WSGI application: what Flask's route returns (Flask runs it
+    and adds its hooks' headers; tests/test_resolver_redirects.py holds both routes' answers
+    alike, byte for byte)."""
+
+    def app(environ, start_response) -> Iterable[bytes]:
+        return written_redirect(resolved, Request(environ), start_response)
+
+    return app
+
+
 def written_redirect(resolved: Resolved, request: Request, start_response) -> Iterable[bytes]:
-    """`Resolutions.redirect_response`'s redirect with the pages' language headers, written
-    straight to WSGI: the same status, fields and body (tests/test_resolver_redirects.py
-    holds them to Flask's), without Werkzeug's response object, headers and iterator, about
-    a tenth of the resolver's interpreter time a resolution (issue 35)."""
+    """The redirect to `resolved.target` with the pages' language headers, written straight
+    to WSGI (the page and fields of Werkzeug's `redirect`), acknowledged once written; without
+    Werkzeug's response object, headers and iterator: about a tenth of the resolver's
+    interpreter time a resolution (issue 35). `Vary: Accept`: a BibTeX request goes elsewhere
+    than a browser."""
     shown = escape(resolved.target)
     body = (
         "<!doctype html>\n"
@@ -229,7 +230,8 @@ def written_redirect(resolved: Resolved, request: Request, start_response) -> It
 
 
 class _Written:
-    """A redirect's body, acknowledged once the server has written it (its `close`)."""
+    """A redirect's body, acknowledged once the server has written it (its `close`): a
+    sender woken earlier would hold the interpreter while this thread still answers the user."""
 
     __slots__ = ("body", "then")
 

@@ -27,7 +27,7 @@ from .answered import Answered
 from .archives import ArchiveClient
 from .conflicts import Conflicts
 from .loops import OwnAddress, loop_reason
-from .redirects import RESOLVED, Resolutions
+from .redirects import RESOLVED, Resolutions, redirect_app
 from .registry import Refused, Registry, Throttled
 
 log = logging.getLogger("archive_service.resolver.app")  # the name its lines always had
@@ -153,7 +153,7 @@ def pages_blueprint(parts: Parts) -> Blueprint:
         return Response(page, content_type=HTML)
 
     @routes.get("/<path:_rest>", endpoint="persistent")
-    def persistent(_rest: str) -> Response:
+    def persistent(_rest: str):
         resolutions = parts.resolutions
         resolved = request.environ.pop(RESOLVED, None) or resolutions.resolve(request)
         if isinstance(resolved, Exception):
@@ -166,6 +166,6 @@ def pages_blueprint(parts: Parts) -> Blueprint:
                 suspects=resolved.suspects,
                 silent=resolved.silent,
             )
-        return resolutions.redirect_response(resolved, request)
+        return redirect_app(resolved)  # the hot path's writer (redirects.py), not a copy
 
     return routes

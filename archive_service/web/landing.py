@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from flask import Blueprint, Response, abort, redirect, render_template, request
 
 from ..citations import apa, bibtex, csl, highwire, jsonld, ris, styles
 from ..citations.work import File, Work, work_of
 from ..collection import items as collection
-from ..common.i18n import human_size, when
+from ..common.i18n import human_size, tag, when
 from ..common.net import persistent_url
 from ..http_errors import error_response
 from ..oai.records import oai_dc_xml
@@ -43,7 +43,7 @@ PAGE_FILES = 100
 # The files each format lists (None: all; absent: none). The others walked doc/ for nothing:
 # 0.8-1.3 s a BibTeX, RIS, CSL-JSON, reference or oai_dc of an item of 20,000 files, where
 # another item's takes 1.4-4.8 ms (issue 30, eighth adversarial pass).
-FILES_LISTED: dict[str, int | None] = {"html": PAGE_FILES + 1, "jsonld": None}
+FILES_LISTED: dict[str, int | None] = {"html": PAGE_FILES, "jsonld": None}
 BY_TYPE = {mediatype: name for name, types in FORMATS.items() for mediatype in types}
 NOT_ACCEPTABLE = "none of the Accept types can be given; offered: " + ", ".join(
     types[0] for types in FORMATS.values()
@@ -97,15 +97,14 @@ def blueprint(site: Context) -> Blueprint:
         if wanted is None:
             return with_vary(error_response(NOT_ACCEPTABLE, 406))
         links = site.links(request.environ)
-        work = work_for(site, item, links, FILES_LISTED.get(wanted, 0))
+        work, file_count = work_for(site, item, links, FILES_LISTED.get(wanted, 0))
         status = 410 if item.state == "Deleted" else 200
         if wanted != "html":
             response = exported(item, work, wanted)
             response.status_code = status if response.status_code == 200 else response.status_code
             response.headers["Link"] = signposting.member_header(work.cite_as, work.landing)
             return with_vary(response)
-        more_files = links.filelist(item) if len(work.files) > PAGE_FILES else None
-        work = replace(work, files=work.files[:PAGE_FILES])
+        more_files = links.filelist(item) if file_count > PAGE_FILES else None
         described = describedby(site, item, links)
         signposts = signposting.landing_links(
             work, described, (links.linkset(item), links.linkset(item, json=True))
@@ -114,6 +113,7 @@ def blueprint(site: Context) -> Blueprint:
             "landing.html",
             copy_script=COPY_SCRIPT,
             more_files=more_files,
+            file_count=file_count,
             **page_facts(site, item, work, links, described),
         )
         if status == 200:
@@ -127,7 +127,7 @@ def blueprint(site: Context) -> Blueprint:
         if isinstance(item, Response):
             return item
         links = site.links(request.environ)
-        work = work_for(site, item, links)
+        work, _count = work_for(site, item, links)
         signposts = signposting.landing_links(
             work,
             describedby(site, item, links),
@@ -155,20 +155,29 @@ def chosen_format(item: Item) -> str | None:
     return BY_TYPE[best] if best else None
 
 
-def work_for(site: Context, item: Item, links: Links, at_most: int | None = None) -> Work:
+def work_for(
+    site: Context, item: Item, links: Links, at_most: int | None = None
+) -> tuple[Work, int]:
+    """The item's `Work` with its first `at_most` files (None: all), and how many it has."""
     landing_url = links.landing(item)
     cite_as = persistent_url(site.resolver, item.name.text) or landing_url
-    return work_of(item, cite_as, landing_url, files_of(site, item, links, at_most))
+    files, count = files_of(site, item, links, at_most)
+    return work_of(item, cite_as, landing_url, files), count
 
 
-def files_of(site: Context, item: Item, links: Links, at_most: int | None = None) -> tuple:
-    """The item's files as `File`s, the first `at_most` of them (None: all)."""
+def files_of(
+    site: Context, item: Item, links: Links, at_most: int | None = None
+) -> tuple[tuple[File, ...], int]:
+    """The item's files as `File`s, the first `at_most` of them (None: all), and how many
+    there are (0 when none were asked for: `at_most=0` lists nothing)."""
     if item.state == "Deleted" or not item.filelist_public or at_most == 0:
-        return ()
-    return tuple(
+        return (), 0
+    listed = collection.list_files(site.catalog.root, item)
+    files = tuple(
         File(links.file(item, rel), displayable(rel), mediatype_of(rel), size)
-        for rel, size in collection.list_files(site.catalog.root, item)[:at_most]
+        for rel, size in listed[:at_most]
     )
+    return files, len(listed)
 
 
 def describedby(site: Context, item: Item, links: Links) -> list[tuple[str, str]]:
@@ -236,7 +245,7 @@ def page_facts(site: Context, item: Item, work: Work, links: Links, described: l
         "next": landing_of(item.nextedition),
         "last": landing_of(last.name) if last is not item else None,
         "formats": described,
-        "reference": apa.apa(work),
+        "reference": apa.apa(work, tag()),  # in the page's language; the exports are not
         "highwire": highwire.highwire(work),
         # No `<` in a script's text: `</` closed it, `<!--<script` made its own `</script>`
         # leave it open (HTML's double-escaped state) and the page after it script text.
