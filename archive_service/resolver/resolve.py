@@ -387,11 +387,15 @@ def settle_claims(answers: Sequence[Answer], ibi: str, owner: str | None = None)
     Archive that now answers without claiming the Original (empty: the item moved; a Copy)
     gives way."""
     claimants = [a for a in answers if is_claim(a)]
+    heard = {ibimod.key(a.archive.serviceibi) for a in answers if not a.error}
     if not claimants:
-        return Claims()
+        # Nobody claims it, and the one remembered was not heard: still its owner. Forgotten,
+        # the next round went to the first claimant: a hostile Archive answering an error to
+        # a reader's long Via, which the good one refused too, took an IBI no Archive names
+        # on demand (the ninth adversarial pass).
+        return Claims(owner if owner and owner not in heard else None)
     keyed = {ibimod.key(a.archive.serviceibi): a for a in claimants}
     authority = naming_authority(ibi, claimants)
-    heard = {ibimod.key(a.archive.serviceibi) for a in answers if not a.error}
     if authority is not None:
         kept, why = authority, "the naming authority of the IBI"
     elif owner in keyed:
