@@ -240,3 +240,29 @@ def test_a_round_with_the_remembered_claimant_silent_does_not_forget_it():
     assert resolution({EVIL: [], OTHER: None}) is None  # or the good one restarting
     assert memory.owner(ibi) == OTHER.key
     assert resolution({EVIL: evil, OTHER: good}) == "http://other.example/a"
+
+
+def test_the_remembered_claimant_asked_for_a_file_or_relation_it_lacks_is_not_displaced():
+    """It gave way to any claimant when it answered empty, though the question was a file of
+    the item (or a translation, an edition) it does not have, not the IBI: one reader's
+    `/<ibi>/no-such-file.pdf` made a hostile Archive that claims every IBI the remembered
+    owner of one no Archive names, and 20 of 20 readers of the IBI went to it (the ninth
+    adversarial pass)."""
+    ibi = "iconet.com.br/banon/2011/06.14.16.40"
+    memory = Answered(300)
+    good = [("url", "http://other.example/a"), ("state", "Original")]
+    evil = [("url", "http://evil.example/phish"), ("state", "Original")]
+
+    def resolution(path: str, answering: dict) -> str | None:
+        def ask(question, only=None, skip=(), enough=None, awaited=None):
+            refs = [r for r in (EVIL, OTHER) if only is None or r.key in only]
+            return [Answer.of(r, answering[r], i) for i, r in enumerate(refs) if r.key not in skip]
+
+        return resolve(purl.parse(path), ask, None, 10, memory).url
+
+    assert resolution(ibi, {EVIL: [], OTHER: good}) == "http://other.example/a"
+    for question in (f"{ibi}/no-such-file.pdf", f"{ibi}+(xx)", f"{ibi}:(oai_dc)"):
+        assert resolution(question, {EVIL: evil, OTHER: []}) is None
+        assert memory.owner(ibi) == OTHER.key
+    assert resolution(ibi, {EVIL: evil, OTHER: good}) == "http://other.example/a"
+    assert resolution(ibi, {EVIL: evil, OTHER: []}) == "http://evil.example/phish"  # moved
