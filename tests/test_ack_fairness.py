@@ -121,3 +121,29 @@ def test_a_dropped_acknowledgment_is_logged_in_a_short_line(caplog):
     archive = ArchiveRef("127.0.0.1:9", "a.example/w/2020/01.01.00.00")
     assert not acks.put(archive, ack("http://a.example/" + "x" * 8000))
     assert caplog.records and all(len(r.getMessage()) < 400 for r in caplog.records)
+
+
+def test_an_acknowledgment_the_archive_refuses_is_not_sent_again():
+    # A 4xx is the Archive's answer, the same every time: it was sent three times more
+    # (0.25 s, 0.5 s, 1 s later), and held its place in the queue meanwhile. A reader's own
+    # long query (its url.persistent past the Archive's 4,096-byte query limit) made every
+    # acknowledgment of that resolution four requests (the ninth adversarial pass). Before,
+    # none was ever `unexpected`: each refused one ended `dropped` after its retries.
+    asked = []
+
+    def refusing(environ, start_response):
+        asked.append(environ.get("QUERY_STRING", ""))
+        start_response("400 Bad Request", [("Content-Length", "5")])
+        return [b"error"]
+
+    server = make_server("127.0.0.1", 0, refusing, threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        acks = Acknowledgments(ArchiveClient(5.0), size=10)
+        archive = ArchiveRef(f"127.0.0.1:{server.server_port}", "a.example/w/2020/01.01.00.00")
+        assert acks.put(archive, ack("http://a.example/x"))
+        assert wait_until(lambda: acks.counts()["unexpected"] == 1, 5), acks.counts()
+        assert len(asked) == 1 and acks.counts()["retried"] == 0, acks.counts()
+    finally:
+        server.shutdown()
+        server.server_close()

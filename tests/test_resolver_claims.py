@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from archive_service.protocol import ibip
 from archive_service.protocol.authority import covers
-from archive_service.resolver import archives, lookups
+from archive_service.resolver import archives, lookups, purl
 from archive_service.resolver.answered import Answered
 from archive_service.resolver.conflicts import Conflicts
-from archive_service.resolver.resolve import Answer, ArchiveRef, settle_claims
+from archive_service.resolver.resolve import Answer, ArchiveRef, resolve, settle_claims
 from archive_service.resolver.resolve import _reached_at as reached_at
 
 SEED_ARCHIVE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
@@ -206,3 +206,63 @@ def test_a_name_listing_anothers_address_beside_its_own_is_no_authority(monkeypa
         assert first.owner == good.serviceibi.lower() and first.refused == {0}
         honest = ArchiveRef(f"evil.test:{port}", evil.serviceibi, evil_ip)
         assert reached_at(honest)
+
+
+def test_a_round_with_the_remembered_claimant_silent_does_not_forget_it():
+    """A round where no Archive claims the Original while the remembered claimant is silent
+    forgot it (`remember` with no holders), so the next round went to the first claimant: a
+    hostile Archive answering an error to a reader's 8,150-character Via (which the good
+    Archive's 8,190-byte header limit refuses too) took an IBI no Archive names on demand,
+    then kept it (the ninth adversarial pass: 20 of 20 readers after 3 tries)."""
+    ibi = "iconet.com.br/banon/2011/06.14.16.40"
+    memory = Answered(300)
+    good = [("url", "http://other.example/a"), ("state", "Original")]
+    evil = [("url", "http://evil.example/phish"), ("state", "Original")]
+
+    def resolution(answering: dict) -> str | None:
+        def ask(question, only=None, skip=(), enough=None, awaited=None):
+            answers = []
+            for ref in (EVIL, OTHER):  # the hostile Archive answers first
+                if (only is not None and ref.key not in only) or ref.key in skip:
+                    continue
+                pairs = answering[ref]
+                if pairs is None:
+                    answers.append(Answer(ref, {}, len(answers), error="HTTP 400"))
+                else:
+                    answers.append(Answer.of(ref, pairs, len(answers)))
+            return answers
+
+        return resolve(purl.parse(ibi), ask, None, 10, memory).url
+
+    assert resolution({EVIL: [], OTHER: good}) == "http://other.example/a"
+    assert resolution({EVIL: evil, OTHER: good}) == "http://other.example/a"  # remembered
+    assert resolution({EVIL: None, OTHER: None}) is None  # the reader's long Via
+    assert resolution({EVIL: [], OTHER: None}) is None  # or the good one restarting
+    assert memory.owner(ibi) == OTHER.key
+    assert resolution({EVIL: evil, OTHER: good}) == "http://other.example/a"
+
+
+def test_the_remembered_claimant_asked_for_a_file_or_relation_it_lacks_is_not_displaced():
+    """It gave way to any claimant when it answered empty, though the question was a file of
+    the item (or a translation, an edition) it does not have, not the IBI: one reader's
+    `/<ibi>/no-such-file.pdf` made a hostile Archive that claims every IBI the remembered
+    owner of one no Archive names, and 20 of 20 readers of the IBI went to it (the ninth
+    adversarial pass)."""
+    ibi = "iconet.com.br/banon/2011/06.14.16.40"
+    memory = Answered(300)
+    good = [("url", "http://other.example/a"), ("state", "Original")]
+    evil = [("url", "http://evil.example/phish"), ("state", "Original")]
+
+    def resolution(path: str, answering: dict) -> str | None:
+        def ask(question, only=None, skip=(), enough=None, awaited=None):
+            refs = [r for r in (EVIL, OTHER) if only is None or r.key in only]
+            return [Answer.of(r, answering[r], i) for i, r in enumerate(refs) if r.key not in skip]
+
+        return resolve(purl.parse(path), ask, None, 10, memory).url
+
+    assert resolution(ibi, {EVIL: [], OTHER: good}) == "http://other.example/a"
+    for question in (f"{ibi}/no-such-file.pdf", f"{ibi}+(xx)", f"{ibi}:(oai_dc)"):
+        assert resolution(question, {EVIL: evil, OTHER: []}) is None
+        assert memory.owner(ibi) == OTHER.key
+    assert resolution(ibi, {EVIL: evil, OTHER: good}) == "http://other.example/a"
+    assert resolution(ibi, {EVIL: evil, OTHER: []}) == "http://evil.example/phish"  # moved

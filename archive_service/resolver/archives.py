@@ -69,6 +69,14 @@ class _Stale(Exception):
     """A kept connection the Archive had closed: nothing was answered on it."""
 
 
+class Refusal(ArchiveError):
+    """An Archive's answer with a status of 300 or more (`status`)."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
 class LeftOut(ArchiveError):
     """A request not sent, or given up, because its round was over."""
 
@@ -329,7 +337,7 @@ class ArchiveClient:
         self._failing.pop(archive.address, None)
         if status >= 300:
             detail = body[:300].decode("ascii", "replace").strip()
-            raise ArchiveError(f"HTTP {status}" + (f": {detail}" if detail else ""))
+            raise Refusal(f"HTTP {status}" + (f": {detail}" if detail else ""), status)
         try:
             return pairsmod.parse(body.decode("ascii"), most=MAX_PAIRS)
         except (UnicodeDecodeError, pairsmod.PairsError) as exc:
@@ -606,8 +614,15 @@ class ArchiveClient:
     def acknowledge(self, archive: ArchiveRef, params: Mapping[str, str], via: str = "") -> bool:
         """Send the acknowledgment (Table 6.11): True when the Archive answered the notice.
         ArchiveError when it gave no answer (worth sending again: `Acknowledgments`); any
-        other answer is logged (sending it again would be answered the same)."""
-        answer = self.get(archive, params, via)
+        other answer is logged (sending it again would be answered the same), a 4xx too: a
+        reader's long query made each of its acknowledgments 4 requests (the ninth pass)."""
+        try:
+            answer = self.get(archive, params, via)
+        except Refusal as exc:
+            if exc.status >= 500:  # the Archive's trouble, maybe over in a moment
+                raise
+            log.warning("acknowledgment to %s: refused: %s", archive, exc)
+            return False
         if answer != [("notice", "{acknowledgment received}")]:
             log.warning("acknowledgment to %s: unexpected answer %r", archive, answer)
             return False

@@ -377,29 +377,38 @@ def is_claim(answer: Answer) -> bool:
     )
 
 
-def settle_claims(answers: Sequence[Answer], ibi: str, owner: str | None = None) -> Claims:
+def settle_claims(
+    answers: Sequence[Answer], ibi: str, owner: str | None = None, plain: bool = True
+) -> Claims:
     """Whose claim of the Original of `ibi` stands among `answers`.
 
     The naming authority's first (`naming_authority`: the one claimant that covers the IBI,
     or of several the one reached at the address it announced). Else the remembered
     claimant's (`owner`, a service IBI key), which a new claimant does not displace while it
     is not heard saying otherwise (no answer, or not asked); else the first claimant's. An
-    Archive that now answers without claiming the Original (empty: the item moved; a Copy)
-    gives way."""
+    Archive that now answers the IBI alone (`plain`: no file path, no verb) without claiming
+    the Original (empty: the item moved; a Copy) gives way; asked for a file or a relation
+    it does not have, it says nothing of the Original."""
     claimants = [a for a in answers if is_claim(a)]
+    heard = {ibimod.key(a.archive.serviceibi) for a in answers if not a.error}
+    # Asked a file or relation, a remembered claimant's empty answer gave the IBI to any
+    # claimant: one reader's `/<ibi>/no-such-file.pdf` made a hostile Archive claiming every
+    # IBI the owner of one no Archive names. Nor is one not heard forgotten when nobody
+    # claims: a hostile Archive answering an error to a reader's long Via, which the good
+    # one refused too, took such an IBI at the next round (the ninth adversarial pass).
+    stands = owner is not None and (owner not in heard or not plain)
     if not claimants:
-        return Claims()
+        return Claims(owner if stands else None)
     keyed = {ibimod.key(a.archive.serviceibi): a for a in claimants}
     authority = naming_authority(ibi, claimants)
-    heard = {ibimod.key(a.archive.serviceibi) for a in answers if not a.error}
     if authority is not None:
         kept, why = authority, "the naming authority of the IBI"
     elif owner in keyed:
         kept, why = keyed[owner], "the Archive remembered for the IBI"
-    elif owner and owner not in heard:  # the one remembered is silent: nobody displaces it
+    elif stands:  # silent, or asked what it need not hold: nobody displaces it
         named = (str(a.archive) for a in answers if ibimod.key(a.archive.serviceibi) == owner)
         shown = next(named, owner)
-        why = "the Archive remembered for the IBI, silent"
+        why = "the Archive remembered for the IBI" + (", silent" if owner not in heard else "")
         refused = tuple(Conflict(ibi, shown, str(a.archive), why) for a in claimants)
         return Claims(owner, refused, frozenset(a.order for a in claimants))
     else:
@@ -469,6 +478,7 @@ def ask_round(
     memory: Memory,
     prefs: Preferences,
     original_required: bool,
+    plain: bool = True,
 ) -> tuple[list[Answer], Claims, Reading | Outcome | None]:
     """One round's answers, asking first the Archives that answered for this IBI before,
     how its claims of the Original were settled (`settle_claims`), and the selection among
@@ -482,7 +492,8 @@ def ask_round(
     enough=, awaited=)`: `only`/`skip` select Archives by their service IBI's key; once
     `enough(answers)` holds, slower Archives are not waited for, except those `awaited`
     (the IBI's naming authorities: a faster Archive claiming the IBI must not win the
-    race against them), up to the round's deadline."""
+    race against them), up to the round's deadline. `plain`: the question is the IBI alone,
+    no file path and no verb (`settle_claims`)."""
     known, owner = memory.recall(question.ibi), memory.owner(question.ibi)
     if original_required:
         known = None
@@ -496,7 +507,7 @@ def ask_round(
             or len(seen) != len(answers)
             or any(a is not b for a, b in zip(seen, answers))
         ):
-            claims = settle_claims(answers, question.ibi, owner)
+            claims = settle_claims(answers, question.ibi, owner, plain)
             last[:] = (list(answers), claims, choose(answers, question, prefs, False, claims))
         return last[1], last[2]
 
@@ -521,7 +532,7 @@ def ask_round(
         memory.count("full" if original_required else "misses")
         answers = list(ask(question, enough=enough, awaited=awaited))
     if original_required:  # every claim compared by `choose`
-        claims = settle_claims(answers, question.ibi, owner)
+        claims = settle_claims(answers, question.ibi, owner, plain)
         choice = choose(answers, question, prefs, True, claims)
     else:
         claims, choice = selected(answers)
@@ -572,7 +583,10 @@ def resolve(
             claims = settle_claims(answers, question.ibi)
             choice = choose(answers, question, prefs, original_required, claims)
         else:
-            answers, claims, choice = ask_round(question, ask, memory, prefs, original_required)
+            plain = not purl.filepath and not question.verblist  # the IBI alone (`settle_claims`)
+            answers, claims, choice = ask_round(
+                question, ask, memory, prefs, original_required, plain
+            )
         if conflicts is not None and not original_required:
             for conflict in claims.conflicts:
                 conflicts(conflict)
