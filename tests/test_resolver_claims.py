@@ -266,3 +266,23 @@ def test_the_remembered_claimant_asked_for_a_file_or_relation_it_lacks_is_not_di
         assert memory.owner(ibi) == OTHER.key
     assert resolution(ibi, {EVIL: evil, OTHER: good}) == "http://other.example/a"
     assert resolution(ibi, {EVIL: evil, OTHER: []}) == "http://evil.example/phish"  # moved
+
+
+def test_an_address_announced_and_not_reached_there_does_not_displace_the_remembered():
+    """An Archive that moved host keeps its old IBIps, which encode its old address; an
+    included Archive announcing that address (not reached there) covered them, and as their
+    naming authority took them from the Archive remembered for them (the ninth adversarial
+    pass). Where nobody is remembered such an authority still decides (behind NAT)."""
+    old = "150.163.2.10"
+    ibi = ibip.encode(old, 80, 1.7e9)
+    moved = ArchiveRef("archive.inpe.br", "sid.inpe.br/mtc-m18@80/2008/03.17.15.17", "150.163.9.9")
+    evil = ArchiveRef("203.0.113.9:8080", "evil.example.org/ev/2024/01.01.00.00", old)
+    answers = [claim(evil, 0), claim(moved, 1)]
+    kept = settle_claims(answers, ibi, owner=moved.serviceibi.lower())
+    assert kept.owner == moved.serviceibi.lower() and kept.refused == {0}, kept
+    silent = Answer(moved, {}, 1, error="no answer within 3 s")
+    assert settle_claims([claim(evil, 0), silent], ibi, moved.serviceibi.lower()).refused == {0}
+    assert settle_claims(answers, ibi).owner == evil.serviceibi.lower()  # nobody remembered
+    reached = ArchiveRef(f"{old}:8080", evil.serviceibi, old)  # reached at what it announced
+    taken = settle_claims([claim(reached, 0), claim(moved, 1)], ibi, moved.serviceibi.lower())
+    assert taken.owner == reached.serviceibi.lower()

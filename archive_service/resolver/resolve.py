@@ -321,11 +321,17 @@ def naming_authority(ibi: str, claimants: Sequence[Answer]) -> Answer | None:
     adversarial passes over issue 30). Of several, the one the resolver reaches at the
     address it announced (`_reached_at`) is the authority; none when that is not one either.
     One alone that covers it stays its authority wherever it is reached (behind NAT, a
-    balancer)."""
+    balancer), though not over a remembered claimant (`settle_claims`, `_proven`)."""
     covering = [a for a in claimants if covers(ibi, a.archive)]
     if len(covering) > 1:
         covering = [a for a in covering if _reached_at(a.archive)]
     return covering[0] if len(covering) == 1 else None
+
+
+def _proven(ibi: str, archive: ArchiveRef) -> bool:
+    """Whether `archive` covers `ibi` by more than the archiveip it announced: by its service
+    IBI (given with its key), or by that address where the resolver reaches it."""
+    return authority.covers(ibi, archive.serviceibi) or _reached_at(archive)
 
 
 def _reached_at(archive: ArchiveRef) -> bool:
@@ -401,6 +407,13 @@ def settle_claims(
         return Claims(owner if stands else None)
     keyed = {ibimod.key(a.archive.serviceibi): a for a in claimants}
     authority = naming_authority(ibi, claimants)
+    remembered = owner is not None and (owner in keyed or stands)
+    if remembered and authority is not None and not _proven(ibi, authority.archive):
+        # Covering only by an archiveip it announced, not reached there, an Archive gave an
+        # Archive that moved host its old IBIps, once it announced the old address (the ninth
+        # adversarial pass): such an authority decides only where nobody is remembered.
+        if ibimod.key(authority.archive.serviceibi) != owner:
+            authority = None
     if authority is not None:
         kept, why = authority, "the naming authority of the IBI"
     elif owner in keyed:
