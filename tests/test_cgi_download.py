@@ -23,7 +23,8 @@ from archive_service.web import create_app
 from fronts import FILES_DIR, TARGET_FILE, run_cgi
 from support import SAMPLE
 
-FRAMEWORKS = ("flask", "jinja2", "flask_babel")
+# prometheus_client too: a CGI process's counts die with it (docs/metrics.md).
+FRAMEWORKS = ("flask", "jinja2", "flask_babel", "prometheus_client")
 LICENSED = "sid.inpe.br/mtc-m19/2014/02.11.10.05/doc/article.pdf"  # networks 150.163.0.0/16
 SVG = f"{FILES_DIR}/doc/drawing.svg"  # a type that runs scripts: sandboxed
 ESCAPE = f"{FILES_DIR}/doc/escape.yaml"  # a symbolic link to the item's item.yaml

@@ -15,7 +15,7 @@ makes, Flask imported only then.
 from __future__ import annotations
 
 from .. import settings
-from ..common import limits
+from ..common import limits, metrics
 from ..indexer.startup import LiveIndex
 from .core import REQUIRED, Core, settings_from_env
 from .service import ArchiveRoot, Service, ServiceEndpoint
@@ -98,6 +98,7 @@ class _OneFile:
 def cgi_app(config: settings.Config):
     """The WSGI app of one CGI request with settings `config` (ConfigError as create_app)."""
     config.require(*REQUIRED)
+    metrics.count_nothing()
     whole = _Deferred(config)
     live = LiveIndex(config)
     if not live.store.is_complete():
@@ -105,7 +106,8 @@ def cgi_app(config: settings.Config):
     path = "/" + config.archiveserviceibi
     # Not metered (web/metrics.py), unlike create_app's app: a CGI process's counters die with
     # it, no scrape ever reads them (docs/metrics.md), and counting imported prometheus_client
-    # and cost a tenth of a protocol request's CPU. /metrics and pages go to `whole`.
+    # and cost a tenth of a protocol request's CPU. /metrics and pages go to `whole`; the
+    # statistics store's count of the uses it records (a download's) is none either.
     files = _OneFile(whole, config, live)
     return ArchiveRoot(ServiceEndpoint(files, path, _OneService(config, live)), (path, "/col"))
 
