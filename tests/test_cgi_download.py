@@ -143,3 +143,20 @@ def test_a_cgi_download_is_one_use_and_its_head_none(archive):
     assert requests() == before
     lean(through_cgi(config, TARGET_FILE))
     assert requests() == before + 1
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("how", ["x-sendfile", "x-accel-redirect"])
+def test_an_offloaded_file_is_the_wsgi_answer_without_flask(archive, how):
+    config, _ = archive
+    offloading = config.with_name(f"{how}.yaml")  # the same collection and index
+    offloading.write_text(config.read_text() + f"file_offload: {how}\n")
+    app = webtest.TestApp(
+        create_app(settings.load(str(offloading)), refresh=False), extra_environ={"SCRIPT_NAME": ""}
+    )
+    wsgi = wsgi_get(app, TARGET_FILE)
+    assert wsgi.status_int == 200 and wsgi.body == b""
+    assert {"X-Sendfile", "X-Accel-Redirect"} & set(wsgi.headers)
+    cgi = through_cgi(offloading, TARGET_FILE)
+    same_answer(cgi, wsgi)
+    lean(cgi)
