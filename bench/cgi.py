@@ -20,8 +20,8 @@ run alternately (app, floor, floor, app, ...) so a change of load on the machine
 the figures are the median wall time and CPU time (user + system, less disturbed by other
 work on a busy machine) of each, and their ratios.
 
---importtime runs one inclusionConfirmationRequest with PYTHONPROFILEIMPORTTIME and prints
-the slowest imports (cumulative) and the total.
+--importtime runs one inclusionConfirmationRequest and one 1 MB download with
+PYTHONPROFILEIMPORTTIME and prints, for each, the slowest imports (cumulative) and the total.
 """
 
 from __future__ import annotations
@@ -180,19 +180,22 @@ def measure(app: Path, floor: Path, config: str, rounds: int) -> list[dict]:
     return rows
 
 
-def importtime(app: Path, config: str, top: int = 15) -> None:
-    env = environ(config, f"/{SERVICE}", "servicesubject=inclusionConfirmationRequest")
+def importtime(app: Path, config: str, request: tuple[str, str, str], top: int = 15) -> None:
+    label, path, query = request
+    env = environ(config, path, query)
     env.update(PYTHONPROFILEIMPORTTIME="1", **PYTHONPATH)
-    done = subprocess.run([str(app)], env=env, cwd=app.parent, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(app)], env=env, cwd=app.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     rows = []
-    for line in done.stderr.splitlines():
+    for line in done.stderr.decode().splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
             continue
         _, cumulative, name = line[len("import time:") :].split("|", 2)
         rows.append((int(cumulative), name.rstrip()))
     top_level = [r for r in rows if not r[1].startswith("  ")]
     total = sum(c for c, _ in top_level)
-    print(f"imports: {len(rows)} modules, {total / 1000:.0f} ms in top-level imports")
+    print(f"{label}: {len(rows)} modules, {total / 1000:.0f} ms in top-level imports")
     for cumulative, name in sorted(rows, reverse=True)[:top]:
         print(f"  {cumulative / 1000:7.1f} ms  {name}")
 
@@ -216,7 +219,8 @@ def main() -> None:
         os.chmod(folder, 0o755)
         app, floor = programs(Path(folder), args.checkout)
         if args.importtime:
-            importtime(app, os.path.abspath(sizes[0][1]))
+            for name, path, query, _ in requests(os.path.abspath(sizes[0][1]))[::2]:
+                importtime(app, os.path.abspath(sizes[0][1]), (name, path, query))
         ratios: dict[str, dict[str, float]] = {}
         print(
             "| items | request | CGI request | constant Flask app as CGI | ratio "

@@ -470,9 +470,11 @@ def run_cgi(
     errors: list[str] | None = None,
     method: str = "GET",
     python: tuple[str, ...] = (),
+    meta: dict[str, str] | None = None,
 ) -> tuple[str, bytes]:
     """The CGI program's head and body for one request; its stderr lines go to `errors`.
-    `python`: options of the interpreter (`-X importtime`)."""
+    `python`: options of the interpreter (`-X importtime`); `meta`: more meta-variables
+    (HTTP_RANGE, HTTP_IF_NONE_MATCH)."""
     environ = {
         "REQUEST_METHOD": method,
         "SCRIPT_NAME": "",
@@ -485,6 +487,7 @@ def run_cgi(
         "ARCHIVE_SERVICE_CONFIG": str(config),
         "PYTHONPATH": str(ROOT),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        **(meta or {}),
     }
     done = subprocess.run(
         [sys.executable, *python, str(CGI_FILE)], env=environ, capture_output=True, timeout=60

@@ -1,7 +1,8 @@
 """contrib's CGI program answers the protocol without Flask (issue 35): a urlRequest, an
 acknowledgment or an inclusionConfirmationRequest imports neither Flask, Jinja nor Werkzeug,
 and its answer is the one the WSGI app gives, byte for byte, errors included (the urlkey's
-nonce aside). Pages and files still go to the whole app (tests/test_contrib.py)."""
+nonce aside). Pages still go to the whole app (tests/test_contrib.py); files are sent
+without Flask (tests/test_cgi_download.py)."""
 
 from __future__ import annotations
 

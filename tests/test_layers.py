@@ -262,3 +262,15 @@ def test_the_service_path_imports_no_web_framework(name: str):
     path = PACKAGE / name
     wrong = sorted(n for n in imports_of(path) if under(n, FRAMEWORKS))
     assert not wrong, f"{name} imports {wrong}: a CGI protocol request would load them"
+
+
+# A /col/ file under CGI: Werkzeug's HTTP, not the app (tests/test_cgi_download.py checks what
+# such a request loads: web/headers.py too, whose Flask is its `install`'s alone).
+DOWNLOAD_PATH = ("web/download.py", "web/signposting.py", "citations/work.py")
+APP_FRAMEWORKS = ("flask", "flask_babel", "jinja2")
+
+
+@pytest.mark.parametrize("name", DOWNLOAD_PATH)
+def test_the_download_path_imports_no_app_framework(name: str):
+    wrong = sorted(n for n in imports_of(PACKAGE / name) if under(n, APP_FRAMEWORKS))
+    assert not wrong, f"{name} imports {wrong}: a CGI download would load them"

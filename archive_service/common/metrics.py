@@ -120,6 +120,13 @@ def _reserve(directory: str | None) -> bool:
     return True
 
 
+def count_nothing() -> None:
+    """This process counts nothing, and imports no prometheus_client to do it: a CGI
+    process, whose counts would die with it unread (docs/metrics.md)."""
+    global _room
+    _room = False
+
+
 def _no_room(exc: OSError) -> None:
     """This process counts nothing from now on: said once. A request it answers is not
     turned into a 500 (it was: the counting came after the app had answered)."""

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from functools import lru_cache
+from functools import cached_property, lru_cache
+from pathlib import Path
 
 from .. import settings
 from ..collection import items
+from ..common.net import client_address, persistent_url
 from ..indexer.startup import LiveIndex
 from ..indexer.vouch import Vouched
-from ..protocol.answers import Archive, Links
+from ..protocol.answers import Archive, Links, client_allowed
 from ..protocol.urlkeys import UrlKeys
 from ..stores import stats, urlkeys
+from ..stores.stats import counter
 
 REQUIRED = ("collection", "archiveaddress", "archiveserviceibi")  # what an Archive app needs
 
@@ -73,6 +76,35 @@ class Core:
         # The mount point as Werkzeug reads it (request.script_root), without a request object.
         root = environ.get("SCRIPT_NAME", "").encode("latin-1").decode(errors="replace")
         return self._links(root.rstrip("/"))
+
+    @cached_property
+    def real_root(self) -> Path:
+        """The collection's real path (file_offload names files under it)."""
+        return Path(self.catalog.root).resolve()
+
+    def allows(self, item: items.Item, environ) -> bool:
+        """Whether the request's client may have a licensed `item`'s files."""
+        return client_allowed(item, client_address(environ, self.trusted))
+
+    def record_use(self, item: items.Item, kind: str, environ) -> None:
+        """What COUNTER counts of the pages and files served here (docs/counter.md); a HEAD
+        fetches nothing. The store hashes the address: it is never kept."""
+        if environ.get("REQUEST_METHOD") == "GET":
+            address = client_address(environ, self.trusted)
+            agent = environ.get("HTTP_USER_AGENT", "")
+            access = counter.access_type(item.networks)
+            self.store.record_use(
+                stats.Seen(item.name.text, kind, str(address or ""), agent, access)
+            )
+
+    def member_link(self, item: items.Item, environ) -> str:
+        """The Link header of a /col/ file or a metadata record: cite-as and collection
+        (FAIR Signposting)."""
+        from . import signposting  # citations/: only a request that sends one pays for it
+
+        site = self.links(environ)
+        cite_as = persistent_url(self.config.resolver, item.name.text) or site.landing(item)
+        return signposting.member_header(cite_as, site.landing(item))
 
     def _links_at(self, script_root: str) -> Links:
         config = self.config

@@ -13,8 +13,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import mimetypes
+from typing import TYPE_CHECKING
 
-from flask import Flask, Response, request
+if TYPE_CHECKING:  # Flask only for `install`: a CGI download imports none (web/cgi.py)
+    from flask import Flask
 
 NOSNIFF = ("X-Content-Type-Options", "nosniff")
 SANDBOX = ("Content-Security-Policy", "sandbox")
@@ -83,17 +85,25 @@ def file_headers(mimetype: str) -> list[tuple[str, str]]:
     return [NOSNIFF, SANDBOX] if runs_scripts(mimetype) else [NOSNIFF]
 
 
+def secure(response, *, file: bool, pages=PAGE_HEADERS) -> None:
+    """Give a (Werkzeug) `response` its headers: a collection's file (`file`, below 400) its
+    own, any other answer (pages, their errors, JSON) the `pages` headers."""
+    if file and response.status_code < 400:
+        wanted = file_headers(response.mimetype or "")
+    else:
+        wanted = pages
+    for name, value in wanted:  # a view's own choice stands (a stricter Referrer-Policy)
+        response.headers.setdefault(name, value)
+
+
 def install(app: Flask, files_endpoint: str, scripts: tuple[str, ...] = ()) -> None:
-    """Give every answer of `app` its headers: a file of `files_endpoint` its own, any other
-    answer (pages, their errors, JSON) the pages', which allow the inline `scripts` only."""
+    """Give every answer of `app` its headers (`secure`): a file of `files_endpoint` its own,
+    any other the pages', which allow the inline `scripts` only."""
+    from flask import request
+
     pages = page_headers(scripts)
 
     @app.after_request
-    def secure(response: Response) -> Response:
-        if request.endpoint == files_endpoint and response.status_code < 400:
-            wanted = file_headers(response.mimetype or "")
-        else:
-            wanted = pages
-        for name, value in wanted:  # a view's own choice stands (a stricter Referrer-Policy)
-            response.headers.setdefault(name, value)
+    def secured(response):
+        secure(response, file=request.endpoint == files_endpoint, pages=pages)
         return response

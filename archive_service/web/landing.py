@@ -23,7 +23,7 @@ from ..protocol.answers import Links
 from ..protocol.catalog import Item, follow_editions
 from ..stores.stats import counter
 from . import headers, signposting
-from .files import displayable
+from .download import displayable
 
 HTML = "text/html; charset=utf-8"
 # What the landing page URL gives (`?format=` names one; Accept chooses among the types).

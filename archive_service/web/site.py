@@ -8,18 +8,11 @@ gives a Blueprint, as landing.py, sitemaps.py and oai.py do with their contexts.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from flask import Response, abort, request
 
 from ..collection import items
 from ..common import limits
-from ..common.net import client_address, persistent_url
 from ..http_errors import error_response
-from ..protocol import answers
-from ..stores import stats
-from ..stores.stats import counter
-from . import signposting
 from .core import Core
 
 HTML = "text/html; charset=utf-8"
@@ -30,10 +23,6 @@ HEALTH = ("health.health", "health.service_health")
 class Site(Core):
     """The app's shared pieces (Core) and the rules of its Flask routes."""
 
-    def __init__(self, *pieces):
-        super().__init__(*pieces)
-        self.real_root = Path(self.catalog.root).resolve()
-
     def item_or_404(self, directory: str) -> items.Item:
         item = self.catalog.item_at(directory)
         if item is None or item.state == "Deleted":
@@ -41,25 +30,14 @@ class Site(Core):
         return item
 
     def licensed(self, item: items.Item) -> bool:
-        return answers.client_allowed(item, client_address(request.environ, self.trusted))
+        return self.allows(item, request.environ)
 
     def signposted(self, response: Response, item: items.Item) -> Response:
-        # A /col/ file or a metadata record: cite-as and collection (FAIR Signposting).
-        site = self.links(request.environ)
-        cite_as = persistent_url(self.config.resolver, item.name.text) or site.landing(item)
-        response.headers["Link"] = signposting.member_header(cite_as, site.landing(item))
+        response.headers["Link"] = self.member_link(item, request.environ)
         return response
 
     def used(self, item: items.Item, kind: str) -> None:
-        # What COUNTER counts of the pages and files served here (docs/counter.md); a HEAD
-        # fetches nothing. The store hashes the address: it is never kept.
-        if request.method == "GET":
-            address = client_address(request.environ, self.trusted)
-            agent = request.environ.get("HTTP_USER_AGENT", "")
-            access = counter.access_type(item.networks)
-            self.store.record_use(
-                stats.Seen(item.name.text, kind, str(address or ""), agent, access)
-            )
+        self.record_use(item, kind, request.environ)
 
     def start_request(self) -> Response | None:
         # One hook, not two: each costs a few microseconds of Flask on every request.

@@ -6,8 +6,8 @@ of the venv where archive-service is installed. Settings: ARCHIVE_SERVICE_CONFIG
 The app answers from the index as it stands (refresh=False: no request walks the collection);
 archive-service-indexer.service (or archive-service-index.timer) keeps it current, see
 ../systemd/README.md. With no index yet, every request answers 503.
-A protocol request (urlRequest, acknowledgment, inclusionConfirmationRequest) is answered
-without importing Flask (archive_service/web/cgi.py); pages and /col/ files by the whole app.
+A protocol request (urlRequest, acknowledgment, inclusionConfirmationRequest) and a /col/
+file are answered without importing Flask (archive_service/web/cgi.py); pages by the whole app.
 """
 
 import sys
