@@ -27,6 +27,7 @@ from support import SAMPLE
 FRAMEWORKS = ("flask", "jinja2", "flask_babel", "prometheus_client")
 LICENSED = "sid.inpe.br/mtc-m19/2014/02.11.10.05/doc/article.pdf"  # networks 150.163.0.0/16
 SVG = f"{FILES_DIR}/doc/drawing.svg"  # a type that runs scripts: sandboxed
+HTML = f"{FILES_DIR}/doc/read-me.html"  # the depositor's words, not the pages'
 ESCAPE = f"{FILES_DIR}/doc/escape.yaml"  # a symbolic link to the item's item.yaml
 
 
@@ -39,6 +40,7 @@ def archive(tmp_path_factory) -> tuple[Path, webtest.TestApp]:
     shutil.copytree(SAMPLE, collection, symlinks=True)
     (collection / SVG).write_text('<svg xmlns="http://www.w3.org/2000/svg"/>\n')
     (collection / ESCAPE).symlink_to("../item.yaml")
+    (collection / HTML).write_text('<!doctype html><html lang="en"><p>Read me</p></html>\n')
     config = folder / "archive-service.yaml"
     config.write_text(
         (SAMPLE / "archive-service.yaml").read_text().replace(".  ", f"{collection}  ", 1)
@@ -87,7 +89,7 @@ def wsgi_get(app: webtest.TestApp, path: str, method: str = "get", **kwargs):
 
 
 @pytest.mark.process
-@pytest.mark.parametrize("path", [TARGET_FILE, SVG], ids=["pdf", "svg"])
+@pytest.mark.parametrize("path", [TARGET_FILE, SVG, HTML], ids=["pdf", "svg", "html"])
 def test_a_download_and_its_head_are_the_wsgi_answers_without_flask(archive, path):
     config, app = archive
     wsgi = wsgi_get(app, path)
@@ -160,3 +162,16 @@ def test_an_offloaded_file_is_the_wsgi_answer_without_flask(archive, how):
     cgi = through_cgi(offloading, TARGET_FILE)
     same_answer(cgi, wsgi)
     lean(cgi)
+
+
+def test_an_html_file_says_nothing_of_the_pages_language(archive):
+    """A deposited HTML file was sent with the Content-Language the reader's Accept-Language
+    chose for the pages (pt-BR for an English file) and a Vary on it: both the pages'."""
+    _, app = archive
+    for accept in ("pt-BR", "en"):
+        file = wsgi_get(app, HTML, headers={"Accept-Language": accept})
+        assert file.status_int == 200 and file.content_type == "text/html"
+        assert "Content-Language" not in file.headers, file.headers
+        assert "Accept-Language" not in file.headers.get("Vary", "")
+    page = app.get("/", headers={"Accept-Language": "pt-BR"})
+    assert page.headers["Content-Language"] == "pt-BR"

@@ -96,8 +96,9 @@ def page_language(req=None) -> str:
 def language_headers(response, req=None) -> None:
     """An HTML response's language and what it depends on (`req`: a Werkzeug request read
     outside Flask; default: Flask's). The resolver's redirect writes the same fields without
-    a response object (resolver/redirects.py)."""
-    if response.mimetype == "text/html":
+    a response object (resolver/redirects.py). A collection's file says nothing of the
+    pages' language (`pages_language`, web/download.py)."""
+    if response.mimetype == "text/html" and getattr(response, "pages_language", True):
         response.vary.update(LANGUAGE_VARY)
         response.content_language.add(page_language(req))
 

@@ -6,8 +6,8 @@ over web/core.py's `Core`), so that the process imports neither Flask, Jinja nor
 they were more than half of such a request's time (issue 35). A file under /col/ (GET or HEAD,
 no query) is sent by web/download.py, the code of create_app's `col` route, with Werkzeug's
 HTTP but neither Flask, Jinja nor Flask-Babel (`_OneFile`). Any other request (pages, /health,
-/metrics), a file whose answer needs the whole app (403, 404, 412, 416: their pages; an HTML
-file: the pages' language headers; a query: its checks and the language cookie), and every
+/metrics), a file whose answer needs the whole app (403, 404, 412, 416: their pages; a
+query: its checks and the language cookie), and every
 request while there is no complete index (create_app's 503), goes to the app create_app
 makes, Flask imported only then.
 """
@@ -80,8 +80,7 @@ class _OneFile:
         core.catalog.begin()  # one snapshot of the index, as create_app's requests
         try:
             found = download.locate(core, environ)
-            # An HTML file has the pages' Content-Language and Vary (common/i18n.py).
-            if found is None or download.described(found[1])[1] == "text/html":
+            if found is None:
                 return None
             response = download.answer(core, environ, *found)
         except download.PAGES:

@@ -30,6 +30,16 @@ from . import headers
 from .core import Core
 
 
+def _file_response(*args, **kwargs) -> Response:
+    """A collection file's answer. Its words are the depositor's, in whatever language they
+    wrote: not the pages' Content-Language chosen by the reader's Accept-Language or cookie
+    (common/i18n.py `language_headers`), which an HTML file carried before. An attribute of
+    the response, not of a class: Flask turns a view's Werkzeug response into its own class."""
+    response = Response(*args, **kwargs)
+    response.pages_language = False
+    return response
+
+
 class Refused(Exception):
     """The file's item is licensed and the client is outside its networks (403)."""
 
@@ -115,7 +125,7 @@ def send(path: Path, environ) -> Response:
         name, kind, encoding = described(path)
         # 64 KB blocks: few enough for Python's loop (100 MB over loopback: 0.10 s against
         # sendfile's 0.08 s), small enough for a slow client to take each in client_timeout.
-        response = Response(
+        response = _file_response(
             wrap_file(environ, stream, buffer_size=64 * 1024),
             direct_passthrough=True,
             mimetype=kind,
@@ -172,7 +182,7 @@ def offload(how: str, real: Path, root: Path, named: Path) -> Response | None:
     if not real.is_relative_to(root):  # outside (items.resolve_file serves none): serve it
         return None
     name, kind, encoding = described(real)
-    response = Response(mimetype=kind)
+    response = _file_response(mimetype=kind)
     if encoding:
         response.content_encoding = encoding
     response.cache_control.no_cache = True
