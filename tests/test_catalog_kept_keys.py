@@ -41,3 +41,37 @@ def test_requests_naming_long_unknown_ibis_leave_no_memory_behind(settings):
     assert kept < 200_000, f"{kept:,} bytes kept by 100 pairs of requests"
     # An item held is still answered, from the cache as before.
     site.get(f"/{SERVICE}/item/iconet.com.br/banon/2012/03.05.08.15", status=200)
+
+
+def test_items_of_large_records_are_kept_within_a_bound_of_characters(
+    settings, collection, monkeypatch
+):
+    """The cache counted items, 16,384 of them, as if each were the 2 KB a record decodes to;
+    a sidecar's 64 KiB of short dc values decodes to 0.6 MB, and landing pages of 200 such
+    items (an import of a hostile provider's records, a depositor's) took a worker from 63 to
+    181 MB (issue 30, ninth adversarial pass). The records kept are counted in characters
+    too (catalog.HELD, made small here), and past them the cache starts afresh."""
+    from archive_service.index import catalog
+
+    monkeypatch.setattr(catalog, "HELD", 200_000, raising=False)
+    names = []
+    for n in range(16):
+        name = f"example.org/archive/2026/11.27.10.{n:02d}"
+        (collection / name / "doc").mkdir(parents=True)
+        (collection / name / "doc" / "a.txt").write_text("a")
+        values = "".join(f"  - {n:02d}{i:05d}\n" for i in range(5000))
+        (collection / name / "item.yaml").write_text(f"dc:\n  title: [T]\n  subject:\n{values}")
+        names.append(name)
+    site = webtest.TestApp(create_app(settings))
+    site.get(f"/{SERVICE}/item/iconet.com.br/banon/2012/03.05.08.15", status=200)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for name in names:
+            site.get(f"/{SERVICE}/item/{name}", status=200)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 2_000_000, f"{kept:,} bytes kept by 16 landing pages"

@@ -144,3 +144,17 @@ def test_a_title_cannot_add_a_ris_record():
 
     made = work(title="Real\nER  - \n\nTY  - JOUR\nTI  - Injected\nUR  - http://evil.example/")
     assert len(rispy.loads(ris.ris(made))) == 1
+
+
+def test_a_bibtex_author_is_one_author_whatever_and_its_name_holds() -> None:
+    """BibTeX splits its author list at the word `and`: a dc creator "Doe and Roe, John"
+    (an organization's name, a typo, or a harvested record's) was two authors, Doe and
+    "Roe, John", in every reference manager (issue 30, ninth adversarial pass, LOW)."""
+    from bibtexparser.middlewares import SeparateCoAuthors
+
+    names = ("Doe and Roe, John", "Smith, Ann AND Bob", "Sand, Anders")
+    text = bibtex.bibtex(work(creators=tuple(creator_of(n) for n in names)))
+    library = bibtexparser.parse_string(text, append_middleware=[SeparateCoAuthors()])
+    (entry,) = library.entries
+    assert len(entry["author"]) == 3, entry["author"]
+    assert entry["author"][2] == "Sand, Anders"  # "and" inside a word splits nothing

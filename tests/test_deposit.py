@@ -385,6 +385,21 @@ def test_a_file_name_never_served_is_refused(capsys, settings, collection, tmp_p
     assert snapshot(collection) == before
 
 
+def test_a_symbolic_link_is_refused_not_followed(capsys, settings, collection, tmp_path):
+    """A depositor's upload keeps its links (rsync -a, sftp): deposited as given, a link to
+    the state directory's urlkey.secret put the secret in a public item's doc/."""
+    secret = Path(settings["state_dir"]) / "urlkey.secret"
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_bytes(b"the Archive's secret")
+    upload = tmp_path / "upload" / "thesis.pdf"
+    upload.parent.mkdir()
+    upload.symlink_to(secret)
+    before = snapshot(collection)
+    code, _, err = run(capsys, *deposit_args(settings, upload))
+    assert code == 1 and f"{upload}: a symbolic link (to {secret})" in err, err
+    assert snapshot(collection) == before
+
+
 def _config(settings: dict) -> dict:
     return dict(settings, archiveip=IP)
 

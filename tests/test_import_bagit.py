@@ -196,6 +196,16 @@ def test_bag_info_too_large_for_a_sidecar_is_refused_before_anything(config, tmp
     assert not any(Path(config["collection"]).iterdir())
 
 
+def test_a_bag_info_larger_than_any_item_needs_is_refused_before_bagit_reads_it(tmp_path):
+    """bagit reads bag-info.txt whole into lists: 25 MB of labels took the import to 208 MB
+    and 10 s before the bag was refused for its Dublin Core (or not: unknown labels are
+    dropped); past MAX_BAG_INFO it is refused unread."""
+    bag = make(tmp_path, "huge", {"a.pdf": b"a"})
+    with open(bag / "bag-info.txt", "a") as info:
+        info.write("X-Label: v\n" * (bags.MAX_BAG_INFO // 11 + 1))
+    assert refusal(bag).endswith(f"bag-info.txt is larger than {bags.MAX_BAG_INFO} bytes")
+
+
 def test_the_bag_s_own_date_and_sender_are_not_the_work_s(config, tmp_path):
     # Issue 34: make_bag writes Bagging-Date (today), which became the item's first dc:date,
     # read by citations as the work's date; Contact-Name (who sent the bag) became a

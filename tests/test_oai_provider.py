@@ -23,6 +23,7 @@ from archive_service.collection.sidecar import DC_ELEMENTS
 from archive_service.index import oai as oairows
 from archive_service.index.store import Store, Writer
 from archive_service.oai import provider as providermod
+from archive_service.oai import records
 from archive_service.web import create_app
 from support import SERVICE, Client
 
@@ -473,3 +474,46 @@ def test_a_list_records_page_is_bounded_in_bytes_not_only_in_records(client, oai
         doc = oai(client, verb="ListRecords", resumptionToken=token.text)
     assert pages > 2 and len(ids) == len(set(ids)) == 15 + 12
     assert int(token.get("completeListSize")) == len(ids)
+
+
+@pytest.mark.parametrize(
+    ("extra", "taken"),
+    [
+        ("<dc:subject/>" * (records.MAX_RECORD_ELEMENTS - 2), True),  # the root and title too
+        ("<dc:subject/>" * (records.MAX_RECORD_ELEMENTS - 1), False),
+        ("<a/>" * 262_000, False),  # 1 MiB of elements: 0.5-0.7 s a record before
+    ],
+)
+def test_a_metadata_file_of_too_many_elements_is_not_the_record(
+    client, oai_settings, extra, taken
+) -> None:
+    """An oai_dc file is parsed for each record of an item naming it: one of 1 MiB of empty
+    elements cost 0.5 s a GetRecord and 68 s a ListRecords page of 100 such records, for a
+    record of nothing. Past MAX_RECORD_ELEMENTS it is not one (its parse stops there), and
+    the record is the item's inline dc, as for a file that is not oai_dc."""
+    meta = Path(oai_settings["collection"], DESCRIBED + ".49", "doc", "oai_dc.xml")
+    meta.write_text(
+        '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+        f'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Crafted</dc:title>{extra}'
+        "</oai_dc:dc>"
+    )
+    doc = oai(
+        client, verb="GetRecord", identifier=f"oai:{HOST}:{DESCRIBED}", metadataPrefix="oai_dc"
+    )
+    titles = [e.text for e in doc.iterfind(".//dc:title", NS)]
+    assert titles == (["Crafted"] if taken else [])
+
+
+def test_a_metadata_file_with_a_dtd_is_not_the_record(client, oai_settings) -> None:
+    """A DTD's entities make a few bytes into millions of elements (expat's amplification
+    limit starts at 8 MiB): an oai_dc record has none, and its parse stops at the DOCTYPE."""
+    meta = Path(oai_settings["collection"], DESCRIBED + ".49", "doc", "oai_dc.xml")
+    meta.write_text(
+        '<!DOCTYPE oai_dc:dc [<!ENTITY t "Entity title">]>'
+        '<oai_dc:dc xmlns:oai_dc="http://www.openarchives.org/OAI/2.0/oai_dc/" '
+        'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>&t;</dc:title></oai_dc:dc>'
+    )
+    doc = oai(
+        client, verb="GetRecord", identifier=f"oai:{HOST}:{DESCRIBED}", metadataPrefix="oai_dc"
+    )
+    assert [e.text for e in doc.iterfind(".//dc:title", NS)] == []

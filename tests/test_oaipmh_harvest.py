@@ -244,6 +244,20 @@ def test_deep_nesting_is_refused(oai_provider) -> None:
         harvest(oai_provider)
 
 
+def test_a_response_of_too_many_elements_is_refused_as_it_is_read(oai_provider) -> None:
+    """32 MB of `<a/>` (inside the limit on bytes) made a 1 GB tree in the import: elements
+    are counted as the response is parsed, and past Limits.max_elements it is an error."""
+    fill(oai_provider, 1)
+    limits = dataclasses.replace(FAST, max_elements=20_000)
+    oai_provider.answers.append(Answer(body=oai_provider.envelope("<Identify/>").encode()))
+    oai_provider.answers.append(page(oai_provider, "<a/>" * 30_000, "next"))
+    with pytest.raises(HarvestError, match=r"\(ListRecords\): .* more than 20000 XML elements"):
+        harvest(oai_provider, limits=limits)
+    # A page within the bound is read as before.
+    _, records = harvest(oai_provider, limits=limits)
+    assert [r.source_id for r in records] == ["oai:repo.example:1"]
+
+
 def test_unreachable_provider_is_a_clear_error() -> None:
     from serve_process import free_port
 

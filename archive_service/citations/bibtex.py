@@ -18,12 +18,22 @@ def escape(text: str) -> str:
     return _SPECIAL.sub(lambda m: _REPLACEMENT.get(m[1], "\\" + m[1]), text)
 
 
+# BibTeX splits an author list at the word `and` (any case) outside braces: a name part
+# holding it as a word is braced, or "Doe and Roe, John" was two authors, Doe and "Roe, John".
+_AND = re.compile(r"(?:^|\s)and(?:\s|$)", re.IGNORECASE)
+
+
+def _name_part(text: str) -> str:
+    escaped = escape(text)
+    return f"{{{escaped}}}" if _AND.search(text) else escaped
+
+
 def bibtex(work: Work) -> str:
     fields = [("title", work.title, True)]
     if work.creators:
         # A name without a given part (an organization) braced: BibTeX splits no words of it.
         names = [
-            f"{escape(c.family_given[0])}, {escape(c.family_given[1])}"
+            f"{_name_part(c.family_given[0])}, {_name_part(c.family_given[1])}"
             if c.family_given[1]
             else f"{{{escape(c.name)}}}"
             for c in work.creators

@@ -29,6 +29,12 @@ def checked_sources(
     sources: dict[str, Path] = {}
     for name in files:
         path = Path(name)
+        if path.is_symlink():
+            # A depositor's upload (rsync -a, sftp keep links) could carry a file from
+            # elsewhere on this host (the state dir's urlkey.secret) into a public item.
+            raise DepositError(
+                f"{path}: a symbolic link (to {os.readlink(path)}); give the file itself"
+            )
         if not path.is_file():
             raise DepositError(f"{path}: not a regular file")
         if not os.access(path, os.R_OK):

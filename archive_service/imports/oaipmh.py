@@ -57,6 +57,7 @@ from ..common import files, netguard
 from ..common.deadline import Overdue, call_within
 from ..common.yamlsafe import dump_sidecar
 from ..oai import records as ours
+from . import oaixml
 from .records import EDITION_OF, METADATA_OF, TRANSLATION_OF, Record
 
 OAI = "{http://www.openarchives.org/OAI/2.0/}"
@@ -103,6 +104,7 @@ class HarvestError(Exception):
 class Limits:
     timeout: float = 60.0  # seconds: to connect, for each read, and for a whole response
     max_bytes: int = 32 * 1024 * 1024  # one response (a page of 100 records is ~0.3 MB)
+    max_elements: int = 500_000  # its XML elements (oaixml.Reader; a page holds thousands)
     retries: int = 5  # of one request answered 503 or 429
     max_wait: float = 600.0  # the longest Retry-After waited for (else the harvest stops)
     default_wait: float = 10.0  # a 503 that names no Retry-After
@@ -339,9 +341,7 @@ class _Scythe(oaipmh_scythe.Scythe):
     def _read(self, query: dict[str, str]) -> tuple[int, Any, Any]:
         what = f"{self.endpoint} ({_verb(query)})"
         deadline = min(time.monotonic() + self.limits.timeout, self.ends)
-        parser = etree.XMLParser(
-            resolve_entities=False, no_network=True, load_dtd=False, remove_blank_text=True
-        )
+        parser = oaixml.Reader(self.limits.max_elements)
         try:
             with self.client.stream(
                 "GET", self.endpoint, params=query, follow_redirects=True
@@ -381,21 +381,19 @@ class _Scythe(oaipmh_scythe.Scythe):
             raise HarvestError(f"{what}: {exc.__class__.__name__}: {exc}") from None
         except netguard.InternalAddress as exc:
             raise HarvestError(f"{what}: redirected to {exc} (allow_internal: no)") from None
+        except oaixml.TooManyElements as exc:
+            raise HarvestError(f"{what}: {exc}") from None
         except etree.XMLSyntaxError as exc:
             if status != 200:
                 return status, headers, None
             raise HarvestError(f"{what}: not well-formed XML: {exc}") from None
-        if root.getroottree().docinfo.internalDTD is not None or _has_entities(root):
+        if oaixml.has_dtd_or_entities(root):
             raise HarvestError(f"{what}: a DTD or an entity in the XML (OAI-PMH has none)")
         return status, headers, root
 
 
 def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode(), digest_size=8).digest()
-
-
-def _has_entities(root) -> bool:
-    return any(True for _ in root.iter(etree.Entity))
 
 
 def _is_xml(headers) -> bool:

@@ -64,23 +64,36 @@ class _Generation:
         self.summary: tuple[set[str], bool] | None = None
         self.count: int | None = None
         self.problem_count: int | None = None
+        self.held = 0  # characters of the index records kept (rows and items), about
 
     def oversized(self, limit: int) -> bool:
-        return max(len(self.items), len(self.rows), len(self.served), len(self.found)) > limit
+        sizes = (len(self.items), len(self.rows), len(self.served), len(self.found))
+        return max(sizes) > limit or self.held > HELD
 
-    @staticmethod
-    def keep(table: dict, key: str, value: T) -> T:
+    def keep(self, table: dict, key: str, value: T, size: int = 0) -> T:
         """`value` kept under `key` (the one already kept, if a thread was first), unless the
         key is longer than any item's: a requester chooses the IBI or path it names, up to
         the request line's 8 KB, and the bound above counts entries: 4,000 such requests took
-        a worker from 39 to 72 MB, ~300 MB at the bound (issue 30, eighth adversarial pass)."""
-        return table.setdefault(key, value) if len(key) <= KEPT_KEY else value
+        a worker from 39 to 72 MB, ~300 MB at the bound (issue 30, eighth adversarial pass).
+        `size`: the characters of the record it comes from, counted towards HELD."""
+        if len(key) > KEPT_KEY:
+            return value
+        kept = table.setdefault(key, value)
+        if kept is value:
+            self.held += size  # two threads may add at once: a measure, not an account
+        return kept
 
 
 _UNKNOWN = object()
 # The longest IBI key or item directory the cache keeps (a repository name is some 40
 # characters); a longer one is read from the index each time it is asked.
 KEPT_KEY = 256
+# And the characters of the index records it keeps, decoded or not, at most (then it starts
+# afresh, as past CACHE entries): a record is some 300 characters, but a sidecar's 64 KiB of
+# short dc values is 50,000 and, decoded, 0.6 MB, so landing pages of 200 such items (an
+# import of a hostile provider's records, a depositor's) took a worker from 63 to 181 MB, and
+# CACHE of them some 10 GB (issue 30, ninth adversarial pass). At most ~70 MB so.
+HELD = 6_000_000
 
 
 class _Reader:
@@ -551,7 +564,7 @@ class StoreCatalog:
             row = reader.conn.execute(
                 "SELECT record, keys FROM items WHERE sortkey = ? AND record IS NOT NULL", (key,)
             ).fetchone()
-            row = reader.gen.keep(reader.gen.rows, key, row)
+            row = reader.gen.keep(reader.gen.rows, key, row, len(row[0]) if row else 0)
         return row
 
     def _served(self, reader: _Reader, key: str) -> bool:
@@ -600,7 +613,7 @@ class StoreCatalog:
                     item.translations.setdefault(language, _ibi(json.loads(source[0])["name"]))
         # Two threads that missed together both decoded it: the first one kept is everyone's
         # (setdefault is one step under the GIL), so the worker holds one object per item.
-        return reader.gen.keep(reader.gen.items, key, item)
+        return reader.gen.keep(reader.gen.items, key, item, len(row[0]) if row else 0)
 
     @_reading(snapshot=True)
     def relating(self) -> list[Item]:

@@ -27,6 +27,14 @@ HAS_METADATA, IS_METADATA_OF = "hasMetadata", "isMetadataOf"
 HAS_TRANSLATION = "hasTranslation"  # the index gives a translation on both sides
 
 MAX_RECORD_FILE = 1024 * 1024  # a Metadata item's oai_dc file read for a record, at most
+# And its elements, at most: parsing costs per element, and a file of 1 MiB of empty elements
+# (`<a/>` 262,000 times) cost 0.5-0.7 s per record and yielded nothing, so each GetRecord of
+# an item naming it took 0.5 s and a ListRecords page of 100 such records 68 s, a page slot
+# held all the while (issue 30, ninth adversarial pass). A record is some tens of elements;
+# an item's inline dc (32 KiB) holds a thousand or two.
+MAX_RECORD_ELEMENTS = 2000
+_PROLOG_FEED = 64  # bytes parsed at a time before the root element
+_FEED = 16 * 1024  # and after it
 
 
 def landing_page(site: Links, ibi: str) -> str:
@@ -57,6 +65,44 @@ def oai_dc_xml(dc: Mapping[str, list[str]]) -> bytes:
     return ('<?xml version="1.0" encoding="UTF-8"?>\n' + oai_dc_text(dc)).encode("utf-8")
 
 
+class _NotRecord(Exception):
+    """What an oai_dc record never holds: a DTD, more than MAX_RECORD_ELEMENTS elements."""
+
+
+class _Bounded(ET.TreeBuilder):
+    """A tree of at most MAX_RECORD_ELEMENTS elements, with no DTD: the parse stops at the
+    element past the bound, and at a DOCTYPE (whose entities could make a few bytes into
+    millions of elements before expat's amplification limit, which starts at 8 MiB)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements = 0
+
+    def start(self, tag, attrs):
+        self.elements += 1
+        if self.elements > MAX_RECORD_ELEMENTS:
+            raise _NotRecord(f"more than {MAX_RECORD_ELEMENTS} elements")
+        return super().start(tag, attrs)
+
+    def doctype(self, name, pubid, system) -> None:
+        raise _NotRecord("a DTD")
+
+
+def _bounded_tree(data: bytes) -> ET.Element:
+    """The root element of the XML document `data`, parsed by Python's expat (no external
+    entities) in pieces: expat goes on reading a piece to its end after _Bounded refuses
+    (without calling it again), so the prolog goes in small ones, ending at a DOCTYPE before
+    any content could use its entities, and the rest in _FEED bytes (_NotRecord)."""
+    target = _Bounded()
+    parser = ET.XMLParser(target=target)
+    at = 0
+    while at < len(data):
+        step = _FEED if target.elements else _PROLOG_FEED
+        parser.feed(data[at : at + step])
+        at += step
+    return parser.close()
+
+
 def dc_of_file(path: Path) -> dict[str, list[str]] | None:
     """The Dublin Core of an oai_dc file (a Metadata item's), or None when it is not one."""
     try:
@@ -64,9 +110,8 @@ def dc_of_file(path: Path) -> dict[str, list[str]] | None:
             data = f.read(MAX_RECORD_FILE + 1)
         if len(data) > MAX_RECORD_FILE:
             return None
-        # Python's expat: no external entities, and it refuses entity expansion attacks.
-        root = ET.fromstring(data)
-    except (OSError, ET.ParseError):
+        root = _bounded_tree(data)
+    except (OSError, ET.ParseError, _NotRecord):
         return None
     if root.tag != f"{{{OAI_DC}}}dc":
         return None
