@@ -75,7 +75,7 @@ def test_the_landing_page_shows_the_item_and_how_to_cite_it(site):
     assert main.find(id="copy").has_attr("hidden")
     (download,) = main.select("a.download")
     assert download["href"] == f"http://{ADDRESS}/archive/col/{ITEM}/doc/apresentacao.pdf"
-    assert "application/pdf, 1.2 kB" in download.parent.get_text()
+    assert "application/pdf, 1.2\u00a0kB" in download.parent.get_text()
     cite = main.find("blockquote").get_text()
     assert cite.startswith("Banon, G. J. F., & Banon, L. C. (2012, March 5). Apresentação")
     assert cite.endswith(f"http://urlib.net/{ITEM}")

@@ -105,7 +105,8 @@ def language_headers(response, req=None) -> None:
 
 def human_size(size: int) -> str:
     """A size in bytes for people in the request's locale: "1.2 MB", pt-BR "1,2 MB"
-    (decimal units, as file managers show them); under 1 kB "10 bytes", "1 byte"."""
+    (decimal units, as file managers show them); under 1 kB "10 bytes", "1 byte"; the number
+    and its unit joined by a no-break space."""
     value, unit = float(size), SIZE_UNITS[0]
     for unit in SIZE_UNITS:  # noqa: B007 - the last unit reached is the one shown
         if value < 1000 or unit == SIZE_UNITS[-1]:
@@ -114,8 +115,13 @@ def human_size(size: int) -> str:
     if unit == "byte":
         # CLDR's short byte has no plural in English ("10 byte") and no singular in pt-BR
         # ("1 bytes"); its long name has both ("10 bytes", "1 byte") at the same length.
-        return format_unit(int(value), "digital-byte", "long", "#,##0", locale=get_locale())
-    return format_unit(round(value, 1), f"digital-{unit}", "short", "#,##0.#", locale=get_locale())
+        said = format_unit(int(value), "digital-byte", "long", "#,##0", locale=get_locale())
+    else:
+        said = format_unit(
+            round(value, 1), f"digital-{unit}", "short", "#,##0.#", locale=get_locale()
+        )
+    # A no-break space: on a phone "2,5" ended one line and "kB)" began the next.
+    return said.replace(" ", "\u00a0")
 
 
 def when(value: datetime | str | float | None, style: str = "medium") -> str:
