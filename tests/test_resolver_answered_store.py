@@ -171,9 +171,9 @@ def test_a_state_dir_that_cannot_be_used_is_logged_and_never_raises(tmp_path, ca
 
 
 def test_a_remembered_claimant_outlives_the_memorys_bound_and_a_restart(tmp_path):
-    """The memory's bound is a parameter: 1,000 here, 100,000 in service. The store has no
-    bound of its own: an entry goes when it expires (answered_ttl), and expired rows are
-    swept every 1,000 writes, so its size is the IBIs asked about within a TTL."""
+    """The memory's bound is a parameter: 1,000 here, 100,000 in service. The store's is
+    MAX_ROWS (the sweep's, every 1,000 writes): an entry's holders go when it expires
+    (answered_ttl), its owner OWNER_GRACE later."""
     answered = Answered(60, state_dir=tmp_path, max_entries=1000)
     answered.remember(IBI, [A, B], owner=A)
     for i in range(1001):

@@ -51,8 +51,8 @@ class SharedAnswered(Protocol):
 
 
 class Sweeps:
-    """When a store's writer also deletes what has expired: its first write, then every
-    `every`-th (a table's size is then bounded by the IBIs asked about within a TTL)."""
+    """When a store's writer also sweeps (`sweep`): its first write, then every `every`-th
+    (a table's size is then at most MAX_ROWS and a sweep interval's writes per writer)."""
 
     def __init__(self, every: int = 1000):
         self.every = every
