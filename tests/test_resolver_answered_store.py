@@ -17,7 +17,8 @@ import pytest
 
 from archive_service.resolver.answered import Answered
 from archive_service.resolver.config import ANSWERED_FILE
-from archive_service.resolver.stores.answered import open_shared
+from archive_service.resolver.stores import answered as answered_stores
+from archive_service.resolver.stores.answered import KEPT_KEY, OWNER_GRACE, open_shared
 from archive_service.resolver.stores.answered.sqlite import SQLiteAnswered
 
 A, B = "a.example/w/2020/01.01.00.00", "b.example/w/2020/01.01.00.00"
@@ -51,7 +52,7 @@ def test_an_entry_is_recalled_until_it_expires(where):
     assert store.recall(IBI, NOW) is None
     store.remember(IBI, NOW + 60, frozenset({A, B}), B)
     assert store.recall(IBI, NOW) == (NOW + 60, frozenset({A, B}), B)
-    assert store.recall(IBI, NOW + 60) is None
+    assert store.recall(IBI, NOW + 60 + OWNER_GRACE) is None  # owner's grace past too
     store.remember(IBI, NOW + 90, frozenset({A}), None)  # replaced, owner and all
     assert store.recall(IBI, NOW) == (NOW + 90, frozenset({A}), None)
     store.remember(IBI, NOW + 90, frozenset(), None)  # no keys: forgotten
@@ -113,6 +114,50 @@ def test_expired_entries_are_swept(where):
     assert rows(store) == 1
 
 
+def test_the_owner_outlives_the_holders_by_a_grace_across_a_restart(where):
+    """After `answered_ttl` the holders route nothing (a full round), but the owner stands
+    OWNER_GRACE longer, for a worker that had it and one that reads it from the store alike:
+    at expiry it went, and a hostile Archive answering first took the next round (issue 30,
+    ninth adversarial pass). An IBI longer than KEPT_KEY gets no grace (its row would hold
+    up to 4 KB for days); nor an entry without an owner."""
+    now = [NOW]
+    state_dir, database = where
+    answered = Answered(60, database, state_dir, clock=lambda: now[0])
+    long = "evil.example/w" + "7" * KEPT_KEY + "/2020/01.01.00.00"
+    answered.remember(IBI, [A, B], owner=A)
+    answered.remember(long, [B], owner=B)
+    answered.remember("c.example/w/2020/01.01.00.00", [B])
+    now[0] += 61
+    restarted = Answered(60, database, state_dir, clock=lambda: now[0])
+    for memory in (answered, restarted):
+        assert memory.recall(IBI) is None and memory.owner(IBI) == A
+        assert memory.recall(long) is None and memory.owner(long) is None
+    store = open_shared(state_dir, database, clock=lambda: now[0])
+    assert store.recall("c.example/w/2020/01.01.00.00", now[0]) is None
+    store.remember("d.example/w/2020/01.01.00.00", now[0] + 60, frozenset({A}), A)  # sweeps
+    assert rows(store) == 2  # the long IBI's and the ownerless went at their expiry
+    now[0] += OWNER_GRACE
+    for memory in (answered, Answered(60, database, state_dir, clock=lambda: now[0])):
+        assert memory.recall(IBI) is None and memory.owner(IBI) is None
+
+
+def test_the_rows_are_capped_the_soonest_to_expire_going_first(where, monkeypatch):
+    """A hostile included Archive claiming random IBIs makes each resolution an owned row,
+    kept OWNER_GRACE: the sweep keeps at most MAX_ROWS (1,000,000 in service), dropping the
+    rows that expire soonest."""
+    monkeypatch.setattr(answered_stores, "MAX_ROWS", 50)
+    store = open_shared(*where, clock=lambda: NOW)
+    store._sweeps.every = 10
+    for i in range(200):
+        store.remember(f"x{i:03}.example/w/2020/01.01.00.00", NOW + i, frozenset({A}), A)
+        if i % 10 == 0:
+            assert rows(store) <= 50 + 1
+    store.remember("y.example/w/2020/01.01.00.00", NOW + 500, frozenset({A}), A)
+    assert rows(store) <= 50
+    assert store.recall("x199.example/w/2020/01.01.00.00", NOW)
+    assert store.recall("x100.example/w/2020/01.01.00.00", NOW) is None
+
+
 def test_a_state_dir_that_cannot_be_used_is_logged_and_never_raises(tmp_path, caplog):
     """(PostgreSQL's pool waits out its connect timeout: a database that does not answer is
     tests/test_resolver_postgres.py's.)"""
@@ -126,9 +171,9 @@ def test_a_state_dir_that_cannot_be_used_is_logged_and_never_raises(tmp_path, ca
 
 
 def test_a_remembered_claimant_outlives_the_memorys_bound_and_a_restart(tmp_path):
-    """The memory's bound is a parameter: 1,000 here, 100,000 in service. The store has no
-    bound of its own: an entry goes when it expires (answered_ttl), and expired rows are
-    swept every 1,000 writes, so its size is the IBIs asked about within a TTL."""
+    """The memory's bound is a parameter: 1,000 here, 100,000 in service. The store's is
+    MAX_ROWS (the sweep's, every 1,000 writes): an entry's holders go when it expires
+    (answered_ttl), its owner OWNER_GRACE later."""
     answered = Answered(60, state_dir=tmp_path, max_entries=1000)
     answered.remember(IBI, [A, B], owner=A)
     for i in range(1001):

@@ -19,6 +19,7 @@ from archive_service.resolver.answered import Answered
 from archive_service.resolver.conflicts import Conflicts
 from archive_service.resolver.resolve import Answer, ArchiveRef, resolve, settle_claims
 from archive_service.resolver.resolve import _reached_at as reached_at
+from archive_service.resolver.stores.answered import OWNER_GRACE
 
 SEED_ARCHIVE = "sid.inpe.br/mtc-m18@80/2008/03.17.15.17"
 GOOD = ArchiveRef("good.example", SEED_ARCHIVE, "150.163.34.243")
@@ -286,3 +287,34 @@ def test_an_address_announced_and_not_reached_there_does_not_displace_the_rememb
     reached = ArchiveRef(f"{old}:8080", evil.serviceibi, old)  # reached at what it announced
     taken = settle_claims([claim(reached, 0), claim(moved, 1)], ibi, moved.serviceibi.lower())
     assert taken.owner == reached.serviceibi.lower()
+
+
+def test_the_remembered_claimant_outlives_answered_ttl_until_a_grace_ends():
+    """The owner went with the entry after `answered_ttl` (300 s), and the next round was a
+    first-claim race again: a hostile included Archive answering fast won 2 of 5 first
+    resolutions after expiry of an IBI no Archive names (the ninth adversarial pass). It now
+    stands OWNER_GRACE longer; the holders still expire, so the round after it asks all."""
+    ibi = "iconet.com.br/banon/2011/06.14.16.40"
+    now = [1.8e9]
+    memory = Answered(300, clock=lambda: now[0])
+    good = [("url", "http://other.example/a"), ("state", "Original")]
+    evil = [("url", "http://evil.example/phish"), ("state", "Original")]
+    onlies = []
+
+    def resolution(answering: dict) -> str | None:
+        def ask(question, only=None, skip=(), enough=None, awaited=None):
+            onlies.append(only)
+            refs = [r for r in (EVIL, OTHER) if only is None or r.key in only]
+            return [Answer.of(r, answering[r], i) for i, r in enumerate(refs) if r.key not in skip]
+
+        return resolve(purl.parse(ibi), ask, None, 10, memory).url
+
+    assert resolution({EVIL: [], OTHER: good}) == "http://other.example/a"
+    now[0] += 301  # the entry expired: every Archive asked, the hostile one first
+    onlies.clear()
+    assert resolution({EVIL: evil, OTHER: good}) == "http://other.example/a"
+    assert onlies == [None]  # the holders routed nothing
+    assert memory.owner(ibi) == OTHER.key
+    now[0] += 300 + OWNER_GRACE + 1  # past the grace too: the first claimant's again
+    assert memory.owner(ibi) is None and memory.recall(ibi) is None
+    assert resolution({EVIL: evil, OTHER: good}) == "http://evil.example/phish"

@@ -82,6 +82,12 @@ SCHEMA: dict[str, list[str]] = {
         # `expires` (Unix time), shared by the resolver's instances.
         "CREATE TABLE resolver_answered (ibikey text PRIMARY KEY, holders text NOT NULL,"
         " expires double precision NOT NULL)",
+        # Its sweep (resolver/stores/answered/ `sweep`): an owner is kept OWNER_GRACE past
+        # `expires` and the rows are capped, the soonest to expire going first; the rows with
+        # no grace (its UNGRACED, 128 being its KEPT_KEY) go at `expires`.
+        "CREATE INDEX resolver_answered_expires ON resolver_answered (expires); "
+        "CREATE INDEX resolver_answered_ungraced ON resolver_answered (expires) "
+        "WHERE (length(ibikey) > 128 OR holders NOT LIKE '%!%')",
     ],
 }
 

@@ -9,8 +9,14 @@ answers empty), while an Archive that starts holding an IBI already remembered e
 asked only once the entry expires: the trade-off `answered_ttl` sets.
 
 With them, the Archive whose claim of the IBI's Original stood (`owner`, resolve.py
-`settle_claims`): a new claimant does not displace it while the entry lasts, unless it is the
-IBI's naming authority. In a store its key is the one marked `!` in `holders`.
+`settle_claims`): a new claimant does not displace it, unless it is the IBI's naming
+authority, while the entry lasts and OWNER_GRACE (a week) past its expiry: for an IBI no
+included Archive names (OAI imports, items minted elsewhere) it is the only defence against a
+hostile included Archive claiming every IBI, which at the entry's expiry won the next round
+whenever it answered first (issue 30, ninth adversarial pass). An expired entry routes nothing
+(the round asks every Archive) but gives its owner. Not for an IBI key longer than KEPT_KEY,
+and a store keeps at most MAX_ROWS rows (stores/answered/). In a store the owner's key is the
+one marked `!` in `holders`.
 
 In memory per worker (bounded, least recently used dropped first), and behind it in a store
 (resolver/stores/answered/): by default a SQLite file in `state_dir`, which the workers share
@@ -31,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from ..protocol import ibi as ibimod
-from .stores.answered import Entry, open_shared
+from .stores.answered import Entry, kept_until, open_shared
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +84,9 @@ class Answered:
             return {**self._counts, "entries": len(self._entries)}
 
     def recall(self, ibi: str) -> frozenset[str] | None:
-        """The service IBI keys remembered for `ibi`, or None."""
+        """The service IBI keys remembered for `ibi` until its entry expires, or None; past
+        that, an entry of use (`kept_until`: its owner) stays for `owner`, and the store is
+        asked whether another worker learned more since."""
         if not self.ttl:
             return None
         key, now = ibimod.key(ibi), self.clock()
@@ -87,20 +95,23 @@ class Answered:
             if found and found[0] > now:
                 self._entries.move_to_end(key)
                 return found[1]
-            self._drop(key)
+            if found and kept_until(key, found) <= now:
+                self._drop(key)
         if self._shared is not None:
             shared = self._shared.recall(key, now)
             if shared:
                 self._keep(key, *shared)
-                return shared[1]
+                return shared[1] if shared[0] > now else None
         return None
 
     def owner(self, ibi: str) -> str | None:
         """The service IBI key of the Archive whose claim of the Original stood, as this
-        worker holds it (`recall` first brings it from the store)."""
+        worker holds it (`recall` first brings it from the store), OWNER_GRACE past the
+        entry's expiry (`kept_until`)."""
+        key = ibimod.key(ibi)
         with self._lock:
-            found = self._entries.get(ibimod.key(ibi))
-        return found[2] if found and found[0] > self.clock() else None
+            found = self._entries.get(key)
+        return found[2] if found and kept_until(key, found) > self.clock() else None
 
     def remember(self, ibi: str, holders: Iterable[str], owner: str | None = None) -> None:
         """After a round to every included Archive: those whose answer was not empty

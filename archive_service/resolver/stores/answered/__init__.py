@@ -1,12 +1,14 @@
 """The answered Archives kept beyond a worker's memory (resolver/answered.py keeps them per
-worker in memory, bounded, and here): `recall(key, now)` gives an unexpired entry or None,
+worker in memory, bounded, and here): `recall(key, now)` gives an entry while it is of use
+(`kept_until`: its holders until it expires, its owner OWNER_GRACE longer) or None,
 `remember(key, expires, keys, owner)` keeps one (no keys: forgets it). Neither raises: a
 store that fails is logged and the resolver asks every Archive. One module per backend:
 `sqlite.SQLiteAnswered` (`state_dir/resolver-answered.sqlite3`, the default: what one
 resolver learned survives a restart and the memory's bound, and its workers share it) and
 `postgres.PostgresAnswered` (the resolver's `database`: shared by its instances too);
 `open_shared` picks, as `open_registry` does for the registry. Both keep an entry's holders
-as one text, the owner's key marked (`holders_text`, `entry_of`)."""
+as one text, the owner's key marked (`holders_text`, `entry_of`), and sweep alike now and
+then: a row past its `kept_until`, then past MAX_ROWS those that expire soonest."""
 
 from __future__ import annotations
 
@@ -21,6 +23,24 @@ Entry = tuple[float, frozenset[str], str | None]  # expiry, holders, owner
 
 OWNER = "!"  # marks the owner's key among the holders kept (no IBI has it)
 
+# How long an owner outlives its entry's expiry (answered_ttl): the only defence of an IBI no
+# included Archive names (OAI imports, items minted elsewhere) against a hostile included
+# Archive claiming every IBI, which won 2 of 5 first resolutions after the entry went (issue
+# 30, ninth adversarial pass). A week: an owner that stops claiming gives way at once anyway
+# (`settle_claims`), this bounds only how long an IBI nobody asks about stays taken.
+OWNER_GRACE = 7 * 24 * 3600.0
+# An IBI key longer than this gets no grace: a real one is 20-60 characters, but one may run
+# to the request line's 4 KB, and a hostile Archive claiming such IBIs would keep 4 KB rows
+# for a week (the idea of index/catalog.py KEPT_KEY).
+KEPT_KEY = 128
+# The rows a store keeps at most (the sweep's bound): a hostile Archive claiming random IBIs
+# makes each resolution an owned row; past this the rows that expire soonest go, so a flood
+# must last MAX_ROWS / rate to push out an owner remembered after it began. ~150 MB in SQLite.
+MAX_ROWS = 1_000_000
+# The rows that get no grace, as the sweep finds them (an index each backend makes on
+# `expires` with this condition, so the sweep reads only them): `kept_until`'s rule in SQL.
+UNGRACED = f"(length(ibikey) > {KEPT_KEY} OR holders NOT LIKE '%{OWNER}%')"
+
 
 class SharedAnswered(Protocol):
     def recall(self, key: str, now: float) -> Entry | None: ...
@@ -31,8 +51,8 @@ class SharedAnswered(Protocol):
 
 
 class Sweeps:
-    """When a store's writer also deletes what has expired: its first write, then every
-    `every`-th (a table's size is then bounded by the IBIs asked about within a TTL)."""
+    """When a store's writer also sweeps (`sweep`): its first write, then every `every`-th
+    (a table's size is then at most MAX_ROWS and a sweep interval's writes per writer)."""
 
     def __init__(self, every: int = 1000):
         self.every = every
@@ -43,6 +63,26 @@ class Sweeps:
         with self._lock:
             self._writes += 1
             return self._writes % self.every == 1
+
+
+def kept_until(key: str, entry: Entry) -> float:
+    """Until when an entry is of use: its holders route until it expires; its owner, unless
+    its key is longer than KEPT_KEY, stands OWNER_GRACE longer."""
+    expires, _, owner = entry
+    return expires + OWNER_GRACE if owner and len(key) <= KEPT_KEY else expires
+
+
+def sweep(execute: Callable[[str, tuple], object], table: str, now: float, mark: str) -> None:
+    """Delete from `table` the rows past their `kept_until`, then, past MAX_ROWS, those that
+    expire soonest: `execute(sql, params)` a backend's, `mark` its placeholder."""
+    ungraced = UNGRACED if mark == "?" else UNGRACED.replace("%", "%%")  # psycopg's escape
+    execute(f"DELETE FROM {table} WHERE expires < {mark}", (now - OWNER_GRACE,))
+    execute(f"DELETE FROM {table} WHERE {ungraced} AND expires < {mark}", (now,))
+    execute(
+        f"DELETE FROM {table} WHERE expires <= (SELECT expires FROM {table} "
+        f"ORDER BY expires DESC LIMIT 1 OFFSET {mark})",
+        (MAX_ROWS,),
+    )
 
 
 def holders_text(keys: frozenset[str], owner: str | None) -> str:

@@ -1,5 +1,6 @@
 """The answered Archives in the resolver's PostgreSQL `database` (`resolver_answered`;
-common/postgres.py SCHEMA["resolver"]), until `expires` (Unix time)."""
+common/postgres.py SCHEMA["resolver"]), until `expires` (Unix time), an owner's OWNER_GRACE
+longer (stores/answered/ `kept_until`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 from collections.abc import Callable
 
 from ....common import postgres
-from . import Entry, Sweeps, entry_of, holders_text
+from . import OWNER_GRACE, Entry, Sweeps, entry_of, holders_text, kept_until, sweep
 
 # The name the log lines have always carried (this was resolver/answered.py's).
 log = logging.getLogger("archive_service.resolver.answered")
@@ -27,15 +28,16 @@ class PostgresAnswered:
                 row = conn.execute(
                     "SELECT expires, holders FROM resolver_answered WHERE ibikey = %s "
                     "AND expires > %s",
-                    (key, now),
+                    (key, now - OWNER_GRACE),
                 ).fetchone()
         except Exception as exc:  # the database down: resolve without it, asking all
             log.warning("answered Archives: cannot read %s: %s", self.where, exc)
             return None
-        return entry_of(*row) if row else None
+        entry = entry_of(*row) if row else None
+        return entry if entry and kept_until(key, entry) > now else None
 
     def remember(self, key: str, expires: float, keys: frozenset[str], owner: str | None) -> None:
-        sweep = self._sweeps.due()
+        due = self._sweeps.due()
         try:
             with postgres.autocommit(self.database, timeout=1) as conn:
                 if keys:
@@ -47,9 +49,7 @@ class PostgresAnswered:
                     )
                 else:
                     conn.execute("DELETE FROM resolver_answered WHERE ibikey = %s", (key,))
-                if sweep:  # now and then, what has expired goes
-                    conn.execute(
-                        "DELETE FROM resolver_answered WHERE expires < %s", (self.clock(),)
-                    )
+                if due:  # now and then, what is of no more use goes
+                    sweep(conn.execute, "resolver_answered", self.clock(), "%s")
         except Exception as exc:
             log.warning("answered Archives: cannot write %s: %s", self.where, exc)

@@ -1,9 +1,9 @@
 """The answered Archives in SQLite (the default): `state_dir/resolver-answered.sqlite3`, one
-row per IBI until `expires` (Unix time), shared by the resolver's workers and kept across
-its restarts. WAL: a reader never waits for the writer; a writer waits at most BUSY_TIMEOUT
-for another's lock, then gives up (logged: the resolution is not held up). synchronous=NORMAL
-(a commit costs no fsync, and it is made on the request's path): a power loss may lose the
-last entries, a crash or a restart none."""
+row per IBI until `expires` (Unix time; an owner's OWNER_GRACE longer: `kept_until`), shared
+by the resolver's workers and kept across its restarts. WAL: a reader never waits for the
+writer; a writer waits at most BUSY_TIMEOUT for another's lock, then gives up (logged: the
+resolution is not held up). synchronous=NORMAL (a commit costs no fsync, and it is made on
+the request's path): a power loss may lose the last entries, a crash or a restart none."""
 
 from __future__ import annotations
 
@@ -16,20 +16,22 @@ from pathlib import Path
 
 from ....common import db as dbmod
 from ....common.processes import own_pid
-from . import Entry, Sweeps, entry_of, holders_text
+from . import OWNER_GRACE, UNGRACED, Entry, Sweeps, entry_of, holders_text, kept_until, sweep
 
 # The name the log lines have always carried (the store was resolver/answered.py's).
 log = logging.getLogger("archive_service.resolver.answered")
 
 BUSY_TIMEOUT = 1.0  # seconds; a write is a row, so only a stalled disk waits this long
 
-_SCHEMA = """
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS answered (
     ibikey TEXT PRIMARY KEY,   -- the IBI's key (protocol/ibi.py key)
     holders TEXT NOT NULL,     -- service IBI keys, the owner's marked (holders_text)
     expires REAL NOT NULL      -- Unix time
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS answered_expires ON answered (expires);
+-- the rows a sweep deletes at their expiry (`sweep`)
+CREATE INDEX IF NOT EXISTS answered_ungraced ON answered (expires) WHERE {UNGRACED};
 """
 
 
@@ -75,17 +77,18 @@ class SQLiteAnswered:
                 self._connection()
                 .execute(
                     "SELECT expires, holders FROM answered WHERE ibikey = ? AND expires > ?",
-                    (key, now),
+                    (key, now - OWNER_GRACE),
                 )
                 .fetchone()
             )
         except (sqlite3.Error, OSError) as exc:  # resolve without it, asking all
             self._failed("read", exc)
             return None
-        return entry_of(*row) if row else None
+        entry = entry_of(*row) if row else None
+        return entry if entry and kept_until(key, entry) > now else None
 
     def remember(self, key: str, expires: float, keys: frozenset[str], owner: str | None) -> None:
-        sweep = self._sweeps.due()
+        due = self._sweeps.due()
         try:
             conn = self._connection()
             if keys:
@@ -97,7 +100,7 @@ class SQLiteAnswered:
                 )
             else:
                 conn.execute("DELETE FROM answered WHERE ibikey = ?", (key,))
-            if sweep:
-                conn.execute("DELETE FROM answered WHERE expires < ?", (self.clock(),))
+            if due:
+                sweep(conn.execute, "answered", self.clock(), "?")
         except (sqlite3.Error, OSError) as exc:
             self._failed("write", exc)
