@@ -318,3 +318,29 @@ def test_the_remembered_claimant_outlives_answered_ttl_until_a_grace_ends():
     now[0] += 300 + OWNER_GRACE + 1  # past the grace too: the first claimant's again
     assert memory.owner(ibi) is None and memory.recall(ibi) is None
     assert resolution({EVIL: evil, OTHER: good}) == "http://evil.example/phish"
+
+
+def test_an_excluded_owner_holds_nothing():
+    """An owner is kept a week past answered_ttl and, unheard, stands: once excluded it was
+    never asked again, and each full round renewed it, so the Archive now holding its items
+    had its claims refused for good under steady traffic."""
+    ibi = "iconet.com.br/banon/2011/06.14.16.40"
+    now = [1.8e9]
+    memory = Answered(300, clock=lambda: now[0])
+    included = {EVIL.key, OTHER.key}
+    claims = {OTHER: [("url", "http://other.example/a"), ("state", "Original")]}
+
+    def resolution() -> str | None:
+        def ask(question, only=None, skip=(), enough=None, awaited=None):
+            refs = [r for r in (EVIL, OTHER) if r.key in included]
+            refs = [r for r in refs if (only is None or r.key in only) and r.key not in skip]
+            return [Answer.of(r, claims.get(r, []), i) for i, r in enumerate(refs)]
+
+        return resolve(purl.parse(ibi), ask, None, 10, memory, None, included.__contains__).url
+
+    assert resolution() == "http://other.example/a" and memory.owner(ibi) == OTHER.key
+    included.discard(OTHER.key)  # excluded; its items now at EVIL (say, the new host)
+    claims[EVIL] = [("url", "http://evil.example/a"), ("state", "Original")]
+    now[0] += 301
+    assert resolution() == "http://evil.example/a"
+    assert memory.owner(ibi) == EVIL.key

@@ -115,6 +115,7 @@ class Resolutions:
             self.config.rounds,
             self.answered,
             self.conflicts,
+            lambda key: key in registry.included_keyed(),
         )
         rounds = len(outcome.questions)
         if outcome.url is None:

@@ -492,6 +492,7 @@ def ask_round(
     prefs: Preferences,
     original_required: bool,
     plain: bool = True,
+    included: Callable[[str], bool] | None = None,
 ) -> tuple[list[Answer], Claims, Reading | Outcome | None]:
     """One round's answers, asking first the Archives that answered for this IBI before,
     how its claims of the Original were settled (`settle_claims`), and the selection among
@@ -506,8 +507,15 @@ def ask_round(
     `enough(answers)` holds, slower Archives are not waited for, except those `awaited`
     (the IBI's naming authorities: a faster Archive claiming the IBI must not win the
     race against them), up to the round's deadline. `plain`: the question is the IBI alone,
-    no file path and no verb (`settle_claims`)."""
+    no file path and no verb (`settle_claims`). `included(key)`: whether an Archive is
+    included now; an owner that is not (excluded) holds nothing.
+
+    An owner is remembered up to a week past `answered_ttl` and, unheard, stands: an
+    excluded one, never asked again, kept its IBIs from whoever holds them now for as long,
+    renewed by each round (the owners' grace, issue 30)."""
     known, owner = memory.recall(question.ibi), memory.owner(question.ibi)
+    if owner is not None and included is not None and not included(owner):
+        owner = None
     if original_required:
         known = None
 
@@ -564,11 +572,13 @@ def resolve(
     max_rounds: int = 10,
     memory: Memory | None = None,
     conflicts: Callable[[Conflict], None] | None = None,
+    included: Callable[[str], bool] | None = None,
 ) -> Outcome:
     """Figure 6.1's loop: ask, select, follow, until a URL or an alert. Without `memory`,
     `ask(question)` asks every included Archive and waits for them all. `conflicts` is told
     each claim of an Original refused (`settle_claims`), unless the Original is required
-    (two claims are then the alert)."""
+    (two claims are then the alert). `included(key)`: whether the Archive of a service IBI
+    key is included now (default: any is)."""
     prefs = preferences(accept_language)
     original_required = purl.requireditemstatus == "Original"
     question = Question(purl.ibi, purl.parsed.relation, purl.parsed.filelist)
@@ -598,7 +608,7 @@ def resolve(
         else:
             plain = not purl.filepath and not question.verblist  # the IBI alone (`settle_claims`)
             answers, claims, choice = ask_round(
-                question, ask, memory, prefs, original_required, plain
+                question, ask, memory, prefs, original_required, plain, included
             )
         if conflicts is not None and not original_required:
             for conflict in claims.conflicts:
