@@ -286,3 +286,16 @@ def test_an_address_announced_and_not_reached_there_does_not_displace_the_rememb
     reached = ArchiveRef(f"{old}:8080", evil.serviceibi, old)  # reached at what it announced
     taken = settle_claims([claim(reached, 0), claim(moved, 1)], ibi, moved.serviceibi.lower())
     assert taken.owner == reached.serviceibi.lower()
+
+
+def test_a_long_ibi_is_judged_each_time_not_remembered():
+    """Each (IBI, Archive) judged was kept, whatever the IBI's length: a reader's persistent
+    URLs of 8 KB IBIps, each asked once, kept 34 MB a worker (the tenth adversarial pass)."""
+    from archive_service.protocol import authority
+
+    kept = authority._kept_covers.cache_info().currsize
+    long_ibi = "8JMKD3MGP8W/" + "35MMLL8" * 1150
+    assert not covers(long_ibi, EVIL.serviceibi, EVIL.ip)
+    assert authority._kept_covers.cache_info().currsize == kept
+    assert covers("sid.inpe.br/mtc-m18@80/2099/12.31.23.59", SEED_ARCHIVE, GOOD.ip)  # new here
+    assert authority._kept_covers.cache_info().currsize == kept + 1
