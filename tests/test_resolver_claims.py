@@ -344,3 +344,16 @@ def test_an_excluded_owner_holds_nothing():
     now[0] += 301
     assert resolution() == "http://evil.example/a"
     assert memory.owner(ibi) == EVIL.key
+
+
+def test_a_long_ibi_is_judged_each_time_not_remembered():
+    """Each (IBI, Archive) judged was kept, whatever the IBI's length: a reader's persistent
+    URLs of 8 KB IBIps, each asked once, kept 34 MB a worker (the tenth adversarial pass)."""
+    from archive_service.protocol import authority
+
+    kept = authority._kept_covers.cache_info().currsize
+    long_ibi = "8JMKD3MGP8W/" + "35MMLL8" * 1150
+    assert not covers(long_ibi, EVIL.serviceibi, EVIL.ip)
+    assert authority._kept_covers.cache_info().currsize == kept
+    assert covers("sid.inpe.br/mtc-m18@80/2099/12.31.23.59", SEED_ARCHIVE, GOOD.ip)  # new here
+    assert authority._kept_covers.cache_info().currsize == kept + 1

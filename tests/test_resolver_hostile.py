@@ -27,6 +27,9 @@ from resolver_support import (
 from serve_process import free_port
 
 SERVICE = "/" + RESOLVER_IBI
+FORGED = (
+    b"down\n2026-01-01 00:00:00,000 [1] INFO archive_service.resolver.registry: included x\x1b[2J"
+)
 HOSTILE = "evil.example/rep/2020/01.01.00.00"
 HOSTILE_KEY = "1111111111"
 
@@ -37,6 +40,8 @@ class Hostile:
 
     def __init__(self):
         self.body = b""
+        self.status = "200 OK"  # of its answers to urlRequests
+        self.ack = b"notice {acknowledgment received}"
         self.asked: list[dict] = []
         port = free_port()
         self.server = ThreadedServer(self.answer, port)
@@ -47,11 +52,10 @@ class Hostile:
         self.asked.append(query)
         body = {
             "inclusionConfirmationRequest": b"confirmation yes",
-            "acknowledgment": b"notice {acknowledgment received}",
+            "acknowledgment": self.ack,
         }.get(query.get("servicesubject"), self.body)
-        start_response(
-            "200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))]
-        )
+        status = self.status if query.get("servicesubject") == "urlRequest" else "200 OK"
+        start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
         return [body]
 
     def close(self) -> None:
@@ -143,6 +147,57 @@ def test_the_honest_answer_wins_over_an_unusable_url(tmp_path, bed):
     resolver = resolver_with(tmp_path, bed, "hostile", "a")
     response = resolver.get("/8JMKD3MGP8W/35MMLL8", status=302)
     assert response.location == f"http://{bed['a']}/col/{LL8}/doc/CCSDS%20650.0-B-1.pdf"
+
+
+def test_many_unusable_urls_in_one_answer_are_one_log_line(tmp_path, bed, caplog):
+    """Each `url…` value dropped was a WARNING of its own: an included Archive answering
+    every urlRequest with 2,040 of them (23 KB, within the pairs' bound) wrote 400 KB of log
+    per resolution, the good Archive's IBIs' too, and took their p50 from 11 to 125 ms
+    (the tenth adversarial pass). One line an answer says how many, and the first."""
+    bad = [f"url.{i} a" for i in range(500)]
+    bed["hostile"].body = "\r\n".join(["state Original", *bad]).encode()
+    resolver = resolver_with(tmp_path, bed, "hostile")
+    with caplog.at_level("WARNING", logger="archive_service.resolver.resolve"):
+        resolver.get("/8JMKD3MGP8W/35MMLL8", status=404)
+    (line,) = [r.getMessage() for r in caplog.records if "ignored" in r.getMessage()]
+    assert "url.0 a ignored: not an absolute http or https URL" in line
+    assert "499 more ignored" in line
+
+
+def test_an_archive_error_page_cannot_write_lines_of_the_log(tmp_path, bed, caplog):
+    """An included Archive's error page is quoted in the log line of its refusal: its line
+    breaks wrote lines of their own (a forged `included …`, a terminal's escapes)."""
+    bed["hostile"].status, bed["hostile"].body = "503 Service Unavailable", FORGED
+    try:
+        resolver = resolver_with(tmp_path, bed, "hostile")
+        with caplog.at_level("WARNING", logger="archive_service.resolver.archives"):
+            resolver.get("/8JMKD3MGP8W/35MMLL8", status=502)
+    finally:
+        bed["hostile"].status = "200 OK"
+    (line,) = [r.getMessage() for r in caplog.records if "HTTP 503" in r.getMessage()]
+    assert "\n" not in line and "\x1b" not in line
+    assert "down\\n" in line
+
+
+def test_an_archive_answering_an_acknowledgment_with_64_kib_is_one_short_line(
+    tmp_path, bed, caplog
+):
+    """An acknowledgment's unexpected answer was logged whole (its pairs' repr): an included
+    Archive answering each with 2,040 pairs wrote ~70 KB of log per reader sent to it."""
+    bed["hostile"].body = b"url http://evil.example/x\r\nstate Original"
+    bed["hostile"].ack = "\r\n".join(f"p{i} {'v' * 20}" for i in range(2040)).encode()
+    try:
+        resolver = resolver_with(tmp_path, bed, "hostile")
+        with caplog.at_level("WARNING", logger="archive_service.resolver.archives"):
+            resolver.get("/8JMKD3MGP8W/35MMLL8", status=302)
+            deadline = time.monotonic() + 5
+            while not [r for r in caplog.records if "unexpected answer" in r.getMessage()]:
+                assert time.monotonic() < deadline, "the acknowledgment was never answered"
+                time.sleep(0.02)
+    finally:
+        bed["hostile"].ack = b"notice {acknowledgment received}"
+    (line,) = [r.getMessage() for r in caplog.records if "unexpected answer" in r.getMessage()]
+    assert "('p0', 'vvvv" in line and len(line) < 1000
 
 
 @pytest.mark.parametrize(

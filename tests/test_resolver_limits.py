@@ -60,3 +60,17 @@ def test_long_header_values_choose_a_locale_but_are_not_remembered(resolver):
         cookie = f"x{i}=1; lang=pt-BR; " + "c=d; " * 1500
         assert resolver.get("/", headers={"Cookie": cookie}).headers["Content-Language"] == "pt-BR"
     assert i18n._headers_locale.cache_info().currsize == cached
+
+
+def test_long_persistent_urls_are_resolved_but_not_remembered(resolver):
+    # Parsed persistent URLs were kept whatever their length (512 of them): a client asking
+    # 9 KB file paths, each once, kept 9.6 MB a worker (the tenth adversarial pass).
+    from archive_service.resolver import purl
+
+    cached = purl._kept.cache_info().currsize
+    for i in range(3):
+        long_path = f"/LK47B6W/362SFKH/{i}" + "a%C3%A9" * 1000
+        assert resolver.get(long_path, status="*").status_int in (404, 502, 503)
+    assert purl._kept.cache_info().currsize == cached
+    resolver.get("/LK47B6W/362SFKH/short.pdf", status="*")
+    assert purl._kept.cache_info().currsize == cached + 1

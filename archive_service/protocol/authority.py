@@ -48,11 +48,19 @@ def _address(text: str | None) -> str | None:
         return None
 
 
-# Strings in, a bool out: each round settles claims with it for every claimant, and decoding
-# an IBIp's prefix was a tenth of a resolution's CPU (issue 35).
-@lru_cache(maxsize=4096)
+# The longest IBI whose answer is remembered: one is 20-60 characters, and 4,096 of 8 KB (a
+# reader's persistent URLs, each asked once) kept 34 MB a worker (the tenth adversarial pass).
+KEPT_IBI = 256
+
+
 def covers(ibi: str, serviceibi: str, archiveip: str | None = None) -> bool:
     """Whether the Archive of `serviceibi` (announced at `archiveip`) names `ibi`."""
+    if len(ibi) > KEPT_IBI:
+        return _covers(ibi, serviceibi, archiveip)
+    return _kept_covers(ibi, serviceibi, archiveip)
+
+
+def _covers(ibi: str, serviceibi: str, archiveip: str | None) -> bool:
     if not ibimod.is_valid(ibi):
         return False
     if ibi.count("/") == 3:
@@ -62,3 +70,8 @@ def covers(ibi: str, serviceibi: str, archiveip: str | None = None) -> bool:
     if minted is None:
         return False
     return minted in (_address(archiveip), _address(_ibip_address(serviceibi)))
+
+
+# Strings in, a bool out: each round settles claims with it for every claimant, and decoding
+# an IBIp's prefix was a tenth of a resolution's CPU (issue 35).
+_kept_covers = lru_cache(maxsize=4096)(_covers)

@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 from .. import __version__
 from ..common.idle import spoke_while_idle
+from ..common.logs import shown
 from ..common.net import host_port
 from ..common.processes import own_pid
 from ..protocol import pairs as pairsmod
@@ -336,7 +337,8 @@ class ArchiveClient:
         self._quiet.pop(archive.address, None)
         self._failing.pop(archive.address, None)
         if status >= 300:
-            detail = body[:300].decode("ascii", "replace").strip()
+            # Quoted in log lines: its line breaks and escapes would be lines of ours.
+            detail = shown(body[:300].decode("ascii", "replace").strip())
             raise Refusal(f"HTTP {status}" + (f": {detail}" if detail else ""), status)
         try:
             return pairsmod.parse(body.decode("ascii"), most=MAX_PAIRS)
@@ -624,7 +626,8 @@ class ArchiveClient:
             log.warning("acknowledgment to %s: refused: %s", archive, exc)
             return False
         if answer != [("notice", "{acknowledgment received}")]:
-            log.warning("acknowledgment to %s: unexpected answer %r", archive, answer)
+            # Cut: an Archive answering each with 64 KiB of pairs wrote 70 KB a reader sent to it.
+            log.warning("acknowledgment to %s: unexpected answer %.300r", archive, answer)
             return False
         return True
 
@@ -643,6 +646,6 @@ class ArchiveClient:
             log.warning("%s %s failed: %s", what, archive, exc)
             return False
         if answer != expected:
-            log.warning("%s %s: unexpected answer %r", what, archive, answer)
+            log.warning("%s %s: unexpected answer %.300r", what, archive, answer)
             return False
         return True

@@ -98,12 +98,18 @@ def _query(query_string: str) -> tuple[dict[str, str], str]:
     return decoded, "&".join(theirs)
 
 
-@lru_cache(maxsize=512)
+# The longest persistent URLs (path and query, characters) remembered: an IBI and a file
+# path are some 100, and 512 of 9 KB file paths, each asked once, kept 9.6 MB a worker.
+REMEMBERED = 1024
+
+
 def parsed(path: str, query_string: str = "") -> PersistentUrl:
     """`parse` of the standard's verbs, remembered for the persistent URLs resolved last (a
     few are asked again and again: a tenth of a redirect's CPU went to parsing them). A
     PersistentUrl is frozen; one that is no persistent URL raises each time (not kept)."""
-    return parse(path, query_string)
+    if len(path) + len(query_string) > REMEMBERED:
+        return parse(path, query_string)
+    return _kept(path, query_string)
 
 
 def parse(path: str, query_string: str = "", table: Table = VERBS) -> PersistentUrl:
@@ -157,3 +163,6 @@ def parse(path: str, query_string: str = "", table: Table = VERBS) -> Persistent
         requireditemstatus=status,
         passthrough=passthrough,
     )
+
+
+_kept = lru_cache(maxsize=512)(parse)  # `parsed`'s, of short persistent URLs
