@@ -52,6 +52,15 @@ def open_regular(path: str | os.PathLike[str]) -> int:
     return fd
 
 
+def link_target(path: str | os.PathLike[str]) -> str:
+    """Where the symbolic link at `path` points, to name it in a refusal; a link replaced
+    since it was seen (a depositor's rename loop) must not turn the refusal into a traceback."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "something else now"
+
+
 def open_no_links(path: str | os.PathLike[str], last_only: bool = False) -> int:
     """A descriptor for reading the regular file at `path` (absolute or not), opened one
     directory at a time so that no part of the path may be a symbolic link: OSError (ELOOP,

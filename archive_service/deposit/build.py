@@ -32,11 +32,9 @@ def checked_sources(
         if path.is_symlink():
             # A depositor's upload (rsync -a, sftp keep links) could carry a file from
             # elsewhere on this host (the state dir's urlkey.secret) into a public item.
-            try:
-                target = os.readlink(path)
-            except OSError:  # replaced by a file since: still refused, it is changing
-                target = "something else"
-            raise DepositError(f"{path}: a symbolic link (to {target}); give the file itself")
+            raise DepositError(
+                f"{path}: a symbolic link (to {filesmod.link_target(path)}); give the file itself"
+            )
         if not path.is_file():
             raise DepositError(f"{path}: not a regular file")
         if not os.access(path, os.R_OK):
