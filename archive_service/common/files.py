@@ -52,16 +52,27 @@ def open_regular(path: str | os.PathLike[str]) -> int:
     return fd
 
 
-def open_no_links(path: str | os.PathLike[str]) -> int:
+def link_target(path: str | os.PathLike[str]) -> str:
+    """Where the symbolic link at `path` points, to name it in a refusal; a link replaced
+    since it was seen (a depositor's rename loop) must not turn the refusal into a traceback."""
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "something else now"
+
+
+def open_no_links(path: str | os.PathLike[str], last_only: bool = False) -> int:
     """A descriptor for reading the regular file at `path` (absolute or not), opened one
     directory at a time so that no part of the path may be a symbolic link: OSError (ELOOP,
     ENOTDIR, EINVAL for a file that is not regular) otherwise. For files checked earlier
     and read now (an import): a link swapped in since, anywhere on the path, is not
-    followed, and a FIFO swapped in is refused rather than waited on."""
+    followed, and a FIFO swapped in is refused rather than waited on. `last_only`: only the
+    file itself may not be a link (a path the admin typed, whose directories may be)."""
     path = os.path.abspath(path)
-    directory = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    start = os.path.dirname(path) if last_only else "/"
+    directory = os.open(start, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        *parents, name = path.split("/")[1:]
+        *parents, name = [os.path.basename(path)] if last_only else path.split("/")[1:]
         for part in parents:
             flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
             inner = os.open(part, flags, dir_fd=directory)

@@ -33,7 +33,7 @@ def checked_sources(
             # A depositor's upload (rsync -a, sftp keep links) could carry a file from
             # elsewhere on this host (the state dir's urlkey.secret) into a public item.
             raise DepositError(
-                f"{path}: a symbolic link (to {os.readlink(path)}); give the file itself"
+                f"{path}: a symbolic link (to {filesmod.link_target(path)}); give the file itself"
             )
         if not path.is_file():
             raise DepositError(f"{path}: not a regular file")
@@ -67,18 +67,19 @@ def new_sidecar(data: Mapping[str, Any], when: datetime) -> str:
 
 
 def copy_file(source: Path, destination: Path, no_links: bool = False) -> None:
-    if no_links:  # checked earlier by an import: no link swapped in since is followed
-        try:
-            fd = filesmod.open_no_links(source)
-        except OSError as exc:
-            raise DepositError(
-                f"{source}: {exc.strerror} now (changed since it was checked?); not copied"
-            ) from None
-        with open(fd, "rb") as stream, open(destination, "xb") as written:
-            shutil.copyfileobj(stream, written, 1 << 20)
-    else:
-        # copyfile, not copy2: the new file's mode follows the umask, not the upload's mode.
-        shutil.copyfile(source, destination)
+    # Checked earlier (checked_sources, an import's checks): no link swapped in since is
+    # followed. A depositor who keeps renaming a link and the file over the upload's name
+    # got urlkey.secret into 9 of 30 deposits' doc/ (issue 30, tenth adversarial pass).
+    # A deposit's FILE is a path the admin typed: only its last part may not be a link.
+    try:
+        fd = filesmod.open_no_links(source, last_only=not no_links)
+    except OSError as exc:
+        raise DepositError(
+            f"{source}: {exc.strerror} now (changed since it was checked?); not copied"
+        ) from None
+    # Opened "xb": the new file's mode follows the umask, not the upload's mode.
+    with open(fd, "rb") as stream, open(destination, "xb") as written:
+        shutil.copyfileobj(stream, written, 1 << 20)
     with open(destination, "rb") as written:
         os.fsync(written.fileno())
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import bagit
 
 from ..collection.sidecar import DC_ELEMENTS
+from ..common import files as filesmod
 from .apply import ImportRefused
 from .records import EDITION_OF, METADATA_OF, RELATIONS, TRANSLATION_OF, Record
 
@@ -114,8 +115,8 @@ def _payload(path: Path) -> list[Path]:
                 raise _Refused(f"{relative}: {exc.strerror}") from None
             if stat.S_ISLNK(mode):
                 raise _Refused(
-                    f"{relative} is a symbolic link (to {os.readlink(entry)}); a bag must hold "
-                    "its files"
+                    f"{relative} is a symbolic link (to {filesmod.link_target(entry)}); a bag "
+                    "must hold its files"
                 )
             if name in files and not stat.S_ISREG(mode):
                 raise _Refused(f"{relative} is not a regular file")

@@ -61,14 +61,15 @@ class _Generation:
         self.rows: dict[str, tuple[str, str] | None] = {}
         self.served: dict[str, bool] = {}
         self.found: dict[str, str | None] = {}
+        self.translates: dict[str, tuple[str | None, str]] = {}  # (language, name) by key
         self.summary: tuple[set[str], bool] | None = None
         self.count: int | None = None
         self.problem_count: int | None = None
         self.held = 0  # characters of the index records kept (rows and items), about
 
     def oversized(self, limit: int) -> bool:
-        sizes = (len(self.items), len(self.rows), len(self.served), len(self.found))
-        return max(sizes) > limit or self.held > HELD
+        tables = (self.items, self.rows, self.served, self.found, self.translates)
+        return max(map(len, tables)) > limit or self.held > HELD
 
     def keep(self, table: dict, key: str, value: T, size: int = 0) -> T:
         """`value` kept under `key` (the one already kept, if a thread was first), unless the
@@ -607,13 +608,23 @@ class StoreCatalog:
             for other in _referring(reader.conn, item.keys()):
                 if other == key or not self._served(reader, other):
                     continue
-                source = self._row(reader, other)
-                language = json.loads(source[0]).get("language")
+                language, name = self._translates(reader, other)
                 if language:
-                    item.translations.setdefault(language, _ibi(json.loads(source[0])["name"]))
+                    item.translations.setdefault(language, _ibi(name))
         # Two threads that missed together both decoded it: the first one kept is everyone's
         # (setdefault is one step under the GIL), so the worker holds one object per item.
         return reader.gen.keep(reader.gen.items, key, item, len(row[0]) if row else 0)
+
+    def _translates(self, reader: _Reader, key: str) -> tuple[str | None, str]:
+        # A referrer's language and name, decoded once per index state: its record may be
+        # 64 KiB (1,700 translations), decoded again for each item it names (issue 30).
+        facts = reader.gen.translates.get(key, _UNKNOWN)
+        if facts is _UNKNOWN:
+            source = json.loads(self._row(reader, key)[0])
+            facts = reader.gen.keep(
+                reader.gen.translates, key, (source.get("language"), source["name"])
+            )
+        return facts
 
     @_reading(snapshot=True)
     def relating(self) -> list[Item]:

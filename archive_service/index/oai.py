@@ -249,12 +249,12 @@ def earliest(conn: sqlite3.Connection) -> int | None:
     return conn.execute(f"SELECT min(stamp) FROM {TABLE}").fetchone()[0]
 
 
-def set_values(conn: sqlite3.Connection, column: str) -> Iterator[str]:
-    """The distinct values of a set column, each found through the index (a skip scan: as
-    many look-ups as sets, not a read of every row)."""
+def set_values(conn: sqlite3.Connection, column: str, after: str = "") -> Iterator[str]:
+    """The distinct values of a set column past `after`, in order, each found through the
+    index (a skip scan: as many look-ups as sets, not a read of every row)."""
     if column not in SET_COLUMNS:
         raise ValueError(f"no set column {column!r}")
-    last = ""
+    last = after
     while True:
         row = conn.execute(
             f"SELECT min({column}) FROM {TABLE} WHERE {column} > ?", (last,)

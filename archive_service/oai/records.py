@@ -12,7 +12,7 @@ from xml.sax.saxutils import escape
 
 from ..collection.sidecar import DC_ELEMENTS, xml_text
 from ..protocol.answers import Links
-from ..protocol.catalog import Item
+from ..protocol.catalog import Item, listed_translations
 
 OAI_DC = "http://www.openarchives.org/OAI/2.0/oai_dc/"
 OAI_DC_XSD = "http://www.openarchives.org/OAI/2.0/oai_dc.xsd"
@@ -155,7 +155,7 @@ def relation_values(
     for name, other in (
         (HAS_NEXT_EDITION, item.nextedition),
         (HAS_METADATA, item.metadata),
-        *((HAS_TRANSLATION, ibi) for _, ibi in sorted(item.translations.items())),
+        *((HAS_TRANSLATION, ibi) for _, ibi in listed_translations(item)),
     ):
         target = lookup(other.text) if other is not None else None
         if target is not None and target.state != "Deleted":

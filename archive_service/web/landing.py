@@ -20,7 +20,7 @@ from ..common.net import persistent_url
 from ..http_errors import error_response
 from ..oai.records import oai_dc_xml
 from ..protocol.answers import Links
-from ..protocol.catalog import Item, follow_editions
+from ..protocol.catalog import Item, follow_editions, listed_translations
 from ..stores.stats import counter
 from . import headers, signposting
 from .download import displayable
@@ -238,9 +238,7 @@ def page_facts(site: Context, item: Item, work: Work, links: Links, described: l
         "files": [(f, human_size(f.size)) for f in work.files],
         "location": item.location,
         "forms": [f for f in (item.forms.rep, item.forms.ibip) if f],
-        "translations": [
-            (lang, landing_of(ibi)) for lang, ibi in sorted(item.translations.items())
-        ],
+        "translations": [(lang, landing_of(ibi)) for lang, ibi in listed_translations(item)],
         "previous": previous_edition(site, item, links),
         "next": landing_of(item.nextedition),
         "last": landing_of(last.name) if last is not item else None,
