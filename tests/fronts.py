@@ -463,6 +463,25 @@ def stats_as(user: str, python: str, site: Path, config: Path) -> dict:
     return json.loads(cli_as(user, python, site, config, "stats", "--format", "json"))
 
 
+def indexed_for_cgi(folder: Path, collection: Path = SAMPLE):
+    """The sample's settings over `collection` (state_dir in `folder`) with its index built,
+    and the WebTest app create_app makes of them as CGI and mod_wsgi make it (no walk): what
+    a CGI answer is compared with."""
+    import webtest
+
+    from archive_service import cli, settings
+    from archive_service.web import create_app
+
+    config = folder / "archive-service.yaml"
+    config.write_text(
+        (SAMPLE / "archive-service.yaml").read_text().replace(".  ", f"{collection}  ", 1)
+        + f"state_dir: {folder / 'state'}\n"
+    )
+    assert cli.main(["index", "--config", str(config)]) == 0
+    app = create_app(settings.load(str(config)), refresh=False)
+    return config, webtest.TestApp(app, extra_environ={"SCRIPT_NAME": ""})
+
+
 def run_cgi(
     path_info: str | bytes,
     query: str = "",

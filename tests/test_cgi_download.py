@@ -16,11 +16,11 @@ from urllib.parse import quote
 import pytest
 import webtest
 
-from archive_service import cli, settings
+from archive_service import settings
 from archive_service.stores import stats
 from archive_service.stores.stats import counter
 from archive_service.web import create_app
-from fronts import FILES_DIR, TARGET_FILE, run_cgi
+from fronts import FILES_DIR, TARGET_FILE, indexed_for_cgi, run_cgi
 from support import SAMPLE
 
 # prometheus_client too: a CGI process's counts die with it (docs/metrics.md).
@@ -41,14 +41,7 @@ def archive(tmp_path_factory) -> tuple[Path, webtest.TestApp]:
     (collection / SVG).write_text('<svg xmlns="http://www.w3.org/2000/svg"/>\n')
     (collection / ESCAPE).symlink_to("../item.yaml")
     (collection / HTML).write_text('<!doctype html><html lang="en"><p>Read me</p></html>\n')
-    config = folder / "archive-service.yaml"
-    config.write_text(
-        (SAMPLE / "archive-service.yaml").read_text().replace(".  ", f"{collection}  ", 1)
-        + f"state_dir: {folder / 'state'}\n"
-    )
-    assert cli.main(["index", "--config", str(config)]) == 0
-    app = create_app(settings.load(str(config)), refresh=False)
-    return config, webtest.TestApp(app, extra_environ={"SCRIPT_NAME": ""})
+    return indexed_for_cgi(folder, collection)
 
 
 def through_cgi(config: Path, path: str, method: str = "GET", **meta):

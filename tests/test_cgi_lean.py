@@ -13,11 +13,9 @@ from urllib.parse import urlencode
 import pytest
 import webtest
 
-from archive_service import cli, settings
 from archive_service.protocol import pairs
-from archive_service.web import create_app
-from fronts import TARGET_IBI, run_cgi
-from support import SAMPLE, SERVICE, acknowledgment
+from fronts import TARGET_IBI, indexed_for_cgi, run_cgi
+from support import SERVICE, acknowledgment
 
 URL_REQUEST = "servicesubject=urlRequest&clientinformation.ipaddress=127.0.0.1&parsedibiurl.ibi="
 # prometheus_client too: a CGI process's counters die with it (docs/metrics.md), so its
@@ -38,15 +36,7 @@ QUERIES = {
 def archive(tmp_path_factory) -> tuple[Path, webtest.TestApp]:
     """The sample's settings (state_dir of its own) with its index built, and the WSGI app
     create_app makes of them, as mod_wsgi and CGI make it (no walk)."""
-    folder = tmp_path_factory.mktemp("cgi-lean")
-    config = folder / "archive-service.yaml"
-    config.write_text(
-        (SAMPLE / "archive-service.yaml").read_text().replace(".  ", f"{SAMPLE}  ", 1)
-        + f"state_dir: {folder / 'state'}\n"
-    )
-    assert cli.main(["index", "--config", str(config)]) == 0
-    app = create_app(settings.load(str(config)), refresh=False)
-    return config, webtest.TestApp(app, extra_environ={"SCRIPT_NAME": ""})
+    return indexed_for_cgi(tmp_path_factory.mktemp("cgi-lean"))
 
 
 def through_cgi(config: Path, query: str, method: str = "GET") -> tuple[list[str], bytes]:
