@@ -232,14 +232,19 @@ def test_metadata_cannot_open_an_html_comment_in_the_json_ld_script(settings, co
     assert json.loads(script)["name"] == "<!--<script>"
 
 
+def tiles(collection, name: str, count: int) -> str:
+    """An item `name` of `count` one-byte files, tile-0000.tif on: its name."""
+    (collection / name / "doc").mkdir(parents=True)
+    for n in range(count):
+        (collection / name / "doc" / f"tile-{n:04d}.tif").write_text("t")
+    (collection / name / "item.yaml").write_text("dc:\n  title: Tiles\n")
+    return name
+
+
 def test_past_100_files_the_page_links_the_file_list(settings, collection):
     """Every file was a row of the page and of its JSON-LD: an item of 20,000 files made a
     view 2.3-2.8 s and 9 MB (issue 30, seventh pass). The file list has them all."""
-    name = "example.org/archive/2026/11.27.10.23"
-    (collection / name / "doc").mkdir(parents=True)
-    for n in range(150):
-        (collection / name / "doc" / f"tile-{n:03d}.tif").write_text("t")
-    (collection / name / "item.yaml").write_text("dc:\n  title: Tiles\n")
+    name = tiles(collection, "example.org/archive/2026/11.27.10.23", 150)
     site = Client(create_app(settings), "")
     page = site.get(landing(name)).html
     assert len(page.select("a.download")) == 100
@@ -256,11 +261,7 @@ def test_a_page_cut_at_100_files_says_how_many_it_shows_of_how_many(settings, co
     """The list ended with a link to all the files and said nowhere above it that it was cut:
     a reader took the 100 shown for the item's files. Said in the page's language, with
     its plural forms; a list that is not cut says no count, as before."""
-    name = "example.org/archive/2026/11.27.10.24"
-    (collection / name / "doc").mkdir(parents=True)
-    for n in range(131):
-        (collection / name / "doc" / f"tile-{n:04d}.tif").write_text("t")
-    (collection / name / "item.yaml").write_text("dc:\n  title: Tiles\n")
+    name = tiles(collection, "example.org/archive/2026/11.27.10.24", 131)
     site = Client(create_app(settings), "")
     english = site.get(landing(name)).html.find(id="files-shown")
     assert english.get_text() == "100 of 131 files"
