@@ -97,9 +97,16 @@ class Resolutions:
         ips = client_ips(environ, self.trusted)
         via = request.headers.get("Via", "")
         registry, client = self.registry, self.client
+        read: list[Mapping[str, resolvemod.ArchiveRef]] = []
+
+        def included() -> Mapping[str, resolvemod.ArchiveRef]:
+            # Read once a resolution: with PostgreSQL each read is a round trip.
+            if not read:
+                read.append(registry.included_keyed())
+            return read[0]
 
         def ask(question: resolvemod.Question, only=None, skip=(), enough=None, awaited=None):
-            keyed = registry.included_keyed()
+            keyed = included()
             if only is not None:  # the few remembered: not a pass over every Archive
                 archives = [keyed[k] for k in sorted(only) if k in keyed and k not in skip]
             else:
@@ -115,7 +122,7 @@ class Resolutions:
             self.config.rounds,
             self.answered,
             self.conflicts,
-            lambda key: key in registry.included_keyed(),
+            lambda key: key in included(),
         )
         rounds = len(outcome.questions)
         if outcome.url is None:
