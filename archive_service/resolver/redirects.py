@@ -12,6 +12,7 @@ application (`redirect_app`), so that the redirect is written in one place."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import os
@@ -97,13 +98,9 @@ class Resolutions:
         ips = client_ips(environ, self.trusted)
         via = request.headers.get("Via", "")
         registry, client = self.registry, self.client
-        read: list[Mapping[str, resolvemod.ArchiveRef]] = []
-
-        def included() -> Mapping[str, resolvemod.ArchiveRef]:
-            # Read once a resolution: with PostgreSQL each read is a round trip.
-            if not read:
-                read.append(registry.included_keyed())
-            return read[0]
+        # Read once a resolution, for its rounds and its owner: with PostgreSQL each read is
+        # a round trip.
+        included = functools.cache(registry.included_keyed)
 
         def ask(question: resolvemod.Question, only=None, skip=(), enough=None, awaited=None):
             keyed = included()
