@@ -154,3 +154,42 @@ def test_an_acknowledgment_of_a_location_counts_for_its_item(app, settings):
     report = stats.Store(settings["state_dir"]).report()
     assert report["total"] == 1 and report["rejected_by_reason"] == {"unknown": 1}
     assert [i["ibi"] for i in report["items"]] == [ITEM]
+
+
+@pytest.mark.parametrize(
+    "host, why",
+    [
+        ("127.1", "loopback"),
+        ("0x7f.1", "loopback"),
+        ("2130706433", "loopback"),
+        ("[::ffff:7f00:1]", "loopback"),
+        ("a.localhost.", "loopback"),
+        ("169.254.169.254", "link-local"),
+        ("192.168.0.1", "private"),
+    ],
+)
+def test_check_names_a_location_at_an_internal_address(
+    collection, settings, tmp_path, capsys, host, why
+):
+    # issue 30 §9, eleventh pass: a harvested record's or a depositor's location at the
+    # reader's own machine or network was answered and no check said so
+    from archive_service.cli import main
+
+    make(collection, ITEM, f"location: http://{host}/cgi-bin/x\n")
+    assert main(["check", str(collection), "--state-dir", str(tmp_path / "check")]) == 1
+    assert f"warning: {ITEM}/item.yaml: location: " in capsys.readouterr().out
+    # allow_internal: the admin's word that readers reach such addresses (an intranet)
+    assert (
+        main(["check", str(collection), "--state-dir", str(tmp_path / "check"), "--allow-internal"])
+        == 0
+    )
+    assert why in str(sidecarmod.read(collection / ITEM / "item.yaml").warnings)
+    answer = pairs_of(url_request(webtest.TestApp(create_app(settings)), ITEM))
+    assert answer["url"] == f"http://{host}/cgi-bin/x"  # an intranet Archive's may be meant
+
+
+def test_a_location_by_name_or_public_address_is_no_warning(collection):
+    for n, host in enumerate(("repo.example.org", "8.8.8.8", "[2001:4860::8888]", "10.example")):
+        make(collection, f"example.org/repo/2020/01.02.03.{10 + n}", f"location: http://{host}/\n")
+        side = sidecarmod.read(collection / f"example.org/repo/2020/01.02.03.{10 + n}/item.yaml")
+        assert side.warnings == [], host

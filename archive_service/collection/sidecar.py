@@ -6,6 +6,7 @@ import functools
 import ipaddress
 import os
 import re
+import socket
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import PurePosixPath
@@ -14,7 +15,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from ..common import files
+from ..common import files, netguard
 from ..common.yamlsafe import SafeLoader as _SafeLoader
 from ..common.yamlsafe import tab_hint
 from ..protocol import ibi as ibimod
@@ -250,6 +251,28 @@ def _dc_warnings(dc: dict[str, list[str]]) -> list[str]:
 MAX_LOCATION = 2048
 
 
+# How an internal location's warning ends: `check` leaves it out under allow_internal, the
+# admin's word that readers reach such addresses (an intranet Archive).
+INTERNAL_LOCATION = ": a reader sent there reaches their own network"
+
+
+def internal_host(url: str) -> str | None:
+    """What is internal about `url`'s host when it says so itself, with no look-up: an IP
+    address netguard judges internal (in any spelling the URL parser and inet_aton read:
+    127.1, 0x7f.1, 2130706433) or localhost. Such a location is answered to readers as any
+    other (an intranet Archive may mean it), but `check` names it unless allow_internal
+    (issue 30, §9)."""
+    host = (urlsplit(url).hostname or "").rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return f"{host} is this host (loopback)"
+    try:
+        address = host if ":" in host else socket.inet_ntoa(socket.inet_aton(host))
+    except OSError:
+        return None  # a name: what it resolves to is check --links' to say
+    reason = netguard.kind(address)
+    return None if reason is None or reason == "not an IP address" else f"{host} is {reason}"
+
+
 def location_url(value: Any) -> str:
     """An absolute http(s) URL where the item's content lives (issue 21): the Archive answers
     it as the item's `url` (CriarParURL lets the Archive choose the access URL)."""
@@ -366,6 +389,8 @@ def parse(data: Any, where: str = SIDECAR) -> Sidecar:
     sidecar.unknown_keys = sorted(str(k) for k in data if k not in _KNOWN)
     if sidecar.dc:
         sidecar.warnings = _dc_warnings(sidecar.dc)
+    if sidecar.location and (inside := internal_host(sidecar.location)):
+        sidecar.warnings.append(f"location: {inside}{INTERNAL_LOCATION}")
     if problems:
         raise SidecarError(where, problems)
     return sidecar
