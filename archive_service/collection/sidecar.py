@@ -20,6 +20,7 @@ from ..common.yamlsafe import SafeLoader as _SafeLoader
 from ..common.yamlsafe import tab_hint
 from ..protocol import ibi as ibimod
 from ..protocol.language import language_tag
+from ..protocol.networks import Networks
 
 _YAML = "tag:yaml.org,2002:"
 _SCALARS = {_YAML + t for t in ("null", "bool", "int", "float", "timestamp", "binary")}
@@ -307,7 +308,7 @@ def _networks(value: Any) -> tuple:
     nets = value["networks"]
     if not isinstance(nets, list) or not nets:
         raise ValueError("networks must be a non-empty list of CIDR blocks")
-    return tuple(ipaddress.ip_network(str(n), strict=False) for n in nets)
+    return Networks(ipaddress.ip_network(str(n), strict=False) for n in nets)
 
 
 def _string_map(value: Any, what: str) -> dict:

@@ -15,6 +15,7 @@ from ..collection.items import Item, Problem
 from ..protocol import ibi as ibimod
 from ..protocol.catalog import claim, claimant
 from ..protocol.ibi import Forms, Ibi
+from ..protocol.networks import Networks
 from .walk import Found
 
 __all__ = ["claim", "claimant"]  # the claim order the keys table stores (protocol/catalog.py)
@@ -68,7 +69,7 @@ def decode(directory: str, text: str) -> Item:
         formats=r.get("formats", {}),
         dc=r.get("dc"),
         filelist_public=r.get("filelist_public", True),
-        networks=tuple(ipaddress.ip_network(n) for n in r.get("networks", ())),
+        networks=Networks(ipaddress.ip_network(n) for n in r.get("networks", ())),
         location=r.get("location"),
     )
 

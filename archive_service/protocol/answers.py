@@ -22,6 +22,7 @@ from .catalog import DOC, Catalog, Item, follow_editions
 from .errors import RequestError
 from .ibi import Forms, Ibi
 from .links import Links
+from .networks import Networks
 from .requests import (
     UrlRequest,
     check_acknowledgment,
@@ -639,7 +640,8 @@ def client_allowed(item: Item, user: ipaddress.IPv4Address | ipaddress.IPv6Addre
     # An IPv4 user as a dual-stack socket names it (::ffff:a.b.c.d, in a resolver's
     # clientinformation.ipaddress) is that IPv4 user: /col/ unmapped it, the answer did not.
     user = getattr(user, "ipv4_mapped", None) or user
-    return any(user.version == net.version and user in net for net in item.networks)
+    nets = item.networks
+    return (nets if isinstance(nets, Networks) else Networks(nets)).holds(user)
 
 
 def monta_resposta(query: dict[str, str], archive: Archive, links: Links) -> str:
