@@ -545,3 +545,22 @@ def test_a_metadata_file_with_a_dtd_is_not_the_record(client, oai_settings) -> N
         client, verb="GetRecord", identifier=f"oai:{HOST}:{DESCRIBED}", metadataPrefix="oai_dc"
     )
     assert [e.text for e in doc.iterfind(".//dc:title", NS)] == []
+
+
+def test_a_licensed_metadata_items_file_is_not_the_public_record(client, oai_settings) -> None:
+    """A Metadata item's files go only to users inside its networks (`access`), and the OAI
+    provider answers anyone: a public item naming a licensed Metadata item gets its own
+    inline Dublin Core as its record, never the licensed oai_dc file's."""
+    meta = Path(oai_settings["collection"], DESCRIBED + ".49")
+    doc = oai(
+        client, verb="GetRecord", identifier=f"oai:{HOST}:{DESCRIBED}", metadataPrefix="oai_dc"
+    )
+    shown = [e.text for e in doc.iterfind(".//dc:title", NS)]
+    assert shown  # the file's record while the Metadata item is public
+    sidecar = meta / "item.yaml"
+    sidecar.write_text(sidecar.read_text() + "access:\n  networks: [10.0.0.0/8]\n")
+    refresh(oai_settings)
+    doc = oai(
+        client, verb="GetRecord", identifier=f"oai:{HOST}:{DESCRIBED}", metadataPrefix="oai_dc"
+    )
+    assert [e.text for e in doc.iterfind(".//dc:title", NS)] != shown

@@ -131,9 +131,11 @@ def record_dc(
     root: str | os.PathLike,
 ) -> Mapping[str, list[str]]:
     """What GetMetadata(oai_dc) gives for `item` (protocol/answers.py's order): the oai_dc file
-    of the Metadata item it names when this Archive holds one, else its inline dc."""
+    of the Metadata item it names when this Archive holds one and it is not licensed (its
+    files go only to users inside its networks, and OAI-PMH answers anyone), else its inline dc."""
     if item.metadata is not None:
         meta = lookup(item.metadata.text)
+        meta = None if meta is not None and meta.networks else meta
         rel = meta.formats.get("oai_dc") if meta is not None else None
         path = resolve_file(root, meta.directory, rel) if rel else None
         found = dc_of_file(path) if path is not None else None
