@@ -343,7 +343,42 @@ def test_an_excluded_owner_holds_nothing():
     claims[EVIL] = [("url", "http://evil.example/a"), ("state", "Original")]
     now[0] += 301
     assert resolution() == "http://evil.example/a"
-    assert memory.owner(ibi) == EVIL.key
+    # Routed elsewhere while it is away, but not replaced: past its grace the holder's.
+    assert memory.owner(ibi) == OTHER.key
+    now[0] += 300 + OWNER_GRACE
+    assert resolution() == "http://evil.example/a" and memory.owner(ibi) == EVIL.key
+
+
+def test_an_owner_restarting_gets_its_ibis_back():
+    """serve's SIGTERM sends an exclusionRequest and its start an inclusionRequest: one
+    resolution while the owner restarted made a hostile Archive claiming every IBI its owner
+    for a week, and 20 of 20 readers after the owner was back went to the hostile URL (real
+    processes, the eleventh adversarial pass)."""
+    ibi = "iconet.com.br/banon/2011/06.14.16.40"
+    now = [1.8e9]
+    memory = Answered(300, clock=lambda: now[0])
+    included = {EVIL.key, OTHER.key}
+    claims = {
+        OTHER: [("url", "http://other.example/a"), ("state", "Original")],
+        EVIL: [("url", "http://evil.example/phish"), ("state", "Original")],
+    }
+
+    def resolution(order) -> str | None:
+        def ask(question, only=None, skip=(), enough=None, awaited=None):
+            refs = [r for r in order if r.key in included]
+            refs = [r for r in refs if (only is None or r.key in only) and r.key not in skip]
+            return [Answer.of(r, claims[r], i) for i, r in enumerate(refs)]
+
+        return resolve(purl.parse(ibi), ask, None, 10, memory, None, included.__contains__).url
+
+    assert resolution((OTHER, EVIL)) == "http://other.example/a"
+    included.discard(OTHER.key)  # its restart: excluded
+    resolution((EVIL, OTHER))
+    included.add(OTHER.key)  # back
+    for step in (5, 301, 5, 301):
+        now[0] += step
+        assert resolution((EVIL, OTHER)) == "http://other.example/a"
+    assert memory.owner(ibi) == OTHER.key
 
 
 def test_a_long_ibi_is_judged_each_time_not_remembered():

@@ -518,13 +518,18 @@ def ask_round(
     (the IBI's naming authorities: a faster Archive claiming the IBI must not win the
     race against them), up to the round's deadline. `plain`: the question is the IBI alone,
     no file path and no verb (`settle_claims`). `included(key)`: whether an Archive is
-    included now; an owner that is not (excluded) holds nothing.
+    included now; an owner that is not (excluded) holds nothing, and is not replaced.
 
     An owner is remembered up to a week past `answered_ttl` and, unheard, stands: an
     excluded one, never asked again, kept its IBIs from whoever holds them now for as long,
     renewed by each round (the owners' grace, issue 30)."""
     known, owner = memory.recall(question.ibi), memory.owner(question.ibi)
-    if owner is not None and included is not None and not included(owner):
+    # Away (excluded), an owner routes nothing but is not replaced: serve's SIGTERM excludes
+    # it, and one resolution during a restart made a hostile Archive claiming every IBI the
+    # owner for a week (the eleventh adversarial pass). Its entry is left as it was, so it
+    # stands again when back, and lapses at its `kept_until` when it is gone for good.
+    away = owner is not None and included is not None and not included(owner)
+    if away:
         owner = None
     if original_required:
         known = None
@@ -567,7 +572,7 @@ def ask_round(
         choice = choose(answers, question, prefs, True, claims)
     else:
         claims, choice = selected(answers)
-    if full or claims.owner != owner:
+    if not away and (full or claims.owner != owner):
         holders = {ibimod.key(a.archive.serviceibi) for a in answers if a.pairs}
         if claims.owner:  # a silent owner stays asked
             holders.add(claims.owner)
