@@ -119,7 +119,7 @@ class Resolutions:
             self.config.rounds,
             self.answered,
             self.conflicts,
-            lambda key: key in included(),
+            lambda key: key in included() or registry.lately_excluded(key),
         )
         rounds = len(outcome.questions)
         if outcome.url is None:

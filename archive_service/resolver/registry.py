@@ -81,6 +81,10 @@ ANY_SOURCE, ANY_BURST, ANY_RATE = "any source", 20, 1.0
 # Requests with an Archive's right key, per Archive, at once; then one every 1/RATE seconds (an
 # announcer includes at start, on a reload and when a node takes over: a few an hour).
 ACCEPTED_BURST = 20
+# How long an excluded Archive still holds the IBIs it is remembered for (a restart, an
+# upgrade): its readers get a 404 meanwhile, not whoever else claims them. Longer away, it
+# routes nothing (resolve.ask_round) until it is back or its owners' grace ends.
+EXCLUDED_GRACE = 3600
 
 
 class KeyThrottle:
@@ -175,6 +179,14 @@ class Record:
         return ArchiveRef(self.address or "", self.serviceibi, self.ip or "")
 
 
+def _epoch(stamp: str | None) -> float:
+    """A registry time (`_now`'s form) in epoch seconds; none or unreadable: long ago."""
+    try:
+        return datetime.strptime(stamp or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return 0.0
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -199,6 +211,7 @@ class _Included:
     version: tuple
     refs: list[ArchiveRef]
     keyed: dict[str, ArchiveRef]
+    excluded: dict[str, float]  # the excluded ones by key: when (epoch seconds)
 
 
 class Registry:
@@ -275,14 +288,26 @@ class Registry:
         order: a resolution picks the few it remembers without going through them all."""
         return self._included().keyed
 
+    def lately_excluded(self, key: str) -> bool:
+        """Whether the Archive whose service IBI has `key` was excluded less than
+        EXCLUDED_GRACE ago. serve's stop sends an exclusionRequest (SPEC §5), so each restart
+        of an Archive excludes it for seconds: what it is remembered for must not go to
+        whoever claims it meanwhile (issue 30, the eleventh adversarial pass)."""
+        since = self._included().excluded.get(key)
+        return since is not None and time.time() - since < EXCLUDED_GRACE
+
     def _included(self) -> _Included:
         """This thread's copy, read again only when the store's `version` changed (in SQLite
         every write goes through a connection of its own, so it bumps it)."""
         version = self._store.version()
         kept: _Included | None = getattr(self._kept, "included", None)
         if kept is None or kept.version != version:
-            refs = [r.ref for r in self.records(included_only=True)]
-            kept = _Included(version, refs, {ibimod.key(r.serviceibi): r for r in refs})
+            records = self.records()
+            refs = [r.ref for r in records if r.included]
+            excluded = {
+                ibimod.key(r.serviceibi): _epoch(r.since) for r in records if not r.included
+            }
+            kept = _Included(version, refs, {ibimod.key(r.serviceibi): r for r in refs}, excluded)
             self._kept.included = kept
         return kept
 
