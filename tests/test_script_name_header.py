@@ -9,7 +9,7 @@ import http.client
 import pytest
 
 from archive_service.protocol import pairs
-from serve_process import SAMPLE, SERVICE, Serve
+from serve_process import SAMPLE, SERVICE, Process, Serve, free_port
 
 pytestmark = pytest.mark.process
 
@@ -34,8 +34,8 @@ def service(tmp_path_factory):
     process.stop()
 
 
-def get(service: Serve, path: str, headers: dict[str, str]) -> tuple[int, str]:
-    connection = http.client.HTTPConnection(*service.address.split(":"), timeout=10)
+def get(address: str, path: str, headers: dict[str, str]) -> tuple[int, str]:
+    connection = http.client.HTTPConnection(*address.split(":"), timeout=10)
     try:
         connection.request("GET", path, headers=headers)
         response = connection.getresponse()
@@ -54,10 +54,32 @@ def get(service: Serve, path: str, headers: dict[str, str]) -> tuple[int, str]:
     ],
 )
 def test_mount_point_headers_are_dropped(service, headers):
-    status, body = get(service, QUERY, headers)
+    status, body = get(service.address, QUERY, headers)
     assert status == 200, body
     url = dict(pairs.parse(body))["url"]
     assert url.startswith(f"http://{service.address}/col/"), url
-    status, body = get(service, "/", headers)
+    status, body = get(service.address, "/", headers)
     assert status == 200 and f'<a href="http://{service.address}/{SERVICE}">' in body, body
     assert f'<a href="/{SERVICE}/items">' in body, body  # the page's own links too
+
+
+@pytest.fixture(scope="module")
+def resolver(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("script-name-resolver")
+    port = free_port()
+    process = Process(
+        ["resolver", "serve", "--state-dir", str(tmp_path / "state")]
+        + ["--bind", f"127.0.0.1:{port}"],
+        tmp_path / "resolver.log",
+    )
+    process.start()
+    process.wait_answering(f"http://127.0.0.1:{port}/")
+    yield f"127.0.0.1:{port}"
+    process.stop()
+
+
+@pytest.mark.parametrize("headers", [{"SCRIPT_NAME": "/evil"}, {"PATH_INFO": "/x"}])
+def test_the_resolvers_mount_point_headers_are_dropped(resolver, headers):
+    """The resolver's gunicorn took them from loopback peers too (the eleventh pass)."""
+    status, body = get(resolver, "/", headers)
+    assert status == 200 and "/evil" not in body, (status, body[:300])

@@ -166,6 +166,14 @@ class _ClientSocket(socket.socket):
 STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGQUIT}
 
 
+def mount_from_config_only(cfg) -> None:
+    """Both servers' mount point comes from their configuration, never from a client's
+    SCRIPT_NAME or PATH_INFO header: gunicorn takes those from the peers it trusts, and
+    loopback is one by default (a 500, or answers under the client's prefix)."""
+    cfg.set("forwarder_headers", "")
+    cfg.set("header_map", "drop")
+
+
 def unblock_stop_signals() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 

@@ -9,7 +9,7 @@ from gunicorn.app.base import BaseApplication
 
 from .. import settings
 from ..common import metrics
-from ..common.worker import ClientTimeoutWorker, Logger
+from ..common.worker import ClientTimeoutWorker, Logger, mount_from_config_only
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ class ResolverServer(BaseApplication):
         # gthread whose clients time out (common/worker.py): a slowloris client
         # held one of its threads for ever, and `threads` of them held the resolver.
         self.cfg.set("worker_class", ClientTimeoutWorker)
+        mount_from_config_only(self.cfg)
         # Open the registry once before forking so a bad state directory stops start-up.
         self.cfg.set("preload_app", True)
         self.cfg.set("proc_name", "archive-service-resolver")

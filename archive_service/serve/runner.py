@@ -15,7 +15,13 @@ from gunicorn.app.base import BaseApplication
 from .. import settings
 from ..common import limits, metrics
 from ..common.net import is_loopback_host
-from ..common.worker import STOP_SIGNALS, ClientTimeoutWorker, Logger, unblock_stop_signals
+from ..common.worker import (
+    STOP_SIGNALS,
+    ClientTimeoutWorker,
+    Logger,
+    mount_from_config_only,
+    unblock_stop_signals,
+)
 from ..indexer import startup
 from . import announce, announcer, identity, lifecycle
 
@@ -48,10 +54,7 @@ class ArchiveServer(BaseApplication):
         # gunicorn's sendfile path does not count what it sends (the access log said 0 for
         # every file); web._send hands it 64 KB blocks instead, which it counts.
         self.cfg.set("sendfile", False)
-        # The mount point comes from the server's configuration, never from a client's
-        # SCRIPT_NAME or PATH_INFO header (gunicorn takes those from loopback peers).
-        self.cfg.set("forwarder_headers", "")
-        self.cfg.set("header_map", "drop")
+        mount_from_config_only(self.cfg)
         # Build the index once and share it copy-on-write; start-up errors stop the master.
         self.cfg.set("preload_app", True)
         self.cfg.set("proc_name", "archive-service")
