@@ -36,6 +36,7 @@ import email.utils
 import hashlib
 import json
 import socket
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -85,10 +86,11 @@ RELATION_OF = {
 # import refuses a relation to a record it has not met yet); past this many, they go as
 # they are.
 MAX_HELD = 10_000
-# And this many characters of them (their Dublin Core, identifiers and where they came from):
+# And this many bytes of them (their Dublin Core, identifiers and where they came from):
 # a record may carry 32 KiB of Dublin Core, and a hostile provider's records each naming one
-# it never lists took the import from 87 to 337 MB at 9,000 (issue 30, eighth pass).
-MAX_HELD_CHARACTERS = 16_000_000
+# it never lists took the import from 87 to 337 MB at 9,000 (issue 30, eighth pass). Bytes,
+# not characters: 740 one-letter values (32 KiB) were 740, 76 bytes each (twelfth pass).
+MAX_HELD_BYTES = 64_000_000
 # The longest record identifier taken (a URI; oai:<host>:<id> is some 60 characters): one
 # went whole into each line, held record and mapping row it appeared in: the 1,000 lines
 # kept of skipped records were counted in lines, so a provider's 1 MB identifiers stayed as
@@ -563,7 +565,7 @@ class _Order:
         self.remembered: deque[bytes] = deque()
         self.held: dict[str, dict[str, Record]] = {}  # the id waited for -> records by id
         self.waits: dict[str, str] = {}  # a held record's id -> the id it waits for
-        self.held_characters = 0  # of the records held (_characters)
+        self.held_bytes = 0  # of the records held (_held_bytes)
 
     def put(self, record: Record) -> Iterator[Record]:
         """`record` (its relations' targets in lists, as `relations` gives them) now or later."""
@@ -575,12 +577,12 @@ class _Order:
             for key, targets in record.relations.items()
             if key != TRANSLATION_OF and _digest(targets[0]) not in self.yielded
         ]
-        size = _characters(record)
-        room = self.held_characters + size <= MAX_HELD_CHARACTERS
+        size = _held_bytes(record)
+        room = self.held_bytes + size <= MAX_HELD_BYTES
         if waiting and len(self.waits) < MAX_HELD and room:
             self.held.setdefault(waiting[0], {})[record.source_id] = record
             self.waits[record.source_id] = waiting[0]
-            self.held_characters += size
+            self.held_bytes += size
             return
         yield from self._out(record)
 
@@ -613,7 +615,7 @@ class _Order:
 
     def _let_go(self, record: Record) -> None:
         del self.waits[record.source_id]
-        self.held_characters -= _characters(record)
+        self.held_bytes -= _held_bytes(record)
 
     def rest(self) -> Iterator[Record]:
         while self.held:
@@ -625,11 +627,14 @@ class _Order:
                 yield from self._out(record)
 
 
-def _characters(record: Record) -> int:
-    """What holding `record` costs, in characters: its text, whose length a provider chooses."""
-    dc = sum(len(value) for values in record.dc.values() for value in values)
-    targets = sum(len(t) for ts in record.relations.values() for t in ts)
-    return dc + targets + len(record.source_id) + len(record.where)
+def _held_bytes(record: Record) -> int:
+    """What holding `record` costs: the size of each of its strings (a string's header is
+    some 50 bytes, so a provider choosing many short values chooses that, not their
+    characters) and the reference to it."""
+    strings = [value for values in record.dc.values() for value in values]
+    strings += [t for ts in record.relations.values() for t in ts]
+    strings += [record.source_id, record.where, record.location or ""]
+    return sum(sys.getsizeof(text) + 8 for text in strings)
 
 
 def _yaml_size(values: Mapping[str, list[str]]) -> int:
