@@ -70,6 +70,30 @@ def test_an_archiveip_announced_anew_reaches_every_instance(database_url, tmp_pa
     assert [r.ip for r in other.included()] == ["150.163.34.243"]
 
 
+def test_a_restart_a_day_after_the_last_is_seen_by_every_instance(database_url, tmp_path):
+    """The registry's `version` summed the included Archives only: excluded again (a restart)
+    after an inclusion, the registry read as it did at the exclusion before, so an instance
+    that had read it then kept that exclusion's time, a day old, and took the owner for one
+    away past its grace (`registry.EXCLUDED_GRACE`): its IBIs went to whoever claimed them
+    (the twelfth adversarial pass)."""
+    import psycopg
+
+    from archive_service.protocol import ibi as ibimod
+
+    one = Registry(tmp_path / "unused-a", database_url)
+    other = Registry(tmp_path / "unused-b", database_url)
+    one.register(SERVICE, KEY)
+    one.handle(_message("inclusionRequest"), confirm=lambda ref: True)
+    one.handle(_message("exclusionRequest"), confirm=lambda ref: True)
+    with psycopg.connect(database_url, autocommit=True) as conn:  # that stop was yesterday
+        conn.execute("UPDATE resolver_archive SET since = '2000-01-01T00:00:00Z'")
+    key = ibimod.key(SERVICE)
+    assert not other.lately_excluded(key)
+    one.handle(_message("inclusionRequest"), confirm=lambda ref: True)
+    one.handle(_message("exclusionRequest"), confirm=lambda ref: True)  # today's restart
+    assert other.lately_excluded(key)
+
+
 def test_a_registry_database_that_does_not_answer_is_one_line(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "archive_service.cli", "resolver", "list"]

@@ -189,3 +189,35 @@ def test_an_archives_own_keys_sent_at_once_get_no_more_than_its_burst(tmp_path, 
     for thread in threads:
         thread.join()
     assert len(confirmed) == 1
+
+
+def test_wrong_keys_from_many_sources_do_not_keep_an_archive_out(tmp_path, monkeypatch):
+    """The all-sources bucket was the one door: wrong keys from many /64s, about one a second
+    a worker, kept it empty, and a registered Archive restarting (serve's stop excludes it)
+    had each inclusion with its right key refused 429 for as long as they came: 4 of 4 on a
+    real resolver, its readers getting 404s (the twelfth adversarial pass). From an address
+    it was included at, the Archive's key is checked; from elsewhere it still waits."""
+    monkeypatch.setattr(registry_module, "ANY_BURST", 3, raising=False)
+    Registry(tmp_path / "state").register(SERVICE_A, KEY_A)
+    resolver = webtest.TestApp(create_resolver_app({"state_dir": str(tmp_path / "state")}))
+    home = {"REMOTE_ADDR": OTHER}
+
+    def announced(subject: str) -> dict[str, str]:
+        return {**request(subject, KEY_A), "archiveip": OTHER}
+
+    assert "included" in resolver.get(SERVICE, announced("inclusionRequest"), extra_environ=home)
+    resolver.get(SERVICE, announced("exclusionRequest"), extra_environ=home)  # its stop
+    for i in range(3):
+        resolver.get(
+            SERVICE, wrong(i), extra_environ={"REMOTE_ADDR": f"2001:db8:{i:x}::1"}, status=403
+        )
+    flooded = resolver.get(
+        SERVICE, wrong(3), extra_environ={"REMOTE_ADDR": "2001:db8:3::1"}, status=429
+    )
+    assert "from all sources" in flooded.text
+    back = resolver.get(SERVICE, announced("inclusionRequest"), extra_environ=home)
+    assert back.text.startswith("status.archive included"), back.text
+    elsewhere = resolver.get(
+        SERVICE, announced("exclusionRequest"), extra_environ={"REMOTE_ADDR": FLOODER}, status=429
+    )
+    assert "from all sources" in elsewhere.text

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from .. import settings
+from ..common import net
 from ..protocol import ibi as ibimod
 from ..protocol.answers import RequestError
 from .resolve import ArchiveRef
@@ -187,6 +188,14 @@ def _epoch(stamp: str | None) -> float:
         return 0.0
 
 
+def _host(address: str | None) -> str:
+    """The host of an `archiveaddress` ("" when none or unreadable)."""
+    try:
+        return net.host_port(address or "")[0]
+    except ValueError:
+        return ""
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -212,6 +221,9 @@ class _Included:
     refs: list[ArchiveRef]
     keyed: dict[str, ArchiveRef]
     excluded: dict[str, float]  # the excluded ones by key: when (epoch seconds)
+    # Every registered Archive by key: the addresses it was last included at (its archiveip,
+    # its archiveaddress when an address), each given with its right key.
+    announced: dict[str, frozenset]
 
 
 class Registry:
@@ -307,14 +319,27 @@ class Registry:
             excluded = {
                 ibimod.key(r.serviceibi): _epoch(r.since) for r in records if not r.included
             }
-            kept = _Included(version, refs, {ibimod.key(r.serviceibi): r for r in refs}, excluded)
+            announced = {
+                ibimod.key(r.serviceibi): frozenset(
+                    filter(None, (net.address(r.ip or ""), net.address(_host(r.address))))
+                )
+                for r in records
+            }
+            kept = _Included(
+                version, refs, {ibimod.key(r.serviceibi): r for r in refs}, excluded, announced
+            )
             self._kept.included = kept
         return kept
 
     # -- §5.2 messages ------------------------------------------------------------------
 
-    def _take(self, source: str) -> None:
-        """A token for a key check from `source` and from all sources, or Throttled."""
+    def _take(self, source: str, archive_key: str) -> bool:
+        """A token for a key check from `source` and from all sources, or Throttled; True
+        when the all-sources one was taken. An Archive sending from an address it was
+        included at needs none of the latter: wrong keys from many sources (about one a
+        second a worker) kept it empty, so a restarting Archive was refused (429) its
+        inclusion for as long as they came, and its readers got 404s (issue 30, the twelfth
+        adversarial pass). That source has its own bucket still."""
         if wait := self.throttle.take(source):
             raise Throttled(
                 f"too many refused inclusion and exclusion requests from {source}: "
@@ -322,16 +347,20 @@ class Registry:
                 wait,
             )
         if wait := self.everyone.take(ANY_SOURCE):
+            if net.address(source) in self._included().announced.get(archive_key, ()):
+                return False
             self.throttle.give_back(source)
             raise Throttled(
                 "too many refused inclusion and exclusion requests from all sources: "
                 f"try again in {math.ceil(wait)} s",
                 wait,
             )
+        return True
 
-    def _give_back(self, source: str) -> None:
+    def _give_back(self, source: str, everyone: bool) -> None:
         self.throttle.give_back(source)
-        self.everyone.give_back(ANY_SOURCE)
+        if everyone:
+            self.everyone.give_back(ANY_SOURCE)
 
     def handle(
         self,
@@ -365,12 +394,11 @@ class Registry:
                     raise RequestError("registrationkey breaks Table 5.1") from None
                 raise RequestError(f"{name} {exc}") from None
         archive = ArchiveRef(values["archiveaddress"], values["archiveserviceibi"])
-        if source is not None:
-            self._take(source)
         archive_key = ibimod.key(archive.serviceibi)
+        everyone = source is not None and self._take(source, archive_key)
         if wait := self.accepted.wait(archive_key):
             if source is not None:
-                self._give_back(source)  # not a refused check of this source
+                self._give_back(source, everyone)  # not a refused check of this source
             raise _too_many(archive.serviceibi, wait)
         if not self.check_key(archive.serviceibi, values["registrationkey"]):
             # Logged without the key; the same answer whether the Archive is unknown or the
@@ -386,7 +414,7 @@ class Registry:
                 "or the registration key is wrong"
             )
         if source is not None:
-            self._give_back(source)
+            self._give_back(source, everyone)
         # Taken now, or refused: every request sent together passed `wait` before any was
         # charged (scrypt is 61 ms), so 16 threads made 16 confirmations at each refill.
         if wait := self.accepted.take(archive_key):

@@ -28,13 +28,17 @@ class PostgresRegistry:
         and a sum of hashes of what an `ArchiveRef` holds, their IBIs, addresses and IPs
         (reading every row for every resolution was the registry's whole load). Without the
         IP, a new `archiveip` at the same address never reached the other instances: they
-        judged the IBIps it names (`covers`) by the old one."""
+        judged the IBIps it names (`covers`) by the old one. Every row, with whether it is
+        included and since when: summing the included ones only, a restart (excluded, included,
+        excluded again) read as the exclusion before it, and an instance that had read that
+        one kept its time, taking the owner for one away past its grace (`Registry.
+        lately_excluded`; the twelfth adversarial pass)."""
         with postgres.autocommit(self.url) as conn:
             return tuple(
                 conn.execute(
-                    "SELECT count(*), coalesce(sum(hashtext(ibikey || ' ' || "
-                    "coalesce(address, '') || ' ' || coalesce(ip, ''))), 0) "
-                    "FROM resolver_archive WHERE included = 1"
+                    "SELECT count(*), coalesce(sum(hashtext(ibikey || ' ' || included || ' ' || "
+                    "coalesce(since, '') || ' ' || coalesce(address, '') || ' ' || "
+                    "coalesce(ip, ''))), 0) FROM resolver_archive"
                 ).fetchone()
             )
 
