@@ -206,6 +206,23 @@ def test_a_bag_info_larger_than_any_item_needs_is_refused_before_bagit_reads_it(
     assert refusal(bag).endswith(f"bag-info.txt is larger than {bags.MAX_BAG_INFO} bytes")
 
 
+def test_a_manifest_listing_more_than_the_bag_holds_is_refused_before_bagit_reads_it(tmp_path):
+    """bagit reads each manifest whole into a dict: a 118 MB manifest listing a million files
+    a one-file bag lacks took the import to 960 MB and 116 s; one listing more lines than
+    the bag has files, or longer than their lines can be, is refused unread."""
+    digest = "0" * 64
+    many = make(tmp_path, "many", {"a.pdf": b"a"})
+    with open(many / "manifest-sha256.txt", "a") as manifest:
+        manifest.write("".join(f"{digest}  data/{i}.pdf\n" for i in range(20)))
+    assert refusal(many).endswith("manifest-sha256.txt lists more than the bag's 7 files")
+    large = make(tmp_path, "large", {"a.pdf": b"a"})
+    with open(large / "tagmanifest-sha256.txt", "a") as manifest:
+        manifest.write(f"{digest}  {'x' * 40_000}\n")
+    assert refusal(large).endswith(
+        "tagmanifest-sha256.txt is larger than a manifest of the bag's 7 files"
+    )
+
+
 def test_the_bag_s_own_date_and_sender_are_not_the_work_s(config, tmp_path):
     # Issue 34: make_bag writes Bagging-Date (today), which became the item's first dc:date,
     # read by citations as the work's date; Contact-Name (who sent the bag) became a

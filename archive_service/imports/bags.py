@@ -30,6 +30,12 @@ SOURCE = "bagit"
 # import to 208 MB and 10 s), and what it gives an item is its Dublin Core, which the
 # sidecar holds within 64 KiB.
 MAX_BAG_INFO = 1024 * 1024
+# A manifest line at its longest: a SHA-512 digest, two spaces and a path of PATH_MAX. bagit
+# reads each manifest (and fetch.txt) whole into a dict of its entries: a 118 MB manifest
+# listing a million files a one-file bag lacks took the import to 960 MB and 116 s before
+# it was refused (issue 30, thirteenth adversarial pass). A manifest lists each file of the
+# bag once, so one with more lines than the bag has files is refused unread.
+MAX_MANIFEST_LINE = 128 + 2 + 4096 + 1
 # What each bag-info.txt label (any case) becomes: `dc:<element>` of the item's inline Dublin
 # Core, a relation naming another bag by its directory name (imports/records.py), or None:
 # not kept. A label not listed is not kept either. The one table of it: README's is checked
@@ -96,12 +102,14 @@ class _Refused(Exception):
     pass
 
 
-def _payload(path: Path) -> list[Path]:
-    """The payload files, checked before anything reads them."""
+def _payload(path: Path) -> tuple[list[Path], int]:
+    """The payload files, checked before anything reads them, and how many files the bag
+    holds in all."""
     data = path / "data"
     if data.is_symlink() or not data.is_dir():
         raise _Refused("data/ is missing or a symbolic link")
     found: list[Path] = []
+    held = 0
     # The whole bag, not only data/: bagit reads bag-info.txt and the manifests too, and a
     # link there carried the lines of a file outside the bag into the public dc (a FIFO
     # there hung the import).
@@ -120,9 +128,28 @@ def _payload(path: Path) -> list[Path]:
                 )
             if name in files and not stat.S_ISREG(mode):
                 raise _Refused(f"{relative} is not a regular file")
+            held += name in files
             if name in files and relative.parts[0] == "data":
                 found.append(entry)
-    return sorted(found)
+    return sorted(found), held
+
+
+def _manifests_within(path: Path, held: int) -> None:
+    """Refuse a manifest or fetch.txt listing more than the bag's `held` files, unread by
+    bagit (counted here a block at a time)."""
+    lines_at_most = held + 1  # a last line without its newline
+    for tag in sorted(path.iterdir()):
+        name = tag.name
+        if not (name == "fetch.txt" or (name.endswith(".txt") and "manifest-" in name)):
+            continue
+        if tag.stat().st_size > lines_at_most * MAX_MANIFEST_LINE:
+            raise _Refused(f"{name} is larger than a manifest of the bag's {held} files")
+        lines = 0
+        with open(tag, "rb") as text:
+            for block in iter(lambda: text.read(1 << 20), b""):
+                lines += block.count(b"\n")
+                if lines > lines_at_most:
+                    raise _Refused(f"{name} lists more than the bag's {held} files")
 
 
 def _why(bag: bagit.Bag, error: bagit.BagValidationError) -> str:
@@ -155,7 +182,8 @@ def _record(path: Path, where: str) -> Record:
     # Before bagit opens any of them; by their real paths, which the copy then follows no
     # link on (a link swapped in after this check is refused, not followed).
     real = path.resolve()
-    files = _payload(real)
+    files, held = _payload(real)
+    _manifests_within(real, held)
     info = real / "bag-info.txt"
     if info.is_file() and info.stat().st_size > MAX_BAG_INFO:
         raise _Refused(f"bag-info.txt is larger than {MAX_BAG_INFO} bytes")
