@@ -46,3 +46,24 @@ def test_slow_clients_are_dropped_and_the_resolver_answers_again(tmp_path):
         for client in slow:
             client.stop.set()
         resolver.stop()
+    assert "no proxy in front" not in (tmp_path / "resolver.log").read_text()  # loopback
+
+
+def test_a_resolver_reachable_from_other_machines_without_a_proxy_is_warned_of(tmp_path):
+    """As serve is (issue 30 §13): 300 connections dribbling their headers left a bare
+    `resolver serve` unanswered for over 60 s (behind nginx, 3.2 ms), and nothing at its start
+    said so to an admin listening on every interface."""
+    port = free_port()
+    log = tmp_path / "resolver.log"
+    resolver = Process(
+        ["resolver", "serve", "--state-dir", str(tmp_path / "state"), "--bind", f"0.0.0.0:{port}"],
+        log,
+    )
+    resolver.start()
+    try:
+        resolver.wait_answering(f"http://127.0.0.1:{port}/health")
+    finally:
+        resolver.stop()
+    warned = [line for line in log.read_text().splitlines() if "no proxy in front" in line]
+    assert len(warned) == 1, log.read_text()
+    assert f"resolver serve listens on 0.0.0.0:{port} with no proxy in front" in warned[0]

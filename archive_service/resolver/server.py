@@ -9,6 +9,7 @@ from gunicorn.app.base import BaseApplication
 
 from .. import settings
 from ..common import metrics
+from ..common.net import proxy_warning
 from ..common.worker import ClientTimeoutWorker, Logger, mount_from_config_only
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,8 @@ def run(config: settings.Config) -> int:
         config.resolveribi,
         settings.postgres_redacted(config.database) if config.database else config.state_dir,
     )
+    if warning := proxy_warning("resolver serve", config.bind, config.trusted_proxies):
+        log.warning("%s", warning)
     if config.metrics_allow:  # before the app is made: the workers' counts add up there
         metrics.use_directory(config.state_dir, "metrics")
     ResolverServer(config).run()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import ipaddress
 import logging
 import os
 import signal
@@ -13,8 +12,7 @@ from collections.abc import Callable
 from gunicorn.app.base import BaseApplication
 
 from .. import settings
-from ..common import limits, metrics
-from ..common.net import is_loopback_host
+from ..common import limits, metrics, net
 from ..common.worker import (
     STOP_SIGNALS,
     ClientTimeoutWorker,
@@ -192,21 +190,8 @@ def root_warning(config: settings.Config) -> str | None:
 
 
 def proxy_warning(config: settings.Config) -> str | None:
-    """What an admin serving the Internet with `serve` alone should know: gunicorn holds a
-    thread per connection, so slow clients starve it (bench: 300 connections sending a byte
-    at a time left a probe 42 s unanswered; behind the contrib nginx, 1.6 ms). None when it
-    listens on loopback or a Unix socket, or when trusted_proxies names a proxy elsewhere."""
-    host = config.bind.rpartition(":")[0]
-    if config.bind.startswith("unix:") or is_loopback_host(host):
-        return None
-    if any(not ipaddress.ip_network(n).is_loopback for n in config.trusted_proxies):
-        return None  # the admin named a proxy on another machine: it is in front
-    return (
-        f"serve listens on {config.bind} with no proxy in front (trusted_proxies names none "
-        "but loopback): slow clients hold its threads and starve every other client; put it "
-        "behind nginx or Apache (contrib/) listening on 127.0.0.1, or name the proxy's "
-        "address in trusted_proxies"
-    )
+    """serve's warning of no proxy in front (common/net.py, the resolver's too)."""
+    return net.proxy_warning("serve", config.bind, config.trusted_proxies)
 
 
 def run(config: settings.Config, reload_config: Callable[[], settings.Config] | None = None) -> int:
