@@ -113,3 +113,41 @@ def test_resolver_settings_come_from_their_own_table(tmp_path, monkeypatch, caps
     assert code == 0 and "ARCHIVE_SERVICE_RESOLVER_<NAME>" in out and "--timeout" in out
     code, out, _ = run(capsys, "serve", "--help")  # the Archive's own table is unchanged
     assert code == 0 and "ARCHIVE_SERVICE_<NAME>" in out and "--timeout" not in out
+
+
+def test_register_from_names_the_networks_an_archive_sends_from(tmp_path, capsys):
+    state = str(tmp_path / "state")
+    base = ("resolver", "register", "--state-dir", state, "--serviceibi", SERVICE_A)
+    code, _, _ = run(capsys, *base, "--key", KEY_A, "--from", "192.0.2.0/24, 2001:db8::/48")
+    assert code == 0
+    code, out, _ = run(capsys, "resolver", "list", "--state-dir", state)
+    assert out == f"{SERVICE_A}  not included; sends from 192.0.2.0/24 2001:db8::/48\n"
+    code, _, err = run(capsys, *base, "--key", KEY_A, "--from", "192.0.2.300")
+    assert code == 2 and "192.0.2.300 is neither an IP address nor a network" in err
+
+
+def test_a_registry_made_before_sends_from_gets_the_column(tmp_path):
+    """A resolver's SQLite file from an earlier version: opened, it gains the column and
+    keeps its Archives."""
+    import sqlite3
+
+    old = (
+        "CREATE TABLE archive (ibikey TEXT PRIMARY KEY, serviceibi TEXT NOT NULL, "
+        "salt BLOB NOT NULL, keyhash BLOB NOT NULL, registered TEXT NOT NULL, "
+        "included INTEGER NOT NULL DEFAULT 0, since TEXT, address TEXT, ip TEXT, "
+        "platformversion TEXT, email TEXT, confirmation TEXT)"
+    )
+    registry = Registry(tmp_path / "state")
+    path = registry.where
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE archive")
+    conn.execute(old)
+    conn.execute(
+        "INSERT INTO archive (ibikey, serviceibi, salt, keyhash, registered) "
+        "VALUES ('k', ?, x'00', x'00', 'then')",
+        (SERVICE_A,),
+    )
+    conn.commit()
+    conn.close()
+    again = Registry(tmp_path / "state")
+    assert [(r.serviceibi, r.sends_from) for r in again.records()] == [(SERVICE_A, None)]

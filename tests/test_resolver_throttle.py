@@ -221,3 +221,36 @@ def test_wrong_keys_from_many_sources_do_not_keep_an_archive_out(tmp_path, monke
         SERVICE, announced("exclusionRequest"), extra_environ={"REMOTE_ADDR": FLOODER}, status=429
     )
     assert "from all sources" in elsewhere.text
+
+
+def test_an_archive_registered_with_the_networks_it_sends_from_joins_through_a_flood(
+    tmp_path, monkeypatch
+):
+    """Wrong keys from many /64s kept the all-sources bucket empty, and an Archive not yet
+    included (or moved) was refused its first inclusion for as long as they came: 0 of 20
+    in 20 s (the thirteenth adversarial pass). Registered with `--from` the networks it
+    sends from, it is checked from there; from elsewhere it still waits."""
+    monkeypatch.setattr(registry_module, "ANY_BURST", 3, raising=False)
+    Registry(tmp_path / "state").register(SERVICE_A, KEY_A, ("192.0.2.0/24",))
+    resolver = webtest.TestApp(create_resolver_app({"state_dir": str(tmp_path / "state")}))
+    for i in range(3):
+        resolver.get(
+            SERVICE, wrong(i), extra_environ={"REMOTE_ADDR": f"2001:db8:{i:x}::1"}, status=403
+        )
+    elsewhere = resolver.get(
+        SERVICE,
+        request("inclusionRequest", KEY_A),
+        extra_environ={"REMOTE_ADDR": OTHER},
+        status=429,
+    )
+    assert "from all sources" in elsewhere.text
+    first = resolver.get(
+        SERVICE, request("inclusionRequest", KEY_A), extra_environ={"REMOTE_ADDR": "192.0.2.7"}
+    )
+    assert first.text.startswith("status.archive included"), first.text
+    # Re-keyed without --from, it keeps them; `none` clears them.
+    registry = Registry(tmp_path / "state")
+    registry.register(SERVICE_A, KEY_A)
+    assert [r.sends_from for r in registry.records()] == ["192.0.2.0/24"]
+    registry.register(SERVICE_A, KEY_A, ())
+    assert [r.sends_from for r in registry.records()] == [""]

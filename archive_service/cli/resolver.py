@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import settings
+from .. import setting_values, settings
 from ..resolver import config as rconfig
 from .options import add_settings, load_config
 
@@ -31,8 +31,9 @@ def cmd_register(args: argparse.Namespace) -> int:
     config = _config(args, "state_dir")
     key = sys.stdin.readline().strip() if args.key == "-" else args.key
     try:
+        froms = None if args.sends_from is None else setting_values.networks(args.sends_from)
         registry = _registry(config)
-        new = registry.register(args.serviceibi, key)
+        new = registry.register(args.serviceibi, key, froms)
     except ValueError as exc:
         print(f"archive-service resolver register: {exc}", file=sys.stderr)
         return 2
@@ -48,7 +49,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             if r.included
             else "not included" + (f" (excluded {r.since})" if r.since else "")
         )
-        print(f"{r.serviceibi}  {state}")
+        froms = f"; sends from {r.sends_from}" if r.sends_from else ""
+        print(f"{r.serviceibi}  {state}{froms}")
     return 0
 
 
@@ -82,6 +84,15 @@ def add_parser(sub) -> None:
         required=True,
         help="registration key (10+ digits, optionally -10+ digits); "
         "'-' reads it from standard input",
+    )
+    register.add_argument(
+        "--from",
+        dest="sends_from",
+        metavar="NETWORKS",
+        help="addresses or networks the Archive sends its inclusion and exclusion requests "
+        "from (commas or spaces; 'none' clears them): from there a flood of wrong keys from "
+        "elsewhere does not keep it out before its first inclusion or after a move "
+        "(default: keep what was given before)",
     )
     _add_settings(register, names=("state_dir", "database"))
     register.set_defaults(func=cmd_register)

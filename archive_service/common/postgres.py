@@ -88,6 +88,8 @@ SCHEMA: dict[str, list[str]] = {
         "CREATE INDEX resolver_answered_expires ON resolver_answered (expires); "
         "CREATE INDEX resolver_answered_ungraced ON resolver_answered (expires) "
         "WHERE (length(ibikey) > 128 OR holders NOT LIKE '%!%')",
+        # The networks an Archive's admin said it sends from (`resolver register --from`).
+        "ALTER TABLE resolver_archive ADD COLUMN sends_from text",
     ],
 }
 

@@ -174,6 +174,7 @@ class Record:
     platformversion: str | None
     email: str | None
     confirmation: str | None
+    sends_from: str | None = None  # networks, space-separated (`register --from`)
 
     @property
     def ref(self) -> ArchiveRef:
@@ -194,6 +195,22 @@ def _host(address: str | None) -> str:
         return net.host_port(address or "")[0]
     except ValueError:
         return ""
+
+
+def _sends_from(record: Record) -> tuple:
+    """The networks an Archive's inclusion and exclusion requests may come from unheld by the
+    all-sources bucket: the addresses it was last included at (its archiveip, its
+    archiveaddress when an address), each given with its right key, and the networks its
+    admin named when it was registered (`register --from`: before its first inclusion, or
+    after a move)."""
+    found = [net.address(record.ip or ""), net.address(_host(record.address))]
+    nets = [ipaddress.ip_network(a) for a in found if a is not None]
+    for text in (record.sends_from or "").split():
+        try:
+            nets.append(ipaddress.ip_network(text))
+        except ValueError:
+            continue  # written by register, which checks it: never so
+    return tuple(nets)
 
 
 def _now() -> str:
@@ -221,9 +238,8 @@ class _Included:
     refs: list[ArchiveRef]
     keyed: dict[str, ArchiveRef]
     excluded: dict[str, float]  # the excluded ones by key: when (epoch seconds)
-    # Every registered Archive by key: the addresses it was last included at (its archiveip,
-    # its archiveaddress when an address), each given with its right key.
-    announced: dict[str, frozenset]
+    # Every registered Archive by key: the networks it sends from (`_sends_from`).
+    announced: dict[str, tuple]
 
 
 class Registry:
@@ -249,23 +265,30 @@ class Registry:
         with self._store.session() as run:
             yield lambda sql, params=(): run(sql.format(table=self._store.table), params)
 
-    def register(self, serviceibi: str, key: str) -> bool:
-        """Register (or re-key) an Archive; True if it is new. The key itself is not kept."""
+    def register(
+        self, serviceibi: str, key: str, sends_from: tuple[str, ...] | None = None
+    ) -> bool:
+        """Register (or re-key) an Archive; True if it is new. The key itself is not kept.
+        `sends_from`: the networks its admin says it sends its inclusion and exclusion
+        requests from (None keeps what was given before): from them it is not held by the
+        all-sources key bucket before its first inclusion either (`_take`)."""
         ibi = ibimod.parse(serviceibi).text
         if not _KEY_RE.fullmatch(key):
             raise ValueError(
                 "a registration key is 10 or more digits, optionally '-' and "
                 "10 or more digits (Table 5.1)"
             )
+        froms = None if sends_from is None else " ".join(sends_from)
         salt = os.urandom(16)
         with self._db() as run:
             new = not run("SELECT 1 FROM {table} WHERE ibikey = ?", (ibimod.key(ibi),))
             run(
-                "INSERT INTO {table} (ibikey, serviceibi, salt, keyhash, registered) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(ibikey) DO UPDATE SET "
+                "INSERT INTO {table} (ibikey, serviceibi, salt, keyhash, registered, sends_from) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(ibikey) DO UPDATE SET "
                 "salt = excluded.salt, keyhash = excluded.keyhash, "
-                "registered = excluded.registered",
-                (ibimod.key(ibi), ibi, salt, _hash(key, salt), _now()),
+                "registered = excluded.registered, "
+                "sends_from = coalesce(excluded.sends_from, {table}.sends_from)",
+                (ibimod.key(ibi), ibi, salt, _hash(key, salt), _now(), froms),
             )
         return new
 
@@ -283,7 +306,7 @@ class Registry:
         """Archives in the order they were registered (the order urlRequests are sent in)."""
         sql = (
             "SELECT serviceibi, registered, included, since, address, ip, platformversion, "
-            "email, confirmation FROM {table}"
+            "email, confirmation, sends_from FROM {table}"
         )
         if included_only:
             sql += " WHERE included = 1"
@@ -319,12 +342,7 @@ class Registry:
             excluded = {
                 ibimod.key(r.serviceibi): _epoch(r.since) for r in records if not r.included
             }
-            announced = {
-                ibimod.key(r.serviceibi): frozenset(
-                    filter(None, (net.address(r.ip or ""), net.address(_host(r.address))))
-                )
-                for r in records
-            }
+            announced = {ibimod.key(r.serviceibi): _sends_from(r) for r in records}
             kept = _Included(
                 version, refs, {ibimod.key(r.serviceibi): r for r in refs}, excluded, announced
             )
@@ -347,7 +365,8 @@ class Registry:
                 wait,
             )
         if wait := self.everyone.take(ANY_SOURCE):
-            if net.address(source) in self._included().announced.get(archive_key, ()):
+            found = net.address(source)
+            if found and net.within(found, self._included().announced.get(archive_key, ())):
                 return False
             self.throttle.give_back(source)
             raise Throttled(

@@ -38,7 +38,8 @@ class PostgresRegistry:
                 conn.execute(
                     "SELECT count(*), coalesce(sum(hashtext(ibikey || ' ' || included || ' ' || "
                     "coalesce(since, '') || ' ' || coalesce(address, '') || ' ' || "
-                    "coalesce(ip, ''))), 0) FROM resolver_archive"
+                    "coalesce(ip, '') || ' ' || coalesce(sends_from, ''))), 0) "
+                    "FROM resolver_archive"
                 ).fetchone()
             )
 

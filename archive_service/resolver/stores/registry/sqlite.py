@@ -26,9 +26,12 @@ CREATE TABLE IF NOT EXISTS archive (
     included INTEGER NOT NULL DEFAULT 0,
     since TEXT,                       -- time of the last inclusion or exclusion
     address TEXT, ip TEXT, platformversion TEXT, email TEXT,
-    confirmation TEXT                 -- successful | unsuccessful
+    confirmation TEXT,                -- successful | unsuccessful
+    sends_from TEXT                   -- networks its admin said it sends from (register --from)
 )
 """
+# Added after the first release: a file made before it gets the column on opening.
+_ADDED = {"sends_from": "ALTER TABLE archive ADD COLUMN sends_from TEXT"}
 
 
 class SQLiteRegistry:
@@ -46,6 +49,14 @@ class SQLiteRegistry:
             with closing(dbmod.connect(path, timeout=10)) as conn:
                 dbmod.use_wal(conn, durable=True)
                 conn.execute(_SCHEMA)
+                have = {row[1] for row in conn.execute("PRAGMA table_info(archive)")}
+                for column, sql in _ADDED.items():
+                    if column not in have:
+                        try:
+                            conn.execute(sql)
+                        except sqlite3.OperationalError as exc:  # another process first
+                            if "duplicate column" not in str(exc):
+                                raise
         except (OSError, sqlite3.Error) as exc:
             raise RegistryError(f"registry {path}: {exc}") from None
 
