@@ -94,6 +94,25 @@ def test_a_restart_a_day_after_the_last_is_seen_by_every_instance(database_url, 
     assert other.lately_excluded(key)
 
 
+def test_the_networks_an_archive_sends_from_reach_every_instance(database_url, tmp_path):
+    """`resolver register --from` on one node while another serves: the registry's `version`
+    must move, or the other node keeps holding the Archive's first inclusion behind the
+    all-sources bucket that a flood of wrong keys keeps empty (the thirteenth pass)."""
+    from archive_service.resolver.registry import ANY_SOURCE, Throttled
+
+    one = Registry(tmp_path / "unused-a", database_url)
+    other = Registry(tmp_path / "unused-b", database_url)
+    one.register(SERVICE, KEY)
+    while not other.everyone.take(ANY_SOURCE):  # the flood's doing
+        pass
+    inclusion = _message("inclusionRequest")
+    with pytest.raises(Throttled):
+        other.handle(inclusion, confirm=lambda ref: True, source="192.0.2.7")
+    one.register(SERVICE, KEY, ("192.0.2.0/24",))
+    answer = other.handle(inclusion, confirm=lambda ref: True, source="192.0.2.7")
+    assert ("status.archive", "included") in answer
+
+
 def test_a_registry_database_that_does_not_answer_is_one_line(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "archive_service.cli", "resolver", "list"]
