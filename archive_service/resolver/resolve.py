@@ -517,12 +517,14 @@ def ask_round(
     `enough(answers)` holds, slower Archives are not waited for, except those `awaited`
     (the IBI's naming authorities: a faster Archive claiming the IBI must not win the
     race against them), up to the round's deadline. `plain`: the question is the IBI alone,
-    no file path and no verb (`settle_claims`). `included(key)`: whether an Archive is
-    included now; an owner that is not (excluded) holds nothing, and is not replaced.
+    no file path and no verb (`settle_claims`). `included(key)`: whether an Archive may
+    stand as an owner now (the resolver's: included, or excluded less than the registry's
+    EXCLUDED_GRACE ago, a restart); an owner that may not is away: it holds nothing, and is
+    not replaced.
 
-    An owner is remembered up to a week past `answered_ttl` and, unheard, stands: an
-    excluded one, never asked again, kept its IBIs from whoever holds them now for as long,
-    renewed by each round (the owners' grace, issue 30)."""
+    An owner is remembered up to a week past `answered_ttl` and, unheard, stands (the
+    owners' grace, issue 30): were an away one to stand, never asked again, it would keep
+    its IBIs from whoever holds them now for as long, renewed by each round."""
     known, owner = memory.recall(question.ibi), memory.owner(question.ibi)
     # Away (excluded), an owner routes nothing but is not replaced: serve's SIGTERM excludes
     # it, and one resolution during a restart made a hostile Archive claiming every IBI the
@@ -593,7 +595,7 @@ def resolve(
     `ask(question)` asks every included Archive and waits for them all. `conflicts` is told
     each claim of an Original refused (`settle_claims`), unless the Original is required
     (two claims are then the alert). `included(key)`: whether the Archive of a service IBI
-    key is included now (default: any is)."""
+    key may stand as an owner now (`ask_round`; default: any may)."""
     prefs = preferences(accept_language)
     original_required = purl.requireditemstatus == "Original"
     question = Question(purl.ibi, purl.parsed.relation, purl.parsed.filelist)
