@@ -193,6 +193,24 @@ class Process:
             self.proc.wait()
 
 
+def resolver_serve(base: Path, *args: str) -> tuple[Process, str]:
+    """`archive-service resolver serve` with its state in `base`/state on a free loopback
+    port, started and answering: the process (the caller ends it) and its URL."""
+    port = free_port()
+    process = Process(
+        ["resolver", "serve", "--state-dir", str(base / "state")]
+        + ["--bind", f"127.0.0.1:{port}", *args],
+        base / "resolver.log",
+    ).start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        process.wait_answering(f"{url}/")
+    except BaseException:
+        process.kill()
+        raise
+    return process, url
+
+
 class Serve:
     """`archive-service serve --config CONFIG ARGS`, listening on 127.0.0.1:<free port>
     (`config=None`: no --config, the settings all in ARGS)."""

@@ -15,7 +15,7 @@ from prometheus_client import multiprocess
 from prometheus_client.parser import text_string_to_metric_families
 
 from archive_service import testing
-from serve_process import Process, Serve, free_port, http_get, wait_until
+from serve_process import Serve, http_get, resolver_serve, wait_until
 
 URL_REQUEST = "&".join(
     (
@@ -110,15 +110,9 @@ def test_serve_counts_add_up_over_workers_and_outlive_a_killed_one(serve):
 @pytest.fixture(scope="module")
 def resolver(tmp_path_factory):
     base = tmp_path_factory.mktemp("resolver-metrics")
-    port = free_port()
-    process = Process(
-        ["resolver", "serve", "--state-dir", str(base / "state")]
-        + ["--bind", f"127.0.0.1:{port}", "--workers", "2"],
-        base / "resolver.log",
-    ).start()
+    process, url = resolver_serve(base, "--workers", "2")
     try:
-        process.wait_answering(f"http://127.0.0.1:{port}/")
-        yield f"http://127.0.0.1:{port}", base / "state" / "metrics"
+        yield url, base / "state" / "metrics"
     finally:
         process.kill()
 

@@ -9,7 +9,7 @@ import http.client
 import pytest
 
 from archive_service.protocol import pairs
-from serve_process import SAMPLE, SERVICE, Process, Serve, free_port
+from serve_process import SAMPLE, SERVICE, Serve, resolver_serve
 
 pytestmark = pytest.mark.process
 
@@ -65,16 +65,8 @@ def test_mount_point_headers_are_dropped(service, headers):
 
 @pytest.fixture(scope="module")
 def resolver(tmp_path_factory):
-    tmp_path = tmp_path_factory.mktemp("script-name-resolver")
-    port = free_port()
-    process = Process(
-        ["resolver", "serve", "--state-dir", str(tmp_path / "state")]
-        + ["--bind", f"127.0.0.1:{port}"],
-        tmp_path / "resolver.log",
-    )
-    process.start()
-    process.wait_answering(f"http://127.0.0.1:{port}/")
-    yield f"127.0.0.1:{port}"
+    process, url = resolver_serve(tmp_path_factory.mktemp("script-name-resolver"))
+    yield url.removeprefix("http://")
     process.stop()
 
 
